@@ -1,0 +1,180 @@
+/* isaforge.h - the C API of the isaforge kernel core.
+ *
+ * Pure C11, no Python. The Python layer parses model files and hands this core a
+ * description of the weights (pointers into mmapped files or packed buffers); the core
+ * owns the run state (activations, KV cache, thread pool) and runs the forward pass.
+ *
+ * Conventions: a weight matrix is (rows = out features, cols = in features), row-major.
+ * Q8 means symmetric int8 per group of `group_size` consecutive values along a row with a
+ * float32 scale per group. Sizes are size_t. Functions that can fail return an if_status
+ * and write a one-line reason into a caller-given buffer.
+ */
+#ifndef ISAFORGE_H
+#define ISAFORGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ISAFORGE_VERSION "0.1.0"
+
+typedef enum if_status {
+    IF_OK = 0,
+    IF_EINVAL = 1,    /* bad argument or inconsistent shapes */
+    IF_ENOMEM = 2,    /* allocation failed */
+    IF_ENOTSUP = 3,   /* kernel tier or feature not available on this CPU */
+} if_status;
+
+typedef enum if_dtype { IF_F32 = 0, IF_Q8 = 1 } if_dtype;
+
+/* ---------------------------------------------------------------------------------------
+ * Kernel interfaces. Every ISA variant of an op fills the same signature. Kernels compute
+ * output rows [n0, n1) so the thread pool can split work without the kernel knowing.
+ * ------------------------------------------------------------------------------------- */
+
+/* Quantize one activation row x (K floats) into int8 q and K/gs scales, per group:
+ * scale = max|x| / 127, q = roundf(x / scale) (half away from zero); a zero group gets
+ * scale 0 and q 0. */
+typedef void (*if_quantize_fn)(int8_t *q, float *s, const float *x, size_t K, size_t gs);
+
+/* Q8 GEMV: out[n] = sum over groups g of ((float)isum(n, g) * ws[n, g]) * xs[g], groups in
+ * order, for n in [n0, n1). w: (N, K) int8, ws: (N, K/gs), xq: (K), xs: (K/gs). */
+typedef void (*if_q8_gemv_fn)(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                              const float *ws, size_t n0, size_t n1, size_t K, size_t gs);
+
+/* Q8 GEMM: out[m, n] for m in [0, M), n in [n0, n1), same per-output arithmetic as GEMV.
+ * xq: (M, K), xs: (M, K/gs), out: (M, ldo) with ldo >= N. */
+typedef void (*if_q8_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xs,
+                              size_t M, const int8_t *w, const float *ws, size_t n0, size_t n1,
+                              size_t K, size_t gs);
+
+/* fp32 GEMV: out[n] = sum_k w[n, k] * x[k], k in order, for n in [n0, n1). */
+typedef void (*if_f32_gemv_fn)(float *out, const float *x, const float *w, size_t n0, size_t n1,
+                               size_t K);
+
+/* One ISA tier's kernels. NULL entries mean "this tier has no variant for that op". */
+typedef struct if_kernel_table {
+    const char *tier;           /* "scalar", "avx2", ... */
+    const char *q8_gemv_name;   /* kernel names, e.g. "q8_gemv_1x1_scalar" */
+    const char *q8_gemm_name;
+    const char *quantize_name;
+    const char *f32_gemv_name;
+    if_q8_gemv_fn q8_gemv;
+    if_q8_gemm_fn q8_gemm;
+    if_quantize_fn quantize;
+    if_f32_gemv_fn f32_gemv;
+} if_kernel_table;
+
+/* ---------------------------------------------------------------------------------------
+ * CPU features and dispatch (csrc/cpu/).
+ * ------------------------------------------------------------------------------------- */
+
+/* Number of ISA tiers compiled into this build (scalar included). */
+size_t if_tier_count(void);
+/* Name of compiled tier i (0 = scalar, rising priority), or NULL if out of range. */
+const char *if_tier_name(size_t i);
+/* 1 if compiled tier i can run on this CPU and OS, else 0; a reason goes to `why`. */
+int if_tier_supported(size_t i, char *why, size_t whylen);
+/* Comma-separated list of CPU features found (e.g. "sse2,avx2,avx512f"). */
+const char *if_cpu_features(void);
+/* CPU model string (or "unknown"). */
+const char *if_cpu_name(void);
+
+/* Choose the kernels: `tier` NULL or "" or "auto" picks the best supported tier per op
+ * (honouring the ISAFORGE_KERNEL environment variable when `tier` is NULL); a tier name
+ * forces that tier for every op and fails with IF_ENOTSUP if this CPU lacks it. */
+if_status if_dispatch_select(const char *tier, char *err, size_t errlen);
+/* The kernels currently selected for decode (M = 1) and prefill (M > 1). */
+const if_kernel_table *if_dispatch_gemv(void);
+const if_kernel_table *if_dispatch_gemm(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Thread pool (csrc/threadpool.c).
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct if_pool if_pool;
+/* Body of a parallel loop: process task indices [t0, t1) of `ctx`. */
+typedef void (*if_task_fn)(void *ctx, size_t t0, size_t t1);
+/* Create a pool running `n_threads` threads in total (the caller counts as one). */
+if_pool *if_pool_create(size_t n_threads);
+/* Free the pool and join its workers. NULL is allowed. */
+void if_pool_free(if_pool *pool);
+/* Threads in the pool, the caller included. */
+size_t if_pool_threads(const if_pool *pool);
+/* Run fn over [0, n) split into contiguous, even chunks (sizes differ by at most one
+ * `grain`), one per thread, and wait for all of them. */
+void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, void *ctx);
+
+/* ---------------------------------------------------------------------------------------
+ * Model description and forward pass (csrc/forward.c).
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct if_config {
+    size_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+    float rope_theta; /* 10000 for llama2.c models */
+    float norm_eps;   /* 1e-5 for llama2.c models */
+} if_config;
+
+typedef struct if_matrix {
+    if_dtype dtype;
+    size_t rows, cols, group_size; /* group_size 0 for F32 */
+    const float *f32;              /* (rows, cols) when F32 */
+    const int8_t *q;               /* (rows, cols) when Q8 */
+    const float *s;                /* (rows, cols / group_size) when Q8 */
+} if_matrix;
+
+typedef struct if_layer_weights {
+    const float *rms_att;               /* (dim) */
+    const float *rms_ffn;               /* (dim) */
+    if_matrix wq, wk, wv, wo, w1, w2, w3; /* (dim,dim) (kv_dim,dim) (kv_dim,dim) (dim,dim)
+                                             (hidden,dim) (dim,hidden) (hidden,dim) */
+} if_layer_weights;
+
+typedef struct if_weights {
+    const float *tok_embeddings; /* (vocab, dim) float32 */
+    const float *rms_final;      /* (dim) */
+    if_matrix wcls;              /* (vocab, dim) */
+    const if_layer_weights *layers; /* n_layers entries, copied by if_model_create */
+} if_weights;
+
+typedef struct if_model if_model;
+
+/* Validate config and weights (shapes, group sizes, non-NULL pointers) and allocate the run
+ * state. The weight memory is borrowed: it must outlive the model. */
+if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
+                          if_model **out, char *err, size_t errlen);
+/* Free the run state (not the weights). NULL is allowed. */
+void if_model_free(if_model *m);
+/* One decode step: run `token` at position `pos` and write vocab_size logits. */
+if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
+                           size_t errlen);
+/* Prefill n tokens at positions pos0 .. pos0+n-1. Writes the last position's logits to
+ * `logits` (may be NULL); when `all_logits` is non-NULL it receives (n, vocab) logits. */
+if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
+                           float *logits, float *all_logits, char *err, size_t errlen);
+/* Threads used by this model's pool. */
+size_t if_model_threads(const if_model *m);
+
+/* ---------------------------------------------------------------------------------------
+ * Sampler, exactly llama2.c run.c's (csrc/sampler.c).
+ * ------------------------------------------------------------------------------------- */
+
+/* xorshift* step as run.c's random_u32. */
+uint32_t if_random_u32(uint64_t *state);
+/* Uniform float in [0, 1) as run.c's random_f32. */
+float if_random_f32(uint64_t *state);
+/* In-place softmax as run.c's (max subtracted, expf, sequential sum, divide). */
+void if_softmax(float *x, size_t n);
+/* Sample a token from logits (modified in place) as run.c's sample(): temperature 0 is
+ * argmax (first maximum); otherwise logits /= T, softmax, one coin from the RNG, then
+ * top-p when 0 < topp < 1 else multinomial. `scratch` holds 2*n 32-bit words. */
+int32_t if_sample(float *logits, size_t n, float temperature, float topp, uint64_t *state,
+                  uint32_t *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ISAFORGE_H */

@@ -1,0 +1,12 @@
+/* Q8 GEMM, scalar: M activation rows against output rows [n0, n1), each output computed
+ * exactly as q8_gemv_1x1_scalar. */
+#include "../kernels.h"
+
+void if_q8_gemm_1x1_scalar(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                           const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                           size_t gs) {
+    const size_t ng = K / gs;
+    for (size_t m = 0; m < M; m++) {
+        if_q8_gemv_1x1_scalar(out + m * ldo, xq + m * K, xs + m * ng, w, ws, n0, n1, K, gs);
+    }
+}

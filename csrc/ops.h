@@ -1,0 +1,16 @@
+/* ops.h - non-matmul ops shared by every kernel tier (internal). They are plain C so the
+ * whole forward pass is identical across tiers; their float order follows llama2.c run.c. */
+#ifndef ISAFORGE_OPS_H
+#define ISAFORGE_OPS_H
+
+#include <stddef.h>
+
+/* o = w * (x / sqrt(mean(x^2) + eps)), as run.c's rmsnorm. o may alias x. */
+void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps);
+/* Rotate interleaved pairs (i, i+1) of q (n_q values) and k (n_k values) for position pos. */
+void if_rope(float *q, size_t n_q, float *k, size_t n_k, size_t head_size, size_t pos,
+             float theta);
+/* x = silu(x) * g elementwise (SwiGLU). */
+void if_swiglu(float *x, const float *g, size_t n);
+
+#endif

@@ -1,0 +1,387 @@
+/* _native.c - the thin CPython binding over the pure-C core in csrc/.
+ *
+ * It only converts arguments: buffers (numpy arrays, mmaps) are borrowed through the buffer
+ * protocol and held for the model's lifetime; the GIL is released while C computes. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include "isaforge.h"
+
+#define ERRLEN 512
+
+/* ---- buffers ---- */
+
+typedef struct bufset {
+    Py_buffer *v;
+    size_t n, cap;
+} bufset;
+
+/* Borrow obj's contiguous buffer of at least `bytes` bytes; NULL + exception on failure. */
+static const void *borrow(bufset *bs, PyObject *obj, size_t bytes, int writable,
+                          const char *what) {
+    if (bs->n == bs->cap) {
+        size_t cap = bs->cap ? 2 * bs->cap : 16;
+        Py_buffer *v = PyMem_Realloc(bs->v, cap * sizeof(Py_buffer));
+        if (!v) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        bs->v = v;
+        bs->cap = cap;
+    }
+    Py_buffer *view = &bs->v[bs->n];
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) != 0) return NULL;
+    if ((size_t)view->len < bytes) {
+        PyErr_Format(PyExc_ValueError, "%s: buffer holds %zd bytes, %zu needed", what, view->len,
+                     bytes);
+        PyBuffer_Release(view);
+        return NULL;
+    }
+    bs->n++;
+    return view->buf;
+}
+
+static void release_all(bufset *bs) {
+    for (size_t i = 0; i < bs->n; i++) PyBuffer_Release(&bs->v[i]);
+    PyMem_Free(bs->v);
+    memset(bs, 0, sizeof *bs);
+}
+
+static PyObject *raise_status(if_status st, const char *err) {
+    PyObject *type = st == IF_ENOMEM ? PyExc_MemoryError : PyExc_ValueError;
+    if (st == IF_ENOTSUP) type = PyExc_RuntimeError;
+    PyErr_SetString(type, err[0] ? err : "isaforge core error");
+    return NULL;
+}
+
+/* ---- Model ---- */
+
+typedef struct {
+    PyObject_HEAD if_model *m;
+    if_config cfg;
+    if_layer_weights *layers;
+    bufset bufs;
+} ModelObject;
+
+static void Model_dealloc(ModelObject *self) {
+    if_model_free(self->m);
+    PyMem_Free(self->layers);
+    release_all(&self->bufs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A matrix spec is (dtype, rows, cols, group_size, data, scales_or_None). */
+static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const char *what) {
+    int dtype;
+    Py_ssize_t rows, cols, gs;
+    PyObject *data, *scales;
+    if (!PyArg_ParseTuple(spec, "innnOO", &dtype, &rows, &cols, &gs, &data, &scales)) return 0;
+    if (rows <= 0 || cols <= 0 || gs < 0 || (dtype != IF_F32 && dtype != IF_Q8)) {
+        PyErr_Format(PyExc_ValueError, "%s: bad matrix spec", what);
+        return 0;
+    }
+    memset(w, 0, sizeof *w);
+    w->dtype = (if_dtype)dtype;
+    w->rows = (size_t)rows;
+    w->cols = (size_t)cols;
+    w->group_size = (size_t)gs;
+    size_t n = w->rows * w->cols;
+    if (dtype == IF_F32) {
+        w->f32 = borrow(&self->bufs, data, n * sizeof(float), 0, what);
+        return w->f32 != NULL;
+    }
+    if (gs == 0 || w->cols % w->group_size) {
+        PyErr_Format(PyExc_ValueError, "%s: group size %zd does not divide %zd", what, gs, cols);
+        return 0;
+    }
+    w->q = borrow(&self->bufs, data, n, 0, what);
+    if (!w->q) return 0;
+    w->s = borrow(&self->bufs, scales, n / w->group_size * sizeof(float), 0, what);
+    return w->s != NULL;
+}
+
+static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
+                             "matrices", "n_threads", NULL};
+    PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
+    Py_ssize_t n_threads = 1;
+    if (self->m) {
+        PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|n", kwlist, &cfg, &tok, &rms_final,
+                                     &rms_att, &rms_ffn, &mats, &n_threads))
+        return -1;
+    Py_ssize_t v[7];
+    double theta, eps;
+    if (!PyArg_ParseTuple(cfg, "nnnnnnndd", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                          &theta, &eps))
+        return -1;
+    for (int i = 0; i < 7; i++) {
+        if (v[i] <= 0) {
+            PyErr_SetString(PyExc_ValueError, "config values must be positive");
+            return -1;
+        }
+    }
+    if_config c = {(size_t)v[0], (size_t)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4],
+                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps};
+    self->cfg = c;
+    size_t L = c.n_layers;
+    if (!PyList_Check(rms_att) || !PyList_Check(rms_ffn) || !PyList_Check(mats) ||
+        (size_t)PyList_GET_SIZE(rms_att) != L || (size_t)PyList_GET_SIZE(rms_ffn) != L ||
+        (size_t)PyList_GET_SIZE(mats) != 7 * L + 1) {
+        PyErr_SetString(PyExc_ValueError, "expected n_layers norms and 7*n_layers+1 matrices");
+        return -1;
+    }
+    self->layers = PyMem_Calloc(L, sizeof(if_layer_weights));
+    if (!self->layers) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if_weights w;
+    memset(&w, 0, sizeof w);
+    w.tok_embeddings = borrow(&self->bufs, tok, c.vocab_size * c.dim * sizeof(float), 0,
+                              "tok_embeddings");
+    if (!w.tok_embeddings) return -1;
+    w.rms_final = borrow(&self->bufs, rms_final, c.dim * sizeof(float), 0, "rms_final");
+    if (!w.rms_final) return -1;
+    for (size_t l = 0; l < L; l++) {
+        if_layer_weights *lw = &self->layers[l];
+        lw->rms_att = borrow(&self->bufs, PyList_GET_ITEM(rms_att, l), c.dim * sizeof(float), 0,
+                             "rms_att");
+        if (!lw->rms_att) return -1;
+        lw->rms_ffn = borrow(&self->bufs, PyList_GET_ITEM(rms_ffn, l), c.dim * sizeof(float), 0,
+                             "rms_ffn");
+        if (!lw->rms_ffn) return -1;
+        if_matrix *dst[7] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w1, &lw->w2, &lw->w3};
+        for (int i = 0; i < 7; i++) {
+            if (!parse_matrix(self, PyList_GET_ITEM(mats, 7 * l + i), dst[i], "matrix")) return -1;
+        }
+    }
+    if (!parse_matrix(self, PyList_GET_ITEM(mats, 7 * L), &w.wcls, "classifier")) return -1;
+    w.layers = self->layers;
+    char err[ERRLEN] = "";
+    if_status st;
+    Py_BEGIN_ALLOW_THREADS st = if_model_create(&c, &w, n_threads > 0 ? (size_t)n_threads : 1,
+                                                &self->m, err, sizeof err);
+    Py_END_ALLOW_THREADS if (st != IF_OK) {
+        raise_status(st, err);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Model_forward(ModelObject *self, PyObject *args) {
+    int token;
+    Py_ssize_t pos;
+    PyObject *out;
+    if (!PyArg_ParseTuple(args, "inO", &token, &pos, &out)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    if (pos < 0) return PyErr_Format(PyExc_ValueError, "negative position");
+    Py_buffer ov;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    if ((size_t)ov.len < self->cfg.vocab_size * sizeof(float)) {
+        PyBuffer_Release(&ov);
+        return PyErr_Format(PyExc_ValueError, "logits buffer too small");
+    }
+    char err[ERRLEN] = "";
+    if_status st;
+    Py_BEGIN_ALLOW_THREADS st = if_model_forward(self->m, token, (size_t)pos, ov.buf, err,
+                                                 sizeof err);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&ov);
+    if (st != IF_OK) return raise_status(st, err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
+    PyObject *tokens, *out, *all = Py_None;
+    Py_ssize_t pos0;
+    if (!PyArg_ParseTuple(args, "OnO|O", &tokens, &pos0, &out, &all)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    if (pos0 < 0) return PyErr_Format(PyExc_ValueError, "negative position");
+    Py_buffer tv, ov, av;
+    if (PyObject_GetBuffer(tokens, &tv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    size_t n = (size_t)tv.len / sizeof(int32_t), vocab = self->cfg.vocab_size;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
+    int has_all = all != Py_None;
+    if (has_all && PyObject_GetBuffer(all, &av, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if ((size_t)ov.len < vocab * sizeof(float) ||
+        (has_all && (size_t)av.len < n * vocab * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "logits buffer too small");
+    } else {
+        char err[ERRLEN] = "";
+        if_status st;
+        Py_BEGIN_ALLOW_THREADS st = if_model_prefill(self->m, tv.buf, n, (size_t)pos0, ov.buf,
+                                                     has_all ? av.buf : NULL, err, sizeof err);
+        Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
+        else ret = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&tv);
+    PyBuffer_Release(&ov);
+    if (has_all) PyBuffer_Release(&av);
+    return ret;
+}
+
+static PyObject *Model_threads(ModelObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->m ? if_model_threads(self->m) : 0);
+}
+
+static PyMethodDef Model_methods[] = {
+    {"forward", (PyCFunction)Model_forward, METH_VARARGS,
+     "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
+    {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
+     "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"threads", (getter)Model_threads, NULL, "threads in the model's pool", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "isaforge._native.Model",
+    .tp_basicsize = sizeof(ModelObject),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Run state of one model over borrowed weight buffers.",
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+    .tp_init = (initproc)Model_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- module functions ---- */
+
+static PyObject *py_sample(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *logits;
+    float temperature, topp;
+    unsigned long long state;
+    if (!PyArg_ParseTuple(args, "OffK", &logits, &temperature, &topp, &state)) return NULL;
+    Py_buffer lv;
+    if (PyObject_GetBuffer(logits, &lv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    size_t n = (size_t)lv.len / sizeof(float);
+    uint32_t *scratch = PyMem_Malloc((2 * n + 1) * sizeof(uint32_t));
+    if (!scratch) {
+        PyBuffer_Release(&lv);
+        return PyErr_NoMemory();
+    }
+    uint64_t st = state;
+    int32_t tok;
+    Py_BEGIN_ALLOW_THREADS tok = if_sample(lv.buf, n, temperature, topp, &st, scratch);
+    Py_END_ALLOW_THREADS PyMem_Free(scratch);
+    PyBuffer_Release(&lv);
+    return Py_BuildValue("iK", (int)tok, (unsigned long long)st);
+}
+
+static PyObject *py_random_u32(PyObject *mod, PyObject *args) {
+    (void)mod;
+    unsigned long long state;
+    if (!PyArg_ParseTuple(args, "K", &state)) return NULL;
+    uint64_t st = state;
+    uint32_t r = if_random_u32(&st);
+    return Py_BuildValue("kK", (unsigned long)r, (unsigned long long)st);
+}
+
+static PyObject *py_random_f32(PyObject *mod, PyObject *args) {
+    (void)mod;
+    unsigned long long state;
+    if (!PyArg_ParseTuple(args, "K", &state)) return NULL;
+    uint64_t st = state;
+    float r = if_random_f32(&st);
+    return Py_BuildValue("fK", r, (unsigned long long)st);
+}
+
+static PyObject *py_softmax(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x;
+    if (!PyArg_ParseTuple(args, "O", &x)) return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(x, &v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    if_softmax(v.buf, (size_t)v.len / sizeof(float));
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_select_kernel(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &tier)) return NULL;
+    char err[ERRLEN] = "";
+    if_status st = if_dispatch_select(tier, err, sizeof err);
+    if (st != IF_OK) return raise_status(st, err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_dict(const if_kernel_table *t) {
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv", t->q8_gemv_name,
+                         "q8_gemm", t->q8_gemm_name, "quantize", t->quantize_name, "f32_gemv",
+                         t->f32_gemv_name);
+}
+
+static PyObject *py_info(PyObject *mod, PyObject *args) {
+    (void)mod;
+    (void)args;
+    PyObject *tiers = PyList_New(0);
+    if (!tiers) return NULL;
+    for (size_t i = 0; i < if_tier_count(); i++) {
+        char why[256];
+        int ok = if_tier_supported(i, why, sizeof why);
+        PyObject *t = Py_BuildValue("{s:s,s:O,s:s}", "name", if_tier_name(i), "supported",
+                                    ok ? Py_True : Py_False, "reason", why);
+        if (!t || PyList_Append(tiers, t) != 0) {
+            Py_XDECREF(t);
+            Py_DECREF(tiers);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    PyObject *gemv = table_dict(if_dispatch_gemv()), *gemm = table_dict(if_dispatch_gemm());
+    PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "version", ISAFORGE_VERSION,
+                                "cpu", if_cpu_name(), "features", if_cpu_features(), "tiers",
+                                tiers, "decode", gemv, "prefill", gemm);
+    return d;
+}
+
+static PyMethodDef module_methods[] = {
+    {"sample", py_sample, METH_VARARGS,
+     "sample(logits_f32, temperature, topp, state) -> (token, state); logits modified."},
+    {"random_u32", py_random_u32, METH_VARARGS, "random_u32(state) -> (u32, state)"},
+    {"random_f32", py_random_f32, METH_VARARGS, "random_f32(state) -> (f32, state)"},
+    {"softmax", py_softmax, METH_VARARGS, "softmax(x_f32): in place, as run.c"},
+    {"select_kernel", py_select_kernel, METH_VARARGS,
+     "select_kernel(tier=None): choose kernels (None: auto / ISAFORGE_KERNEL)."},
+    {"info", py_info, METH_NOARGS, "info() -> dict: CPU, features, tiers, chosen kernels"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_native", "isaforge C core binding", -1, module_methods,
+    NULL,                  NULL,      NULL,                      NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&ModelType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
