@@ -1,0 +1,84 @@
+"""The engine: a Python object owning the C run state of one model.
+
+Python decides what to run; the C core decides how fast. One C call per decode step and one
+per prefill, never a Python loop over layers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _native
+from .settings import default_threads
+from .types import Config, LoadedModel, Q8Tensor
+
+F32, Q8 = 0, 1
+
+
+def select_kernel(tier: str | None) -> None:
+    """Force a kernel tier for every op ("auto" or None: best per op, honouring
+    ISAFORGE_KERNEL). Raises ValueError for an unknown tier, RuntimeError for an
+    unsupported one."""
+    _native.select_kernel(tier)
+
+
+def runtime_info() -> dict:
+    """CPU model, features found, compiled tiers and the kernels chosen per op."""
+    return _native.info()
+
+
+def _matrix_spec(w) -> tuple:
+    if isinstance(w, Q8Tensor):
+        rows, cols = w.q.shape
+        return (Q8, rows, cols, w.group_size, _c(w.q, np.int8), _c(w.s, np.float32))
+    rows, cols = w.shape
+    return (F32, rows, cols, 0, _c(w, np.float32), None)
+
+
+def _c(a: np.ndarray, dtype) -> np.ndarray:
+    """a as C-contiguous `dtype` without copying when it already is (mmapped weights)."""
+    if a.dtype != dtype:
+        raise TypeError(f"expected {np.dtype(dtype)} weights, got {a.dtype}")
+    return np.ascontiguousarray(a)
+
+
+class Engine:
+    """C run state (activations, KV cache, thread pool) over borrowed weights."""
+
+    def __init__(self, model: LoadedModel, threads: int | None = None):
+        c: Config = model.config
+        w = model.weights
+        self.config = c
+        self.model = model
+        mats = []
+        for layer in range(c.n_layers):
+            for name in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
+                mats.append(_matrix_spec(getattr(w, name)[layer]))
+        mats.append(_matrix_spec(w.wcls))
+        self._arrays = mats  # keep every borrowed array referenced
+        cfg = (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
+               c.seq_len, float(c.rope_theta), float(c.norm_eps))
+        self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
+        self._tok = _c(w.tok_embeddings, np.float32)
+        self._final = _c(w.rms_final, np.float32)
+        self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
+                                threads or default_threads())
+        self._logits = np.empty(c.vocab_size, np.float32)
+
+    @property
+    def threads(self) -> int:
+        return self._m.threads
+
+    def forward(self, token: int, pos: int) -> np.ndarray:
+        """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""
+        self._m.forward(int(token), int(pos), self._logits)
+        return self._logits
+
+    def prefill(self, tokens, pos0: int = 0, all_logits: bool = False) -> np.ndarray:
+        """Run tokens at pos0..; returns the last logits (vocab,) or all (n, vocab)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        if all_logits:
+            out = np.empty((len(t), self.config.vocab_size), np.float32)
+            self._m.prefill(t, int(pos0), self._logits, out)
+            return out
+        self._m.prefill(t, int(pos0), self._logits)
+        return self._logits

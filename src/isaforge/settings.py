@@ -1,0 +1,43 @@
+"""The one place isaforge reads its environment (tinygrad's habit: settings through one helper)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+
+def getenv(name: str, default: str = "") -> str:
+    """Value of ISAFORGE_<name>, or default."""
+    return os.environ.get(f"ISAFORGE_{name}", default)
+
+
+@lru_cache(maxsize=1)
+def physical_cores() -> int:
+    """Physical cores this process may run on (SMT siblings counted once)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{base}/core_id") as f1, open(f"{base}/physical_package_id") as f2:
+                cores.add((f2.read().strip(), f1.read().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
+def default_threads() -> int:
+    """ISAFORGE_THREADS if set, else the number of physical cores."""
+    value = getenv("THREADS")
+    if value:
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"ISAFORGE_THREADS={value!r} is not an integer") from None
+        if n < 1:
+            raise ValueError(f"ISAFORGE_THREADS={value!r} must be >= 1")
+        return n
+    return physical_cores()
