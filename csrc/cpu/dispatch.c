@@ -32,6 +32,8 @@ size_t if_tier_count(void) { return N_TIERS; }
 
 const char *if_tier_name(size_t i) { return i < N_TIERS ? g_tiers[i].table.tier : NULL; }
 
+const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i].table : NULL; }
+
 int if_tier_supported(size_t i, char *why, size_t whylen) {
     if (i >= N_TIERS) {
         if (why && whylen) snprintf(why, whylen, "no such tier");

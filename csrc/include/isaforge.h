@@ -83,6 +83,9 @@ const char *if_cpu_features(void);
 /* CPU model string (or "unknown"). */
 const char *if_cpu_name(void);
 
+/* Kernel table of compiled tier i (whether or not this CPU supports it), or NULL. */
+const if_kernel_table *if_tier_table(size_t i);
+
 /* Choose the kernels: `tier` NULL or "" or "auto" picks the best supported tier per op
  * (honouring the ISAFORGE_KERNEL environment variable when `tier` is NULL); a tier name
  * forces that tier for every op and fails with IF_ENOTSUP if this CPU lacks it. */

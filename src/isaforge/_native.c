@@ -356,7 +356,97 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
     return d;
 }
 
+/* The kernel table of a supported tier by name (NULL: the dispatched decode/prefill one). */
+static const if_kernel_table *table_for(const char *tier, int prefill) {
+    if (!tier) return prefill ? if_dispatch_gemm() : if_dispatch_gemv();
+    for (size_t i = 0; i < if_tier_count(); i++) {
+        if (strcmp(if_tier_name(i), tier) != 0) continue;
+        char why[256];
+        if (!if_tier_supported(i, why, sizeof why)) {
+            PyErr_Format(PyExc_RuntimeError, "kernel tier '%s' is not supported here: %s", tier,
+                         why);
+            return NULL;
+        }
+        return if_tier_table(i);
+    }
+    PyErr_Format(PyExc_ValueError, "unknown kernel tier '%s'", tier);
+    return NULL;
+}
+
+static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *q, *s;
+    Py_ssize_t gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OnOO|z", &x, &gs, &q, &s, &tier)) return NULL;
+    const if_kernel_table *t = table_for(tier, 0);
+    if (!t) return NULL;
+    Py_buffer xv, qv, sv;
+    if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    size_t K = (size_t)xv.len / sizeof(float);
+    PyObject *ret = NULL;
+    if (gs <= 0 || K % (size_t)gs) {
+        PyErr_SetString(PyExc_ValueError, "group size must divide the row length");
+    } else if (PyObject_GetBuffer(q, &qv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) == 0) {
+        if (PyObject_GetBuffer(s, &sv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) == 0) {
+            if ((size_t)qv.len < K || (size_t)sv.len < K / (size_t)gs * sizeof(float)) {
+                PyErr_SetString(PyExc_ValueError, "output buffers too small");
+            } else {
+                t->quantize(qv.buf, sv.buf, xv.buf, K, (size_t)gs);
+                ret = Py_NewRef(Py_None);
+            }
+            PyBuffer_Release(&sv);
+        }
+        PyBuffer_Release(&qv);
+    }
+    PyBuffer_Release(&xv);
+    return ret;
+}
+
+/* q8_gemm(xq, xs, M, w, ws, N, K, gs, out, tier=None): out (M, N) with the GEMM kernel of
+ * `tier` (M == 1 uses the GEMV kernel). For tests and kernel benchmarks. */
+static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *xq, *xs, *w, *ws, *out;
+    Py_ssize_t M, N, K, gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOnOOnnnO|z", &xq, &xs, &M, &w, &ws, &N, &K, &gs, &out, &tier))
+        return NULL;
+    if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || K % gs)
+        return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
+    const if_kernel_table *t = table_for(tier, M > 1);
+    if (!t) return NULL;
+    size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
+    size_t need[5] = {m * k, m * k / g * sizeof(float), n * k, n * k / g * sizeof(float),
+                      m * n * sizeof(float)};
+    PyObject *objs[5] = {xq, xs, w, ws, out};
+    Py_buffer v[5];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 5; got++) {
+        int fl = PyBUF_C_CONTIGUOUS | (got == 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &v[got], fl) != 0) break;
+        if ((size_t)v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "argument %d: buffer too small", got);
+            got++;
+            break;
+        }
+    }
+    if (got == 5 && !PyErr_Occurred()) {
+        Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv(v[4].buf, v[0].buf, v[1].buf, v[2].buf,
+                                                      v[3].buf, 0, n, k, g);
+        else t->q8_gemm(v[4].buf, n, v[0].buf, v[1].buf, m, v[2].buf, v[3].buf, 0, n, k, g);
+        Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return ret;
+}
+
 static PyMethodDef module_methods[] = {
+    {"quantize_q8", py_quantize_q8, METH_VARARGS,
+     "quantize_q8(x_f32, gs, q_out_i8, s_out_f32, tier=None): activation quantization."},
+    {"q8_gemm", py_q8_gemm, METH_VARARGS,
+     "q8_gemm(xq, xs, M, w, ws, N, K, gs, out, tier=None): out (M, N) float32."},
     {"sample", py_sample, METH_VARARGS,
      "sample(logits_f32, temperature, topp, state) -> (token, state); logits modified."},
     {"random_u32", py_random_u32, METH_VARARGS, "random_u32(state) -> (u32, state)"},

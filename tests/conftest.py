@@ -1,0 +1,36 @@
+"""Shared test fixtures: paths to the stories260K test model (read from ../shared)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STORIES = REPO.parent / "shared" / "models" / "stories260K"
+
+
+@pytest.fixture(scope="session")
+def stories() -> Path:
+    if not (STORIES / "stories260K.bin").is_file():
+        pytest.skip(f"test model not found at {STORIES}")
+    return STORIES
+
+
+@pytest.fixture(scope="session")
+def stories_q8(stories, tmp_path_factory) -> Path:
+    """stories260K quantized by `isaforge quantize --group-size 4`, with tok512.bin beside it."""
+    d = tmp_path_factory.mktemp("q8")
+    out = d / "stories260K_q8.bin"
+    r = cli("quantize", str(stories / "stories260K.bin"), "-o", str(out), "--group-size", "4")
+    assert r.returncode == 0, r.stderr
+    (d / "tok512.bin").write_bytes((stories / "tok512.bin").read_bytes())
+    return out
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the isaforge CLI in a subprocess, capturing bytes."""
+    return subprocess.run([sys.executable, "-m", "isaforge", *args], capture_output=True,
+                          timeout=timeout, env=env)
