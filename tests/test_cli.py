@@ -40,7 +40,7 @@ def test_q8_group4_agrees_with_fp32_for_at_least_100_chars(stories, stories_q8):
     golden = (stories / "golden_t0_n200.txt").read_bytes()
     r = cli(*run_args(stories, stories_q8, "-t", "0", "--steps", "200"))
     assert r.returncode == 0, r.stderr
-    agree = next((i for i, (a, b) in enumerate(zip(r.stdout, golden)) if a != b),
+    agree = next((i for i, (a, b) in enumerate(zip(r.stdout, golden, strict=False)) if a != b),
                  min(len(r.stdout), len(golden)))
     print(f"Q8 (gs 4) output agrees with the fp32 golden for {agree} of {len(golden)} bytes")
     assert agree >= 100

@@ -35,10 +35,11 @@ def _matrix_spec(w) -> tuple:
 
 
 def _c(a: np.ndarray, dtype) -> np.ndarray:
-    """a as C-contiguous `dtype` without copying when it already is (mmapped weights)."""
+    """a as aligned C-contiguous `dtype`, without copying when it already is (mmapped weights;
+    v2 scales may sit at unaligned offsets and are then copied)."""
     if a.dtype != dtype:
         raise TypeError(f"expected {np.dtype(dtype)} weights, got {a.dtype}")
-    return np.ascontiguousarray(a)
+    return np.require(a, requirements=["C", "A"])
 
 
 class Engine:

@@ -14,7 +14,8 @@ from . import _native
 
 def check_sampling(temperature: float, top_p: float) -> None:
     """Reject what run.c would silently clamp: a negative temperature, top-p outside [0, 1]."""
-    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)) or temperature < 0:
+    finite = isinstance(temperature, (int, float)) and math.isfinite(temperature)
+    if not finite or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if not (isinstance(top_p, (int, float)) and 0.0 <= top_p <= 1.0):
         raise ValueError(f"top-p must be in [0, 1], got {top_p!r}")
