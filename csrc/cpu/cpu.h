@@ -30,6 +30,13 @@ typedef struct if_cpu_info {
     char notes[256];       /* why a feature the CPU has is unusable (e.g. AMX permission) */
 } if_cpu_info;
 
+/* Name of one IF_FEAT_* bit ("avx2", ...), or "?" */
+const char *if_feature_name(uint32_t bit);
+/* The IF_FEAT_* bit of a feature name, or 0 if unknown. */
+uint32_t if_feature_bit(const char *name);
+/* All known feature names, comma-separated. */
+const char *if_feature_names(void);
+
 /* Detect once (thread-safe after the first call returns) and return the result. */
 const if_cpu_info *if_cpu_detect(void);
 

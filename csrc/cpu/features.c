@@ -129,6 +129,44 @@ static void detect(if_cpu_info *ci) { (void)ci; }
 static void detect(if_cpu_info *ci) { (void)ci; }
 #endif
 
+static const struct {
+    uint32_t bit;
+    const char *name;
+} g_names[] = {
+    {IF_FEAT_SSE2, "sse2"},         {IF_FEAT_AVX2, "avx2"},
+    {IF_FEAT_FMA, "fma"},           {IF_FEAT_AVX512F, "avx512f"},
+    {IF_FEAT_AVX512BW, "avx512bw"}, {IF_FEAT_AVX512VL, "avx512vl"},
+    {IF_FEAT_AVX512_VNNI, "avx512_vnni"}, {IF_FEAT_AVX_VNNI, "avx_vnni"},
+    {IF_FEAT_AMX_TILE, "amx_tile"}, {IF_FEAT_AMX_INT8, "amx_int8"},
+    {IF_FEAT_ASIMD, "asimd"},       {IF_FEAT_ASIMDDP, "asimddp"},
+    {IF_FEAT_I8MM, "i8mm"},         {IF_FEAT_SVE2, "sve2"},
+    {IF_FEAT_SME, "sme"},           {IF_FEAT_SME2, "sme2"},
+};
+#define N_NAMES (sizeof g_names / sizeof g_names[0])
+
+const char *if_feature_name(uint32_t bit) {
+    for (size_t i = 0; i < N_NAMES; i++)
+        if (g_names[i].bit == bit) return g_names[i].name;
+    return "?";
+}
+
+uint32_t if_feature_bit(const char *name) {
+    for (size_t i = 0; i < N_NAMES; i++)
+        if (strcmp(g_names[i].name, name) == 0) return g_names[i].bit;
+    return 0;
+}
+
+const char *if_feature_names(void) {
+    static char all[256];
+    if (!all[0]) {
+        size_t len = 0;
+        for (size_t i = 0; i < N_NAMES && len < sizeof all; i++)
+            len += (size_t)snprintf(all + len, sizeof all - len, "%s%s", i ? "," : "",
+                                    g_names[i].name);
+    }
+    return all;
+}
+
 const if_cpu_info *if_cpu_detect(void) {
     if (g_done) return &g_info;
     if_cpu_info ci;
@@ -140,18 +178,7 @@ const if_cpu_info *if_cpu_detect(void) {
     memmove(ci.name, s, strlen(s) + 1);
     for (size_t n = strlen(ci.name); n > 0 && ci.name[n - 1] == ' '; n--) ci.name[n - 1] = '\0';
     if (!ci.name[0]) snprintf(ci.name, sizeof ci.name, "unknown");
-    static const struct { uint32_t bit; const char *name; } names[] = {
-        {IF_FEAT_SSE2, "sse2"},         {IF_FEAT_AVX2, "avx2"},
-        {IF_FEAT_FMA, "fma"},           {IF_FEAT_AVX512F, "avx512f"},
-        {IF_FEAT_AVX512BW, "avx512bw"}, {IF_FEAT_AVX512VL, "avx512vl"},
-        {IF_FEAT_AVX512_VNNI, "avx512_vnni"}, {IF_FEAT_AVX_VNNI, "avx_vnni"},
-        {IF_FEAT_AMX_TILE, "amx_tile"}, {IF_FEAT_AMX_INT8, "amx_int8"},
-        {IF_FEAT_ASIMD, "asimd"},       {IF_FEAT_ASIMDDP, "asimddp"},
-        {IF_FEAT_I8MM, "i8mm"},         {IF_FEAT_SVE2, "sve2"},
-        {IF_FEAT_SME, "sme"},           {IF_FEAT_SME2, "sme2"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        add_name(&ci, names[i].bit, names[i].name);
+    for (size_t i = 0; i < N_NAMES; i++) add_name(&ci, g_names[i].bit, g_names[i].name);
     g_info = ci;
     g_done = 1;
     return &g_info;
@@ -159,3 +186,5 @@ const if_cpu_info *if_cpu_detect(void) {
 
 const char *if_cpu_features(void) { return if_cpu_detect()->features; }
 const char *if_cpu_name(void) { return if_cpu_detect()->name; }
+
+const char *if_cpu_notes(void) { return if_cpu_detect()->notes; }

@@ -55,7 +55,13 @@ typedef void (*if_q8_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 typedef void (*if_f32_gemv_fn)(float *out, const float *x, const float *w, size_t n0, size_t n1,
                                size_t K);
 
-/* One ISA tier's kernels. NULL entries mean "this tier has no variant for that op". */
+/* Bytes of the packed GEMM weight buffer for an (N, K) Q8 matrix with group size gs. */
+typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
+/* Pack row-major int8 weights w (N, K) into dst (if_q8_pack_size_fn bytes) once, at load. The
+ * scales stay row-major (N, K/gs). */
+typedef void (*if_q8_pack_fn)(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
+
+/* One ISA tier's kernels. */
 typedef struct if_kernel_table {
     const char *tier;           /* "scalar", "avx2", ... */
     const char *q8_gemv_name;   /* kernel names, e.g. "q8_gemv_1x1_scalar" */
@@ -66,6 +72,12 @@ typedef struct if_kernel_table {
     if_q8_gemm_fn q8_gemm;
     if_quantize_fn quantize;
     if_f32_gemv_fn f32_gemv;
+    /* GEMM weight packing: NULL when q8_gemm reads the row-major int8 weights directly;
+     * otherwise q8_gemm's `w` is the packed buffer and n0 is a multiple of gemm_n_tile. */
+    if_q8_pack_size_fn q8_gemm_pack_size;
+    if_q8_pack_fn q8_gemm_pack;
+    size_t gemm_n_tile; /* output rows per GEMM tile (the pool's split unit), >= 1 */
+    size_t gemm_m_tile; /* activation rows per GEMM tile, >= 1 */
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -85,6 +97,13 @@ const char *if_cpu_name(void);
 
 /* Kernel table of compiled tier i (whether or not this CPU supports it), or NULL. */
 const if_kernel_table *if_tier_table(size_t i);
+
+/* Test-only kernel tables by name ("amx_emulated"), or NULL. */
+const if_kernel_table *if_test_table(const char *name);
+/* Features hidden by ISAFORGE_DISABLE_FEATURES, comma-separated ("" if none). */
+const char *if_disabled_features(void);
+/* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
+const char *if_cpu_notes(void);
 
 /* Choose the kernels: `tier` NULL or "" or "auto" picks the best supported tier per op
  * (honouring the ISAFORGE_KERNEL environment variable when `tier` is NULL); a tier name

@@ -1,18 +1,49 @@
-/* kernels.h - declarations of every compiled kernel variant (one translation unit per ISA).
- * Names state op, data types, tile and ISA, e.g. q8_gemv_1x1_scalar. */
+/* kernels.h - declarations of every compiled kernel variant (one translation unit per ISA and
+ * op, each compiled with only its own ISA flags). Names state op, data types, tile and ISA:
+ * q8_gemm_4x4_avx512_vnni computes 4 activation rows x 4 output rows per inner step.
+ * Every variant follows the interface typedefs in isaforge.h and equals the scalar variant bit
+ * for bit. */
 #ifndef ISAFORGE_KERNELS_H
 #define ISAFORGE_KERNELS_H
 
 #include "isaforge.h"
 
+#define IF_GEMV_ARGS                                                                 \
+    float *out, const int8_t *xq, const float *xs, const int8_t *w, const float *ws, \
+        size_t n0, size_t n1, size_t K, size_t gs
+#define IF_GEMM_ARGS                                                                 \
+    float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,             \
+        const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K, size_t gs
+#define IF_QUANT_ARGS int8_t *q, float *s, const float *x, size_t K, size_t gs
+
 /* scalar tier: plain C, -O3, no -march (the baseline every other tier must equal) */
-void if_quantize_q8_scalar(int8_t *q, float *s, const float *x, size_t K, size_t gs);
-void if_q8_gemv_1x1_scalar(float *out, const int8_t *xq, const float *xs, const int8_t *w,
-                           const float *ws, size_t n0, size_t n1, size_t K, size_t gs);
-void if_q8_gemm_1x1_scalar(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
-                           const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
-                           size_t gs);
+void if_quantize_q8_scalar(IF_QUANT_ARGS);
+void if_q8_gemv_1x1_scalar(IF_GEMV_ARGS);
+void if_q8_gemm_1x1_scalar(IF_GEMM_ARGS);
 void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K);
+
+#if defined(IF_X86_TIERS)
+/* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick */
+void if_quantize_q8_avx2(IF_QUANT_ARGS);
+void if_q8_gemv_1x4_avx2(IF_GEMV_ARGS);
+void if_q8_gemm_4x4_avx2(IF_GEMM_ARGS);
+/* avx_vnni tier: -mavx2 -mfma -mavxvnni; VPDPBUSD on ymm with the sign trick */
+void if_q8_gemv_1x4_avx_vnni(IF_GEMV_ARGS);
+void if_q8_gemm_4x4_avx_vnni(IF_GEMM_ARGS);
+/* avx512_vnni tier: -mavx512f -mavx512bw -mavx512vl -mavx512vnni; VPDPBUSD on zmm */
+void if_quantize_q8_avx512(IF_QUANT_ARGS);
+void if_q8_gemv_1x4_avx512_vnni(IF_GEMV_ARGS);
+void if_q8_gemm_4x4_avx512_vnni(IF_GEMM_ARGS);
+/* amx tier: -mamx-tile -mamx-int8 (+AVX-512 for readout); TDPBSSD on packed 16x64 tiles */
+size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
+void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
+void if_q8_gemm_16x16_amx(IF_GEMM_ARGS);
+/* the same packed layout and loop structure with tile ops emulated in plain C, so the AMX
+ * layout and group bookkeeping are tested on machines without AMX */
+void if_q8_gemm_16x16_amx_emulated(IF_GEMM_ARGS);
+/* AMX needs the tile configuration loaded on each thread before use; returns 0 on success. */
+int if_amx_thread_init(void);
+#endif
 
 #endif

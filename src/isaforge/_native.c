@@ -350,15 +350,18 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
         Py_DECREF(t);
     }
     PyObject *gemv = table_dict(if_dispatch_gemv()), *gemm = table_dict(if_dispatch_gemm());
-    PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "version", ISAFORGE_VERSION,
-                                "cpu", if_cpu_name(), "features", if_cpu_features(), "tiers",
-                                tiers, "decode", gemv, "prefill", gemm);
+    PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:N,s:N,s:N}", "version",
+                                ISAFORGE_VERSION, "cpu", if_cpu_name(), "features",
+                                if_cpu_features(), "disabled", if_disabled_features(), "notes",
+                                if_cpu_notes(), "tiers", tiers, "decode", gemv, "prefill", gemm);
     return d;
 }
 
 /* The kernel table of a supported tier by name (NULL: the dispatched decode/prefill one). */
 static const if_kernel_table *table_for(const char *tier, int prefill) {
     if (!tier) return prefill ? if_dispatch_gemm() : if_dispatch_gemv();
+    const if_kernel_table *test = if_test_table(tier);
+    if (test) return test;
     for (size_t i = 0; i < if_tier_count(); i++) {
         if (strcmp(if_tier_name(i), tier) != 0) continue;
         char why[256];
