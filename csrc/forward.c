@@ -1,9 +1,11 @@
-/* forward.c - the Llama forward pass: decode step and prefill.
+/* forward.c - the Llama forward pass: decode step and batched prefill.
  *
  * Written in llama2.c run.c's order so fp32 models reproduce run.c bit for bit and Q8 models
  * reproduce runq.c (activations quantized per group before each matmul). Matmuls go through
- * the dispatched kernels, split over output rows by the thread pool; everything else is
- * shared plain C. No allocation happens per token. */
+ * the dispatched kernels: GEMV for a decode step, GEMM over a chunk of prompt rows for
+ * prefill. Every output element is computed with the same arithmetic either way, so prefill
+ * logits equal token-by-token logits bit for bit. Everything else is shared plain C; nothing
+ * is allocated per token. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,43 +14,53 @@
 #include "isaforge.h"
 #include "ops.h"
 
+#define N_MATS 7 /* wq wk wv wo w1 w2 w3 */
+
 struct if_model {
     if_config c;
     if_weights w;
     if_layer_weights *layers;
     if_pool *pool;
+    const if_kernel_table *gemv_k; /* decode kernels */
+    const if_kernel_table *gemm_k; /* prefill kernels */
+    int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
-    /* activations of the current position */
-    float *x;      /* (dim) residual stream */
-    float *xb;     /* (dim) */
-    float *xb2;    /* (dim) */
-    float *hb;     /* (hidden_dim) */
-    float *hb2;    /* (hidden_dim) */
-    float *q;      /* (dim) */
-    float *att;    /* (n_heads, seq_len) */
-    int8_t *xq;    /* (max(dim, hidden_dim)) quantized activation */
-    float *xs;     /* (max(dim, hidden_dim) / group_size) its scales */
+    size_t ub;         /* prefill chunk rows */
+    size_t n_threads;
+    /* activations, (ub, width) row-major; a decode step uses row 0 */
+    float *x;      /* (ub, dim) residual stream */
+    float *xb;     /* (ub, dim) */
+    float *xb2;    /* (ub, dim) */
+    float *hb;     /* (ub, hidden_dim) */
+    float *hb2;    /* (ub, hidden_dim) */
+    float *q;      /* (ub, dim) */
+    float *att;    /* (n_threads, seq_len) attention scores scratch */
+    int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
+    float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
     float *key_cache;   /* (layer, seq_len, kv_dim) */
     float *value_cache; /* (layer, seq_len, kv_dim) */
 };
 
-#define ERR(...)                                             \
-    do {                                                     \
+#define ERR(...)                                               \
+    do {                                                       \
         if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
     } while (0)
 
-/* ---- matmul through the dispatched kernels, parallel over output rows ---- */
+/* ---- matmuls through the kernels, parallel over output tiles ---- */
 
 typedef struct mm_job {
     const if_kernel_table *k;
     const if_matrix *w;
+    const int8_t *wq; /* int8 weights as the kernel wants them (packed or row-major) */
     float *out;
-    const float *x;
+    size_t ldo, M, m_tile, n_tile, m_tiles;
+    const float *x; /* fp32 input (M, cols) */
     const int8_t *xq;
     const float *xs;
 } mm_job;
 
-static void mm_task(void *ctx, size_t n0, size_t n1) {
+static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
+    (void)tid;
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     if (w->dtype == IF_F32)
@@ -57,47 +69,194 @@ static void mm_task(void *ctx, size_t n0, size_t n1) {
         j->k->q8_gemv(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
 }
 
-/* out = W x. For Q8, pass quantize = 1 to (re)quantize x into m->xq first, 0 to reuse the
- * quantization of the same x from the previous call. */
-static void matmul(if_model *m, float *out, const float *x, const if_matrix *w, int quantize) {
-    const if_kernel_table *k = if_dispatch_gemv();
-    if (w->dtype == IF_Q8 && quantize) k->quantize(m->xq, m->xs, x, w->cols, w->group_size);
-    mm_job j = {k, w, out, x, m->xq, m->xs};
-    if_pool_parallel_for(m->pool, w->rows, 4, mm_task, &j);
+/* Task t covers activation-row tile t % m_tiles and output-row tile t / m_tiles, so a thread's
+ * contiguous range of tasks walks few weight tiles (each reused across the activation tiles). */
+static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
+    (void)tid;
+    const mm_job *j = ctx;
+    const if_matrix *w = j->w;
+    const size_t K = w->cols, gs = w->group_size;
+    for (size_t t = t0; t < t1; t++) {
+        size_t m0 = (t % j->m_tiles) * j->m_tile, n0 = (t / j->m_tiles) * j->n_tile;
+        size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
+        size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
+        float *out = j->out + m0 * j->ldo;
+        if (w->dtype == IF_F32) {
+            for (size_t m = 0; m < mm; m++)
+                j->k->f32_gemv(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
+        } else {
+            j->k->q8_gemm(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s,
+                          n0, n1, K, gs);
+        }
+    }
 }
 
-/* ---- attention, parallel over heads ---- */
+/* out (M, ldo) = x (M, cols) W^T. For Q8, quantize = 1 (re)quantizes x into m->xq first, 0
+ * reuses the quantization of the same x from the previous call. */
+static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M,
+                   const if_matrix *w, const int8_t *packed, int quantize) {
+    const size_t K = w->cols;
+    if (M == 1) {
+        const if_kernel_table *k = m->gemv_k;
+        if (w->dtype == IF_Q8 && quantize) k->quantize(m->xq, m->xs, x, K, w->group_size);
+        mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
+        if_pool_parallel_for(m->pool, w->rows, 4, gemv_task, &j);
+        return;
+    }
+    const if_kernel_table *k = m->gemm_k;
+    if (w->dtype == IF_Q8 && quantize) {
+        const size_t gs = w->group_size;
+        for (size_t r = 0; r < M; r++) k->quantize(m->xq + r * K, m->xs + r * (K / gs), x + r * K, K, gs);
+    }
+    size_t mt = k->gemm_m_tile ? k->gemm_m_tile : 1, nt = k->gemm_n_tile ? k->gemm_n_tile : 1;
+    /* wide output tiles keep a thread on contiguous weight rows; at least 4 tasks per thread */
+    size_t n_tiles = (w->rows + nt - 1) / nt;
+    size_t want = 4 * m->n_threads, group = n_tiles / want > 1 ? n_tiles / want : 1;
+    if (group > 8) group = 8;
+    nt *= group;
+    size_t m_tiles = (M + mt - 1) / mt;
+    n_tiles = (w->rows + nt - 1) / nt;
+    mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
+                m->xq, m->xs};
+    if_pool_parallel_for(m->pool, n_tiles * m_tiles, 1, gemm_task, &j);
+}
+
+/* ---- attention, parallel over (position, head) ---- */
 
 typedef struct att_job {
     if_model *m;
-    size_t layer, pos;
+    size_t layer, pos0, M; /* rows 0..M-1 are positions pos0..pos0+M-1 */
 } att_job;
 
-static void att_task(void *ctx, size_t h0, size_t h1) {
+static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     const att_job *j = ctx;
     if_model *m = j->m;
-    const size_t hs = m->head_size, kv_dim = m->kv_dim, pos = j->pos;
-    const size_t kv_mul = m->c.n_heads / m->c.n_kv_heads;
+    const size_t hs = m->head_size, kv_dim = m->kv_dim, dim = m->c.dim;
+    const size_t n_heads = m->c.n_heads, kv_mul = n_heads / m->c.n_kv_heads;
     const size_t loff = j->layer * m->c.seq_len * kv_dim;
-    for (size_t h = h0; h < h1; h++) {
-        const float *q = m->q + h * hs;
-        float *att = m->att + h * m->c.seq_len;
-        for (size_t t = 0; t <= pos; t++) {
-            const float *k = m->key_cache + loff + t * kv_dim + (h / kv_mul) * hs;
+    float *att = m->att + tid * m->c.seq_len;
+    for (size_t t = t0; t < t1; t++) {
+        size_t r = t / n_heads, h = t % n_heads, pos = j->pos0 + r;
+        const float *q = m->q + r * dim + h * hs;
+        for (size_t s = 0; s <= pos; s++) {
+            const float *k = m->key_cache + loff + s * kv_dim + (h / kv_mul) * hs;
             float score = 0.0f;
             for (size_t i = 0; i < hs; i++) score += q[i] * k[i];
             score /= sqrtf((float)hs);
-            att[t] = score;
+            att[s] = score;
         }
         if_softmax(att, pos + 1);
-        float *xb = m->xb + h * hs;
+        float *xb = m->xb + r * dim + h * hs;
         memset(xb, 0, hs * sizeof(float));
-        for (size_t t = 0; t <= pos; t++) {
-            const float *v = m->value_cache + loff + t * kv_dim + (h / kv_mul) * hs;
-            float a = att[t];
+        for (size_t s = 0; s <= pos; s++) {
+            const float *v = m->value_cache + loff + s * kv_dim + (h / kv_mul) * hs;
+            float a = att[s];
             for (size_t i = 0; i < hs; i++) xb[i] += a * v[i];
         }
     }
+}
+
+/* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
+
+static const int8_t *packed_of(const if_model *m, size_t idx) {
+    return m->packed ? m->packed[idx] : NULL;
+}
+
+/* Runs the layers for rows already embedded in m->x and leaves the final-normed rows in
+ * m->x. Caller checked tokens and positions. */
+static void run_layers(if_model *m, size_t pos0, size_t M) {
+    const if_config *c = &m->c;
+    const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim;
+    float *x = m->x;
+    for (size_t l = 0; l < c->n_layers; l++) {
+        const if_layer_weights *L = &m->layers[l];
+        size_t pk = l * N_MATS;
+        for (size_t r = 0; r < M; r++)
+            if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_att, dim, c->norm_eps);
+
+        /* q, k, v; k and v rows go straight into the cache rows of their positions */
+        size_t loff = l * c->seq_len * kv_dim;
+        float *k = m->key_cache + loff + pos0 * kv_dim;
+        float *v = m->value_cache + loff + pos0 * kv_dim;
+        matmul(m, m->q, dim, m->xb, M, &L->wq, packed_of(m, pk + 0), 1);
+        matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + 1), 0);
+        matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + 2), 0);
+        for (size_t r = 0; r < M; r++)
+            if_rope(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size, pos0 + r,
+                    c->rope_theta);
+
+        att_job aj = {m, l, pos0, M};
+        if_pool_parallel_for(m->pool, M * c->n_heads, 1, att_task, &aj);
+
+        matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + 3), 1);
+        for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];
+
+        for (size_t r = 0; r < M; r++)
+            if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
+        matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + 4), 1);
+        matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + 6), 0);
+        if_swiglu(m->hb, m->hb2, M * hidden);
+        matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + 5), 1);
+        for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
+    }
+    for (size_t r = 0; r < M; r++) if_rmsnorm(x + r * dim, x + r * dim, m->w.rms_final, dim, c->norm_eps);
+}
+
+static int check_tokens(const if_model *m, const int32_t *tokens, size_t n, size_t pos0,
+                        char *err, size_t errlen) {
+    if (n == 0) {
+        ERR("no tokens to run");
+        return 0;
+    }
+    if (pos0 >= m->c.seq_len || n > m->c.seq_len - pos0) {
+        ERR("position %zu beyond the context length %zu", pos0 + n - 1, m->c.seq_len);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || (size_t)tokens[i] >= m->c.vocab_size) {
+            ERR("token %d out of range [0, %zu)", (int)tokens[i], m->c.vocab_size);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
+                           size_t errlen) {
+    if (!check_tokens(m, &token, 1, pos, err, errlen)) return IF_EINVAL;
+    const size_t dim = m->c.dim;
+    memcpy(m->x, m->w.tok_embeddings + (size_t)token * dim, dim * sizeof(float));
+    run_layers(m, pos, 1);
+    matmul(m, logits, m->c.vocab_size, m->x, 1, &m->w.wcls, NULL, 1);
+    return IF_OK;
+}
+
+if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
+                           float *logits, float *all_logits, char *err, size_t errlen) {
+    if (!check_tokens(m, tokens, n, pos0, err, errlen)) return IF_EINVAL;
+    if (!all_logits && !logits) {
+        ERR("prefill needs somewhere to write logits");
+        return IF_EINVAL;
+    }
+    const size_t dim = m->c.dim, vocab = m->c.vocab_size;
+    const size_t n_cls = m->c.n_layers * N_MATS;
+    for (size_t start = 0; start < n; start += m->ub) {
+        size_t M = n - start < m->ub ? n - start : m->ub;
+        for (size_t r = 0; r < M; r++)
+            memcpy(m->x + r * dim, m->w.tok_embeddings + (size_t)tokens[start + r] * dim,
+                   dim * sizeof(float));
+        run_layers(m, pos0 + start, M);
+        if (all_logits) {
+            /* classifier rows of the whole chunk as one GEMM */
+            matmul(m, all_logits + start * vocab, vocab, m->x, M, &m->w.wcls,
+                   packed_of(m, n_cls), 1);
+        } else if (start + M == n) {
+            /* only the last position's logits are needed */
+            matmul(m, logits, vocab, m->x + (M - 1) * dim, 1, &m->w.wcls, NULL, 1);
+        }
+    }
+    if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
+    return IF_OK;
 }
 
 /* ---- validation and setup ---- */
@@ -132,8 +291,33 @@ static int mul_ok(size_t a, size_t b, size_t *out) {
     return 1;
 }
 
+static const if_matrix *matrix_at(const if_model *m, size_t idx) {
+    if (idx == m->c.n_layers * N_MATS) return &m->w.wcls;
+    const if_layer_weights *L = &m->layers[idx / N_MATS];
+    const if_matrix *mats[N_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3};
+    return mats[idx % N_MATS];
+}
+
+/* Pack every Q8 matrix for the prefill kernel if it wants a packed layout. */
+static int pack_weights(if_model *m) {
+    const if_kernel_table *k = m->gemm_k;
+    if (!k->q8_gemm_pack || !k->q8_gemm_pack_size || m->group_size == 0) return 1;
+    size_t n = m->c.n_layers * N_MATS + 1;
+    m->packed = calloc(n, sizeof(int8_t *));
+    if (!m->packed) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const if_matrix *w = matrix_at(m, i);
+        size_t bytes = k->q8_gemm_pack_size(w->rows, w->cols, w->group_size);
+        bytes = (bytes + 63) / 64 * 64;
+        m->packed[i] = aligned_alloc(64, bytes ? bytes : 64);
+        if (!m->packed[i]) return 0;
+        k->q8_gemm_pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
+    }
+    return 1;
+}
+
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
-                          if_model **out, char *err, size_t errlen) {
+                          size_t ubatch, if_model **out, char *err, size_t errlen) {
     *out = NULL;
     if_status st = if_dispatch_select(NULL, err, errlen);
     if (st != IF_OK) return st;
@@ -162,8 +346,8 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
             ERR("layer %zu: norm weights missing", l);
             return IF_EINVAL;
         }
-#define CHECK(field, r, cc)                                                    \
-    snprintf(name, sizeof name, "layer %zu " #field, l);                       \
+#define CHECK(field, r, cc)                                          \
+    snprintf(name, sizeof name, "layer %zu " #field, l);             \
     if (!check_matrix(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
         CHECK(wq, c.dim, c.dim)
         CHECK(wk, kv_dim, c.dim)
@@ -177,10 +361,14 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
     if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
         return IF_EINVAL;
 
-    size_t cache_n, att_n, t;
+    size_t ub = ubatch ? ubatch : 64;
+    if (ub > c.seq_len) ub = c.seq_len;
+    if (n_threads < 1) n_threads = 1;
+    size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(c.n_heads, c.seq_len, &att_n) || cache_n > SIZE_MAX / sizeof(float) / 2) {
-        ERR("KV cache size overflows");
+        !mul_ok(ub, big, &act_big) || !mul_ok(n_threads, c.seq_len, &att_n) ||
+        cache_n > SIZE_MAX / sizeof(float) / 2) {
+        ERR("run state size overflows");
         return IF_ENOMEM;
     }
     if_model *m = calloc(1, sizeof *m);
@@ -190,24 +378,27 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
     m->head_size = hs;
     m->kv_dim = kv_dim;
     m->group_size = gs;
+    m->ub = ub;
+    m->gemv_k = if_dispatch_gemv();
+    m->gemm_k = if_dispatch_gemm();
     m->layers = malloc(c.n_layers * sizeof *m->layers);
     if (m->layers) memcpy(m->layers, w->layers, c.n_layers * sizeof *m->layers);
     m->w.layers = m->layers;
-    size_t big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim;
-    m->x = calloc(c.dim, sizeof(float));
-    m->xb = calloc(c.dim, sizeof(float));
-    m->xb2 = calloc(c.dim, sizeof(float));
-    m->hb = calloc(c.hidden_dim, sizeof(float));
-    m->hb2 = calloc(c.hidden_dim, sizeof(float));
-    m->q = calloc(c.dim, sizeof(float));
-    m->att = calloc(att_n, sizeof(float));
-    m->xq = calloc(big, 1);
-    m->xs = calloc(big, sizeof(float));
+    m->pool = if_pool_create(n_threads);
+    m->n_threads = if_pool_threads(m->pool);
+    m->x = calloc(ub * c.dim, sizeof(float));
+    m->xb = calloc(ub * c.dim, sizeof(float));
+    m->xb2 = calloc(ub * c.dim, sizeof(float));
+    m->hb = calloc(ub * c.hidden_dim, sizeof(float));
+    m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
+    m->q = calloc(ub * c.dim, sizeof(float));
+    m->att = calloc(m->n_threads * c.seq_len, sizeof(float));
+    m->xq = calloc(act_big, 1);
+    m->xs = calloc(act_big, sizeof(float));
     m->key_cache = calloc(cache_n, sizeof(float));
     m->value_cache = calloc(cache_n, sizeof(float));
-    m->pool = if_pool_create(n_threads);
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
-        !m->xq || !m->xs || !m->key_cache || !m->value_cache || !m->pool) {
+        !m->xq || !m->xs || !m->key_cache || !m->value_cache || !m->pool || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
             2 * cache_n * sizeof(float));
@@ -220,6 +411,10 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
 void if_model_free(if_model *m) {
     if (!m) return;
     if_pool_free(m->pool);
+    if (m->packed) {
+        for (size_t i = 0; i < m->c.n_layers * N_MATS + 1; i++) free(m->packed[i]);
+        free(m->packed);
+    }
     free(m->layers);
     free(m->x);
     free(m->xb);
@@ -235,77 +430,6 @@ void if_model_free(if_model *m) {
     free(m);
 }
 
-size_t if_model_threads(const if_model *m) { return if_pool_threads(m->pool); }
-
-/* ---- the forward pass ---- */
-
-if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
-                           size_t errlen) {
-    const if_config *c = &m->c;
-    if (token < 0 || (size_t)token >= c->vocab_size) {
-        ERR("token %d out of range [0, %zu)", (int)token, c->vocab_size);
-        return IF_EINVAL;
-    }
-    if (pos >= c->seq_len) {
-        ERR("position %zu beyond the context length %zu", pos, c->seq_len);
-        return IF_EINVAL;
-    }
-    const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim;
-    float *x = m->x;
-    memcpy(x, m->w.tok_embeddings + (size_t)token * dim, dim * sizeof(float));
-
-    for (size_t l = 0; l < c->n_layers; l++) {
-        const if_layer_weights *L = &m->layers[l];
-        if_rmsnorm(m->xb, x, L->rms_att, dim, c->norm_eps);
-
-        /* q, k, v; k and v are written straight into this position's cache row */
-        size_t loff = l * c->seq_len * kv_dim;
-        float *k = m->key_cache + loff + pos * kv_dim;
-        float *v = m->value_cache + loff + pos * kv_dim;
-        matmul(m, m->q, m->xb, &L->wq, 1);
-        matmul(m, k, m->xb, &L->wk, 0);
-        matmul(m, v, m->xb, &L->wv, 0);
-        if_rope(m->q, dim, k, kv_dim, m->head_size, pos, c->rope_theta);
-
-        att_job aj = {m, l, pos};
-        if_pool_parallel_for(m->pool, c->n_heads, 1, att_task, &aj);
-
-        matmul(m, m->xb2, m->xb, &L->wo, 1);
-        for (size_t i = 0; i < dim; i++) x[i] += m->xb2[i];
-
-        if_rmsnorm(m->xb, x, L->rms_ffn, dim, c->norm_eps);
-        matmul(m, m->hb, m->xb, &L->w1, 1);
-        matmul(m, m->hb2, m->xb, &L->w3, 0);
-        if_swiglu(m->hb, m->hb2, hidden);
-        matmul(m, m->xb, m->hb, &L->w2, 1);
-        for (size_t i = 0; i < dim; i++) x[i] += m->xb[i];
-    }
-    if_rmsnorm(x, x, m->w.rms_final, dim, c->norm_eps);
-    matmul(m, logits, x, &m->w.wcls, 1);
-    return IF_OK;
-}
-
-if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
-                           float *logits, float *all_logits, char *err, size_t errlen) {
-    if (n == 0) {
-        ERR("prefill of zero tokens");
-        return IF_EINVAL;
-    }
-    if (pos0 >= m->c.seq_len || n > m->c.seq_len - pos0) {
-        ERR("prefill of %zu tokens at position %zu exceeds the context length %zu", n, pos0,
-            m->c.seq_len);
-        return IF_EINVAL;
-    }
-    const size_t vocab = m->c.vocab_size;
-    if (!all_logits && !logits) {
-        ERR("prefill needs somewhere to write logits");
-        return IF_EINVAL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        float *dst = all_logits ? all_logits + i * vocab : logits;
-        if_status st = if_model_forward(m, tokens[i], pos0 + i, dst, err, errlen);
-        if (st != IF_OK) return st;
-    }
-    if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
-    return IF_OK;
-}
+size_t if_model_threads(const if_model *m) { return m->n_threads; }
+const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
+const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }

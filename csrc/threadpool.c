@@ -59,7 +59,7 @@ static void *worker_main(void *p) {
 
         size_t t0, t1;
         chunk(n, grain, nt, id, &t0, &t1);
-        if (t0 < t1) fn(ctx, t0, t1);
+        if (t0 < t1) fn(ctx, t0, t1, id);
 
         pthread_mutex_lock(&pool->mu);
         if (--pool->pending == 0) pthread_cond_signal(&pool->done);
@@ -115,7 +115,7 @@ void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, 
     if (n == 0) return;
     if (grain < 1) grain = 1;
     if (!pool || pool->n_threads == 1 || n <= grain) {
-        fn(ctx, 0, n);
+        fn(ctx, 0, n, 0);
         return;
     }
     pthread_mutex_lock(&pool->mu);
@@ -130,7 +130,7 @@ void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, 
 
     size_t t0, t1;
     chunk(n, grain, pool->n_threads, 0, &t0, &t1);
-    if (t0 < t1) fn(ctx, t0, t1);
+    if (t0 < t1) fn(ctx, t0, t1, 0);
 
     pthread_mutex_lock(&pool->mu);
     while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->mu);

@@ -118,8 +118,9 @@ const if_kernel_table *if_dispatch_gemm(void);
  * ------------------------------------------------------------------------------------- */
 
 typedef struct if_pool if_pool;
-/* Body of a parallel loop: process task indices [t0, t1) of `ctx`. */
-typedef void (*if_task_fn)(void *ctx, size_t t0, size_t t1);
+/* Body of a parallel loop: process task indices [t0, t1) of `ctx` on thread `tid`
+ * (0 = the caller; tid < if_pool_threads(), for per-thread scratch). */
+typedef void (*if_task_fn)(void *ctx, size_t t0, size_t t1, size_t tid);
 /* Create a pool running `n_threads` threads in total (the caller counts as one). */
 if_pool *if_pool_create(size_t n_threads);
 /* Free the pool and join its workers. NULL is allowed. */
@@ -164,21 +165,28 @@ typedef struct if_weights {
 
 typedef struct if_model if_model;
 
-/* Validate config and weights (shapes, group sizes, non-NULL pointers) and allocate the run
- * state. The weight memory is borrowed: it must outlive the model. */
+/* Validate config and weights (shapes, group sizes, non-NULL pointers), take the kernels
+ * currently selected by dispatch, pack the Q8 weights once if the prefill kernel wants a
+ * packed layout, and allocate the run state. The weight memory is borrowed: it must outlive
+ * the model. `ubatch` is the prefill chunk (rows per GEMM), 0 for the default (64). */
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
-                          if_model **out, char *err, size_t errlen);
+                          size_t ubatch, if_model **out, char *err, size_t errlen);
 /* Free the run state (not the weights). NULL is allowed. */
 void if_model_free(if_model *m);
 /* One decode step: run `token` at position `pos` and write vocab_size logits. */
 if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
                            size_t errlen);
-/* Prefill n tokens at positions pos0 .. pos0+n-1. Writes the last position's logits to
- * `logits` (may be NULL); when `all_logits` is non-NULL it receives (n, vocab) logits. */
+/* Prefill n tokens at positions pos0 .. pos0+n-1 in chunks of ubatch rows: every projection
+ * is a GEMM over the chunk (attention per position). Writes the last position's logits to
+ * `logits` (may be NULL); when `all_logits` is non-NULL it receives (n, vocab) logits. The
+ * logits equal those of n decode steps bit for bit. */
 if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
                            float *logits, float *all_logits, char *err, size_t errlen);
 /* Threads used by this model's pool. */
 size_t if_model_threads(const if_model *m);
+/* The kernel tables this model runs: decode (M = 1) and prefill (M > 1). */
+const if_kernel_table *if_model_gemv(const if_model *m);
+const if_kernel_table *if_model_gemm(const if_model *m);
 
 /* ---------------------------------------------------------------------------------------
  * Sampler, exactly llama2.c run.c's (csrc/sampler.c).

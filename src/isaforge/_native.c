@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "isaforge.h"
@@ -57,6 +58,8 @@ static PyObject *raise_status(if_status st, const char *err) {
     return NULL;
 }
 
+static PyObject *table_dict(const if_kernel_table *t);
+
 /* ---- Model ---- */
 
 typedef struct {
@@ -105,15 +108,15 @@ static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const c
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
-                             "matrices", "n_threads", NULL};
+                             "matrices", "n_threads", "ubatch", NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
-    Py_ssize_t n_threads = 1;
+    Py_ssize_t n_threads = 1, ubatch = 0;
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|n", kwlist, &cfg, &tok, &rms_final,
-                                     &rms_att, &rms_ffn, &mats, &n_threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nn", kwlist, &cfg, &tok, &rms_final,
+                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch))
         return -1;
     Py_ssize_t v[7];
     double theta, eps;
@@ -166,7 +169,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     char err[ERRLEN] = "";
     if_status st;
     Py_BEGIN_ALLOW_THREADS st = if_model_create(&c, &w, n_threads > 0 ? (size_t)n_threads : 1,
-                                                &self->m, err, sizeof err);
+                                                ubatch > 0 ? (size_t)ubatch : 0, &self->m, err,
+                                                sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
         raise_status(st, err);
         return -1;
@@ -238,6 +242,13 @@ static PyObject *Model_threads(ModelObject *self, void *closure) {
     return PyLong_FromSize_t(self->m ? if_model_threads(self->m) : 0);
 }
 
+static PyObject *Model_kernels(ModelObject *self, void *closure) {
+    (void)closure;
+    if (!self->m) Py_RETURN_NONE;
+    return Py_BuildValue("{s:N,s:N}", "decode", table_dict(if_model_gemv(self->m)), "prefill",
+                         table_dict(if_model_gemm(self->m)));
+}
+
 static PyMethodDef Model_methods[] = {
     {"forward", (PyCFunction)Model_forward, METH_VARARGS,
      "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
@@ -248,6 +259,7 @@ static PyMethodDef Model_methods[] = {
 
 static PyGetSetDef Model_getset[] = {
     {"threads", (getter)Model_threads, NULL, "threads in the model's pool", NULL},
+    {"kernels", (getter)Model_kernels, NULL, "kernel tables this model runs", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -436,10 +448,29 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
         }
     }
     if (got == 5 && !PyErr_Occurred()) {
-        Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv(v[4].buf, v[0].buf, v[1].buf, v[2].buf,
-                                                      v[3].buf, 0, n, k, g);
-        else t->q8_gemm(v[4].buf, n, v[0].buf, v[1].buf, m, v[2].buf, v[3].buf, 0, n, k, g);
-        Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+        /* a tier with a packed GEMM layout gets its weights packed here, as at model load */
+        int8_t *packed = NULL;
+        const int8_t *wq = v[2].buf;
+        if (m > 1 && t->q8_gemm_pack) {
+            size_t bytes = (t->q8_gemm_pack_size(n, k, g) + 63) / 64 * 64;
+            packed = aligned_alloc(64, bytes ? bytes : 64);
+            if (!packed) {
+                PyErr_NoMemory();
+                got = -got; /* release below */
+            } else {
+                t->q8_gemm_pack(packed, v[2].buf, n, k, g);
+                wq = packed;
+            }
+        }
+        if (got > 0) {
+            Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv(v[4].buf, v[0].buf, v[1].buf, wq,
+                                                          v[3].buf, 0, n, k, g);
+            else t->q8_gemm(v[4].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, 0, n, k, g);
+            Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+        } else {
+            got = -got;
+        }
+        free(packed);
     }
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
     return ret;

@@ -79,7 +79,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _cmd_run(a) -> int:
     from . import load
-    from .engine import runtime_info
     from .generate import check_sampling
     from .tokenizer import safe_piece
 
@@ -96,10 +95,10 @@ def _cmd_run(a) -> int:
     out.write(b"\n")
     out.flush()
     s = model.last_stats
-    info = runtime_info()
+    k = model.engine.kernels
     print(f"prompt tokens: {s.prompt_tokens}, new tokens: {s.new_tokens}, "
-          f"threads: {model.engine.threads}, kernels: decode={info['decode']['tier']} "
-          f"prefill={info['prefill']['tier']}", file=sys.stderr)
+          f"threads: {model.engine.threads}, kernels: decode={k['decode']['tier']} "
+          f"prefill={k['prefill']['tier']}", file=sys.stderr)
     print(f"prefill: {s.prefill_tps:.2f} tok/s, decode: {s.decode_tps:.2f} tok/s, "
           f"time to first token: {s.ttft_s * 1000:.1f} ms", file=sys.stderr)
     return 0
@@ -159,6 +158,10 @@ def _cmd_info(a) -> int:
     print(f"isaforge {info['version']}")
     print(f"CPU:        {info['cpu']}")
     print(f"features:   {info['features'] or '(none detected)'}")
+    if info["disabled"]:
+        print(f"disabled:   {info['disabled']} (ISAFORGE_DISABLE_FEATURES)")
+    if info["notes"]:
+        print(f"notes:      {info['notes']}")
     print("tiers:      " + ", ".join(
         f"{t['name']} ({'yes' if t['supported'] else 'no: ' + t['reason']})"
         for t in info["tiers"]))

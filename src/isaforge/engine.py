@@ -45,7 +45,7 @@ def _c(a: np.ndarray, dtype) -> np.ndarray:
 class Engine:
     """C run state (activations, KV cache, thread pool) over borrowed weights."""
 
-    def __init__(self, model: LoadedModel, threads: int | None = None):
+    def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0):
         c: Config = model.config
         w = model.weights
         self.config = c
@@ -62,12 +62,17 @@ class Engine:
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
-                                threads or default_threads())
+                                threads or default_threads(), ubatch)
         self._logits = np.empty(c.vocab_size, np.float32)
 
     @property
     def threads(self) -> int:
         return self._m.threads
+
+    @property
+    def kernels(self) -> dict:
+        """The kernel tables this engine runs: {"decode": {...}, "prefill": {...}}."""
+        return self._m.kernels
 
     def forward(self, token: int, pos: int) -> np.ndarray:
         """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""
