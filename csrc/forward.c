@@ -319,7 +319,7 @@ static int pack_weights(if_model *m) {
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen) {
     *out = NULL;
-    if_status st = if_dispatch_select(NULL, err, errlen);
+    if_status st = if_dispatch_ready(err, errlen);
     if (st != IF_OK) return st;
     const if_config c = *cfg;
     if (!c.dim || !c.hidden_dim || !c.n_layers || !c.n_heads || !c.n_kv_heads ||

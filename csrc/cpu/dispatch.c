@@ -167,6 +167,10 @@ if_status if_dispatch_select(const char *tier, char *err, size_t errlen) {
     return IF_EINVAL;
 }
 
+if_status if_dispatch_ready(char *err, size_t errlen) {
+    return g_selected ? IF_OK : if_dispatch_select(NULL, err, errlen);
+}
+
 const if_kernel_table *if_dispatch_gemv(void) {
     if (!g_selected) if_dispatch_select(NULL, NULL, 0);
     return g_gemv;

@@ -109,6 +109,8 @@ const char *if_cpu_notes(void);
  * (honouring the ISAFORGE_KERNEL environment variable when `tier` is NULL); a tier name
  * forces that tier for every op and fails with IF_ENOTSUP if this CPU lacks it. */
 if_status if_dispatch_select(const char *tier, char *err, size_t errlen);
+/* Select automatically (honouring ISAFORGE_KERNEL) unless a choice was already made. */
+if_status if_dispatch_ready(char *err, size_t errlen);
 /* The kernels currently selected for decode (M = 1) and prefill (M > 1). */
 const if_kernel_table *if_dispatch_gemv(void);
 const if_kernel_table *if_dispatch_gemm(void);

@@ -1,0 +1,148 @@
+"""Conformance of every kernel tier against the scalar tier: equal float bits, every shape.
+
+Each compiled tier this machine supports (plus "amx_emulated": the AMX kernel's packed layout
+and group bookkeeping with the tile ops emulated in C, so it runs anywhere) is compared with
+the scalar kernels on the issue's shape grid. Out-of-bounds reads are checked by running
+kernels on buffers that end exactly at an inaccessible guard page, in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from isaforge import _native
+
+M_SET = [1, 2, 3, 15, 16, 17, 64, 129]
+N_SET = [1, 3, 16, 17, 63, 64, 576, 1536]
+GS_SET = [4, 8, 16, 32, 64, 128, 256]
+
+
+def k_set(gs: int) -> list[int]:
+    return sorted({k for k in (gs, 3 * gs, 576, 1536) if k % gs == 0})
+
+
+def tiers() -> list[str]:
+    names = [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
+    if "avx2" in [t["name"] for t in _native.info()["tiers"]]:  # x86 build
+        names.append("amx_emulated")
+    return names
+
+
+TIERS = tiers()
+
+
+def test_some_tier_besides_scalar_is_tested():
+    assert TIERS, "no SIMD tier available on this machine"
+
+
+def make_case(rng, M, N, K, gs):
+    """Random int8 in [-127, 127] with all-+127, all--127 and all-zero groups, and scales over a
+    wide range (tiny, huge, negative products)."""
+    w = rng.integers(-127, 128, size=(N, K), dtype=np.int8)
+    x = rng.integers(-127, 128, size=(M, K), dtype=np.int8)
+    w[0, :gs] = 127
+    x[0, :gs] = -127
+    if K > gs:
+        w[-1, gs: 2 * gs] = 0
+        x[-1, -gs:] = 127
+    if M > 1:
+        x[1, :gs] = 0
+    ng = K // gs
+    ws = (rng.uniform(-1, 1, size=(N, ng)) * 10.0 ** rng.integers(-30, 6, size=(N, ng)))
+    xs = (rng.uniform(0, 1, size=(M, ng)) * 10.0 ** rng.integers(-30, 6, size=(M, ng)))
+    return x, xs.astype(np.float32), w, ws.astype(np.float32)
+
+
+def gemm(tier, x, xs, w, ws, gs):
+    M, K = x.shape
+    N = w.shape[0]
+    out = np.full((M, N), np.nan, np.float32)
+    _native.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
+    return out.view(np.uint32)
+
+
+@pytest.mark.parametrize("gs", GS_SET)
+def test_q8_gemv_gemm_equal_scalar_bits(gs):
+    rng = np.random.default_rng(gs)
+    failures = []
+    for K in k_set(gs):
+        for N in N_SET:
+            for M in M_SET:
+                x, xs, w, ws = make_case(rng, M, N, K, gs)
+                want = gemm("scalar", x, xs, w, ws, gs)
+                for tier in TIERS:
+                    got = gemm(tier, x, xs, w, ws, gs)
+                    if not np.array_equal(got, want):
+                        bad = np.argwhere(got != want)[0]
+                        failures.append(f"{tier} M={M} N={N} K={K} gs={gs} first diff at {bad}")
+    assert not failures, "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("gs", GS_SET + [1, 2, 12])
+def test_quantize_equals_scalar_bits(gs):
+    rng = np.random.default_rng(100 + gs)
+    for K in sorted({gs * 3, 576 if 576 % gs == 0 else gs, 1536 if 1536 % gs == 0 else gs}):
+        x = (rng.normal(size=K) * 10.0 ** rng.integers(-20, 20)).astype(np.float32)
+        x[:gs] = 0
+        if K > gs:  # exact halves after scaling: 2.5 * scale etc.
+            g = x[gs: 2 * gs]
+            g[:] = np.float32(1.0)
+            g[0] = np.float32(127.0)
+            g[-1] = np.float32(-0.5 * 127.0 / 127.0) if gs > 2 else g[-1]
+        ref_q, ref_s = np.empty(K, np.int8), np.empty(K // gs, np.float32)
+        _native.quantize_q8(x, gs, ref_q, ref_s, "scalar")
+        for tier in TIERS:
+            q, s = np.empty(K, np.int8), np.empty(K // gs, np.float32)
+            _native.quantize_q8(x, gs, q, s, tier)
+            assert np.array_equal(q, ref_q), (tier, gs, K)
+            assert np.array_equal(s.view(np.uint32), ref_s.view(np.uint32)), (tier, gs, K)
+
+
+GUARD_SCRIPT = textwrap.dedent('''
+    import ctypes, mmap, sys
+    import numpy as np
+    from isaforge import _native
+    PAGE = mmap.PAGESIZE
+    libc = ctypes.CDLL(None)
+    keep = []
+    def guarded(shape, dtype):
+        """An array whose last byte is followed by an inaccessible page."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        pages = (nbytes + PAGE - 1) // PAGE + 1
+        buf = mmap.mmap(-1, pages * PAGE)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+        assert libc.mprotect(ctypes.c_void_p(addr + (pages - 1) * PAGE), PAGE, 0) == 0
+        keep.append(buf)
+        off = (pages - 1) * PAGE - nbytes
+        return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
+    rng = np.random.default_rng(0)
+    tiers = sys.argv[1].split(",")
+    for (M, N, K, gs) in [(1, 17, 36, 4), (3, 63, 72, 8), (17, 17, 48, 16), (2, 3, 96, 32),
+                          (15, 1, 64, 64), (129, 17, 384, 128), (5, 63, 768, 256),
+                          (1, 1536, 576, 32), (16, 16, 576, 64), (1, 5, 24, 12)]:
+        ng = K // gs
+        x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
+        w = guarded((N, K), np.int8); w[:] = rng.integers(-127, 128, (N, K))
+        xs = guarded((M, ng), np.float32); xs[:] = rng.uniform(0, 1, (M, ng))
+        ws = guarded((N, ng), np.float32); ws[:] = rng.uniform(-1, 1, (N, ng))
+        ref = np.empty((M, N), np.float32)
+        _native.q8_gemm(x, xs, M, w, ws, N, K, gs, ref, "scalar")
+        for tier in tiers:
+            out = guarded((M, N), np.float32)
+            _native.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
+            assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K, gs)
+            xf = guarded((K,), np.float32); xf[:] = rng.normal(size=K)
+            q = guarded((K,), np.int8); s = guarded((ng,), np.float32)
+            _native.quantize_q8(xf, gs, q, s, tier)
+    print("ok")
+''')
+
+
+def test_no_out_of_bounds_reads_at_guard_pages():
+    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
