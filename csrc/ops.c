@@ -1,6 +1,8 @@
 /* ops.c - RMSNorm, RoPE, SwiGLU; softmax lives in sampler.c with the sampler that shares it. */
 #include "ops.h"
 
+#include "detmath.h"
+
 #include <math.h>
 
 void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps) {
@@ -16,9 +18,9 @@ void if_rope(float *q, size_t n_q, float *k, size_t n_k, size_t head_size, size_
              float theta) {
     for (size_t i = 0; i < n_q; i += 2) {
         size_t head_dim = i % head_size;
-        float freq = 1.0f / powf(theta, (float)head_dim / (float)head_size);
+        float freq = 1.0f / if_powf(theta, (float)head_dim / (float)head_size);
         float val = (float)pos * freq;
-        float fcr = cosf(val), fci = sinf(val);
+        float fcr = if_cosf(val), fci = if_sinf(val);
         float v0 = q[i], v1 = q[i + 1];
         q[i] = v0 * fcr - v1 * fci;
         q[i + 1] = v0 * fci + v1 * fcr;
@@ -34,7 +36,7 @@ void if_rope(float *q, size_t n_q, float *k, size_t n_k, size_t head_size, size_
 void if_swiglu(float *x, const float *g, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float val = x[i];
-        val *= (1.0f / (1.0f + expf(-val)));
+        val *= (1.0f / (1.0f + if_expf(-val)));
         val *= g[i];
         x[i] = val;
     }

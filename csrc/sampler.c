@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "detmath.h"
 #include "isaforge.h"
 
 uint32_t if_random_u32(uint64_t *state) {
@@ -22,7 +23,7 @@ void if_softmax(float *x, size_t n) {
         if (x[i] > max_val) max_val = x[i];
     float sum = 0.0f;
     for (size_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max_val);
+        x[i] = if_expf(x[i] - max_val);
         sum += x[i];
     }
     for (size_t i = 0; i < n; i++) x[i] /= sum;

@@ -1,6 +1,6 @@
 /* kernels.h - declarations of every compiled kernel variant (one translation unit per ISA and
  * op, each compiled with only its own ISA flags). Names state op, data types, tile and ISA:
- * q8_gemm_4x4_avx512_vnni computes 4 activation rows x 4 output rows per inner step.
+ * q8_gemm_4x32_avx512_vnni computes 4 activation rows x 4 output rows per inner step.
  * Every variant follows the interface typedefs in isaforge.h and equals the scalar variant bit
  * for bit. */
 #ifndef ISAFORGE_KERNELS_H
@@ -24,17 +24,20 @@ void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n
                             size_t K);
 
 #if defined(IF_X86_TIERS)
-/* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick */
+/* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick (u8 = |x|,
+ * s8 = w * sign(x)); GEMV 1 x 8 rows, GEMM 4 x 16 with weights transposed per K block */
 void if_quantize_q8_avx2(IF_QUANT_ARGS);
-void if_q8_gemv_1x4_avx2(IF_GEMV_ARGS);
-void if_q8_gemm_4x4_avx2(IF_GEMM_ARGS);
-/* avx_vnni tier: -mavx2 -mfma -mavxvnni; VPDPBUSD on ymm with the sign trick */
-void if_q8_gemv_1x4_avx_vnni(IF_GEMV_ARGS);
-void if_q8_gemm_4x4_avx_vnni(IF_GEMM_ARGS);
-/* avx512_vnni tier: -mavx512f -mavx512bw -mavx512vl -mavx512vnni; VPDPBUSD on zmm */
+void if_q8_gemv_1x8_avx2(IF_GEMV_ARGS);
+void if_q8_gemm_4x16_avx2(IF_GEMM_ARGS);
+/* avx_vnni tier: -mavx2 -mfma -mavxvnni; VPDPBUSD on ymm: the GEMV with the sign trick, the
+ * GEMM with the offset trick (u8 = x ^ 0x80, minus 128 * sum(w) per group, exact) */
+void if_q8_gemv_1x8_avx_vnni(IF_GEMV_ARGS);
+void if_q8_gemm_4x16_avx_vnni(IF_GEMM_ARGS);
+/* avx512_vnni tier: -mavx512f -mavx512bw -mavx512vl -mavx512vnni; VPDPBUSD on zmm: GEMV
+ * 1 x 16 rows with the sign trick, GEMM 4 x 32 with the offset trick */
 void if_quantize_q8_avx512(IF_QUANT_ARGS);
-void if_q8_gemv_1x4_avx512_vnni(IF_GEMV_ARGS);
-void if_q8_gemm_4x4_avx512_vnni(IF_GEMM_ARGS);
+void if_q8_gemv_1x16_avx512_vnni(IF_GEMV_ARGS);
+void if_q8_gemm_4x32_avx512_vnni(IF_GEMM_ARGS);
 /* amx tier: -mamx-tile -mamx-int8 (+AVX-512 for readout); TDPBSSD on packed 16x64 tiles */
 size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
 void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);

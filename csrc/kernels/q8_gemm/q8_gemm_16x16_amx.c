@@ -1,4 +1,125 @@
-/* STUB: to be replaced by the real AMX kernel. */
+/* AMX Q8 GEMM (-mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mfma): the kernel body
+ * of q8_gemm_16x16_amx_body.h with real tile intrinsics (TDPBSSD: signed int8 x signed int8,
+ * so no sign trick is needed) and an AVX-512 readout of the 16x16 int32 C tile after each
+ * group. Packed layout, group-scale scheme and tile registers: see the body header.
+ *
+ * Test hook: compiled with -DIF_AMX_SELFTEST_EMULATED_TILES (test drivers only, never in the
+ * library) the tile ops come from the body's plain-C tile machine while the AVX-512 readout
+ * below stays, so everything in this file but the six tile intrinsics runs on CPUs without
+ * AMX (AVX-512 is enough). */
+#define _DEFAULT_SOURCE 1 /* syscall() under -std=c11 */
+#include <immintrin.h>
+#include <stdint.h>
+
 #include "../kernels.h"
-void if_q8_gemm_16x16_amx(IF_GEMM_ARGS) { if_q8_gemm_16x16_amx_emulated(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs); }
-int if_amx_thread_init(void) { return 0; }
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(IF_AMX_SELFTEST_EMULATED_TILES)
+#define AMX_USE_TILE_EMULATION 1
+#else
+/* GCC's _tile_loadconfig tells the compiler it reads only 8 bytes of the config; the empty
+ * asm with the config's address and a memory clobber makes all 64 bytes be stored first. */
+#define AMX_TILE_STATE ((void)0)
+#define AMX_TILE_CONFIG(cfgp)                                                              \
+    do {                                                                                   \
+        __asm__ volatile("" : : "r"(cfgp) : "memory");                                     \
+        _tile_loadconfig(cfgp);                                                            \
+    } while (0)
+#define AMX_TILE_RELEASE() _tile_release()
+#define AMX_TILE_ZERO(t) _tile_zero(t)
+#define AMX_TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
+#define AMX_TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+#define AMX_TILE_STORE(t, p, s) _tile_stored(t, p, s)
+#endif
+
+/* AVX-512 readout: one zmm per activation row, lanes = the 16 output rows of the block. */
+typedef struct amx_acc {
+    __m512 v[16];
+} amx_acc;
+typedef struct amx_wsv {
+    __m512 v;
+} amx_wsv;
+
+static inline __attribute__((always_inline)) void amx_acc_zero(amx_acc *a) {
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) a->v[r] = _mm512_setzero_ps();
+}
+
+/* ws[nb + n][g] in lane n for n in [lo, hi), 0 elsewhere (masked gather: rows outside
+ * [n0, n1) are not read). */
+static inline __attribute__((always_inline)) void amx_ws_load(amx_wsv *wv, const float *ws_g,
+                                                              size_t ng, size_t lo, size_t hi) {
+    const __mmask16 k = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    if (ng <= (size_t)INT32_MAX / 16) {
+        const __m512i idx = _mm512_mullo_epi32(
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+            _mm512_set1_epi32((int)ng));
+        wv->v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), k, idx, ws_g, 4);
+    } else {
+        _Alignas(64) float t[16];
+        for (size_t n = 0; n < 16; n++) t[n] = n >= lo && n < hi ? ws_g[n * ng] : 0.0f;
+        wv->v = _mm512_load_ps(t);
+    }
+}
+
+/* acc[r] = acc[r] + ((cvt(C[r]) * ws_g) * xs[m0 + r][g]) for r < rows: no FMA, the
+ * contract's order, bit-equal to the scalar kernel's acc += ((float)isum * ws) * xs. */
+static inline __attribute__((always_inline)) void amx_readout(amx_acc *a, const int32_t *cb,
+                                                              const amx_wsv *wv,
+                                                              const float *xs_g, size_t ng,
+                                                              size_t rows) {
+#pragma GCC unroll 16
+    for (size_t r = 0; r < 16; r++) {
+        if (r < rows) {
+            const __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cb + 16 * r)));
+            const __m512 p = _mm512_mul_ps(_mm512_mul_ps(c, wv->v), _mm512_set1_ps(xs_g[r * ng]));
+            a->v[r] = _mm512_add_ps(a->v[r], p);
+        }
+    }
+}
+
+/* Rows r < rows of the 16x16 tile to o + r*ldo, lanes [lo, hi) only (masked stores). */
+static inline __attribute__((always_inline)) void amx_acc_store(const amx_acc *a, float *o,
+                                                                size_t ldo, size_t rows,
+                                                                size_t lo, size_t hi) {
+    const __mmask16 k = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+#pragma GCC unroll 16
+    for (size_t r = 0; r < 16; r++)
+        if (r < rows) _mm512_mask_storeu_ps(o + r * ldo, k, a->v[r]);
+}
+
+#include "q8_gemm_16x16_amx_body.h"
+
+/* Q8 GEMM on AMX: 16 activation rows x 16 output rows per C tile; per group one TDPBSSD
+ * (gs <= 64) or gs/64 (+ a tail window) into a zeroed C tile, then a TILESTORED and an
+ * AVX-512 readout that applies ws and xs per group in order. w is the buffer written by
+ * if_q8_gemm_pack_amx for the whole matrix (64-byte alignment recommended, not required);
+ * n0 is a multiple of 16 (the tier's gemm_n_tile), n1 anything. Loads its tile
+ * configuration on entry and releases the tiles on return, so it needs no per-thread state
+ * beyond the process's AMX permission (if_amx_thread_init). */
+void if_q8_gemm_16x16_amx(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                          const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                          size_t gs) {
+    amx_q8_gemm_body(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+}
+
+/* AMX tile data needs the process's XTILEDATA permission (Linux, arch_prctl
+ * ARCH_REQ_XCOMP_PERM; without it any tile instruction raises SIGILL). Requests it (it is
+ * process-wide and idempotent; features.c asks for it too) and checks it with
+ * ARCH_GET_XCOMP_PERM. The tile configuration itself is loaded by every kernel call, so
+ * nothing else is needed per thread. Returns 0 when tiles are usable, -1 otherwise. */
+int if_amx_thread_init(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    unsigned long long perm = 0;
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) != 0)
+        return -1;
+    if (syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &perm) != 0) return -1;
+    return (perm >> 18) & 1u ? 0 : -1;
+#else
+    return 0;
+#endif
+}

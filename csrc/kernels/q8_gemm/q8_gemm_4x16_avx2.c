@@ -1,0 +1,21 @@
+/* Q8 GEMM, AVX2 (-mavx2 -mfma). Tile: 4 activation rows x 16 weight rows per step (8 ymm of
+ * int32 / float accumulators, lane = output row; the name's "4x4" is historical). Each 16-row
+ * weight tile is packed once per K block (up to 2048 bytes / 128 groups, stack scratch) into
+ * 4-byte quads transposed across 8 rows, and reused by every activation row: per quad and
+ * activation row, VPSIGNB (s8 = w * sign(x), x's 4 bytes broadcast) + VPMADDUBSW (u8 = |x|,
+ * copied once per 4-row tile and block) + VPMADDWD add that quad of 8 rows' dot products to
+ * the int32 lanes, so no horizontal reduction is needed. Per group each lane then adds
+ * ((float)isum * ws) * xs in group order, exactly as q8_gemv_1x1_scalar; float accumulators
+ * live in `out` between K blocks. M and N tails use 3/2/1-row steps, 8-row halves and masked
+ * loads/stores; gs % 4 != 0 uses the scalar kernel. Code: ../q8_avx2_common.h. */
+#include "../q8_avx2_common.h"
+
+void if_q8_gemm_4x16_avx2(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                         size_t gs) {
+    if (gs == 0 || gs % 4 != 0) {
+        if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+        return;
+    }
+    q8c_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+}

@@ -1,0 +1,911 @@
+/* if_native_test.c - a stand-alone test driver for the isaforge C core (no Python).
+ *
+ * Built from the same csrc/ sources as the library (tests/native/build.sh), natively or
+ * cross-compiled for aarch64 and run under qemu-aarch64 (tests/test_arm_emulated.py).
+ *
+ *   if_native_test info
+ *       CPU features found, compiled tiers and whether this CPU runs them, and the tiers that
+ *       dispatch picks for decode (GEMV) and prefill (GEMM). One `key=value` per line.
+ *   if_native_test conformance [--quick]
+ *       Every compiled tier this CPU supports (and the test-only tables) against the scalar
+ *       kernels, float bits compared with memcmp: Q8 GEMV, Q8 GEMM (row and column splits,
+ *       writes outside the asked range detected), activation quantization. The scalar kernels
+ *       are also checked against a reference written here whose roundings cannot be contracted
+ *       into FMAs. Prints "conformance ok N cases digest HEX" (the digest covers the scalar
+ *       results only, so it is equal on every tier set and architecture) or the first mismatch
+ *       and exits 1. --quick caps the work per shape (for slow emulated CPUs).
+ *   if_native_test forward MODEL.bin OUT.f32 [n_tokens]
+ *       Reads a llama2.c v0 (fp32) or v2 (Q8) file, runs BOS=1, 403, 407, 261, 378, then
+ *       (i * 37) % vocab through if_model_forward one position at a time, and writes all logits
+ *       (n_tokens x vocab float32, little-endian) to OUT.f32. Also checks that a prefill over
+ *       the same tokens gives the same logits bit for bit.
+ *   if_native_test libm OUT.bin
+ *       expf, sinf, cosf, powf, sqrtf, roundf on fixed input sets (those the forward pass and
+ *       sampler use), written as float32 so two builds' math libraries can be compared.
+ *
+ * Exit status: 0 ok, 1 a check failed, 2 bad usage or input. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "isaforge.h"
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef AT_HWCAP2
+#define AT_HWCAP2 26
+#endif
+#endif
+
+#if defined(__x86_64__)
+#define ARCH "x86_64"
+#elif defined(__aarch64__)
+#define ARCH "aarch64"
+#else
+#define ARCH "other"
+#endif
+
+#if defined(__GLIBC__)
+#define LIBC "glibc"
+#elif defined(__linux__)
+#define LIBC "musl" /* the only other libc this is built with (zig cc -target *-linux-musl) */
+#else
+#define LIBC "other"
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Deterministic data: xorshift64* and FNV-1a.
+ * ------------------------------------------------------------------------------------------- */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void) {
+    uint64_t x = g_rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g_rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static uint32_t rnd_below(uint32_t n) { return (uint32_t)((rnd() >> 32) % n); }
+
+/* uniform in [0, 1), 24 bits */
+static float rnd_unit(void) { return (float)(rnd() >> 40) * (1.0f / 16777216.0f); }
+
+static int8_t rnd_i8(void) { return (int8_t)((int)rnd_below(255) - 127); }
+
+static uint64_t g_digest = 0xcbf29ce484222325ull;
+
+static void digest(const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        g_digest ^= b[i];
+        g_digest *= 0x100000001b3ull;
+    }
+}
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * info
+ * ------------------------------------------------------------------------------------------- */
+
+static int cmd_info(void) {
+    char err[256] = "";
+    printf("arch=%s\nlibc=%s\n", ARCH, LIBC);
+    printf("cpu=%s\n", if_cpu_name());
+    printf("features=%s\n", if_cpu_features());
+    printf("disabled=%s\n", if_disabled_features());
+    printf("notes=%s\n", if_cpu_notes());
+#if defined(__aarch64__) && defined(__linux__)
+    unsigned long hw1 = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    printf("hwcap=0x%lx\nhwcap2=0x%lx\n", hw1, hw2);
+    /* vector lengths, read only where the HWCAP says the instruction exists; encoded with
+     * .inst so no assembler SVE/SME support is needed */
+    if (hw1 & (1ul << 22)) { /* HWCAP_SVE: rdvl x0, #1 */
+        unsigned long vl;
+        __asm__ volatile(".inst 0x04bf5020\n\tmov %0, x0" : "=r"(vl) : : "x0");
+        printf("sve_vl_bytes=%lu\n", vl);
+    }
+    if (hw2 & (1ul << 23)) { /* HWCAP2_SME: rdsvl x0, #1 */
+        unsigned long svl;
+        __asm__ volatile(".inst 0x04bf5820\n\tmov %0, x0" : "=r"(svl) : : "x0");
+        printf("sme_svl_bytes=%lu\n", svl);
+    }
+#endif
+    for (size_t i = 0; i < if_tier_count(); i++) {
+        char why[256] = "";
+        int ok = if_tier_supported(i, why, sizeof why);
+        printf("tier.%s=%s%s%s\n", if_tier_name(i), ok ? "supported" : "unsupported",
+               why[0] ? ": " : "", why);
+    }
+    if (if_dispatch_select(NULL, err, sizeof err) != IF_OK) {
+        printf("error=%s\n", err);
+        return 2;
+    }
+    const if_kernel_table *d = if_dispatch_gemv(), *p = if_dispatch_gemm();
+    printf("decode=%s\ndecode.q8_gemv=%s\ndecode.quantize=%s\n", d->tier, d->q8_gemv_name,
+           d->quantize_name);
+    printf("prefill=%s\nprefill.q8_gemm=%s\nprefill.quantize=%s\n", p->tier, p->q8_gemm_name,
+           p->quantize_name);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * conformance
+ * ------------------------------------------------------------------------------------------- */
+
+/* Reference Q8 GEMV with every product and sum rounded to float through volatile stores, so
+ * no compiler setting can fuse them: acc += ((float)isum * ws) * xs, groups in order. */
+static void ref_gemv(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                     const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
+    const size_t ng = K / gs;
+    for (size_t n = n0; n < n1; n++) {
+        volatile float acc = 0.0f;
+        for (size_t g = 0; g < ng; g++) {
+            int32_t isum = 0;
+            for (size_t k = 0; k < gs; k++)
+                isum += (int32_t)xq[g * gs + k] * (int32_t)w[n * K + g * gs + k];
+            volatile float p = (float)isum * ws[n * ng + g];
+            volatile float t = p * xs[g];
+            acc = acc + t;
+        }
+        out[n] = acc;
+    }
+}
+
+static void ref_quantize(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+    for (size_t g = 0; g < K / gs; g++) {
+        float wmax = 0.0f;
+        for (size_t i = 0; i < gs; i++) {
+            float a = fabsf(x[g * gs + i]);
+            if (a > wmax) wmax = a;
+        }
+        volatile float scale = wmax / 127.0f;
+        s[g] = scale;
+        for (size_t i = 0; i < gs; i++) {
+            if (scale == 0.0f) {
+                q[g * gs + i] = 0;
+            } else {
+                volatile float r = x[g * gs + i] / scale;
+                q[g * gs + i] = (int8_t)roundf(r);
+            }
+        }
+    }
+}
+
+/* int8 data in [-127, 127] with whole groups set to +127, -127 or 0 now and then, and in
+ * fixed places: group 0 of row 0 all +127, the last group of row 1 all -127, group 1 of row 2
+ * all 0 (when those rows and groups exist). */
+static void fill_q8(int8_t *q, size_t rows, size_t K, size_t gs) {
+    const size_t ng = K / gs;
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t g = 0; g < ng; g++) {
+            int8_t *p = q + r * K + g * gs;
+            int kind = (int)rnd_below(16);
+            if (r == 0 && g == 0) kind = 0;
+            if (r == 1 && g == ng - 1) kind = 1;
+            if (r == 2 && g == 1 % ng) kind = 2;
+            for (size_t i = 0; i < gs; i++)
+                p[i] = kind == 0 ? 127 : kind == 1 ? -127 : kind == 2 ? 0 : rnd_i8();
+        }
+    }
+}
+
+/* positive scales spread over several binades, like real per-group scales */
+static void fill_scales(float *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float e = (float)(1u << rnd_below(12)); /* 1 .. 2048 */
+        s[i] = (rnd_unit() + 0.5f) / (e * 64.0f);
+    }
+}
+
+typedef struct tier_ref {
+    const char *name;
+    const if_kernel_table *t;
+} tier_ref;
+
+static size_t g_cases;
+static int g_quick;
+
+#define FAIL(...)                                 \
+    do {                                          \
+        fprintf(stderr, "conformance FAILED: ");  \
+        fprintf(stderr, __VA_ARGS__);             \
+        fprintf(stderr, "\n");                    \
+        printf("conformance FAILED\n");           \
+        exit(1);                                  \
+    } while (0)
+
+static const uint32_t SENTINEL = 0x7fc0beefu; /* a NaN no kernel produces */
+
+static void fill_sentinel(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) memcpy(&p[i], &SENTINEL, 4);
+}
+
+/* Compare got[] and want[] over n floats by bits; report the first difference. */
+static void expect_bits(const float *got, const float *want, size_t n, const char *what,
+                        const char *tier, size_t M, size_t N, size_t K, size_t gs) {
+    if (memcmp(got, want, n * sizeof(float)) == 0) return;
+    int vs_ref = strstr(what, "reference") != NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (fbits(got[i]) != fbits(want[i]))
+            FAIL("%s tier=%s %s=%zu N=%zu K=%zu gs=%zu: element %zu is %.9g (0x%08x), %s "
+                 "gives %.9g (0x%08x)",
+                 what, tier, vs_ref ? "row" : "M", M, N, K, gs, i, (double)got[i],
+                 (unsigned)fbits(got[i]), vs_ref ? "the reference" : "scalar", (double)want[i],
+                 (unsigned)fbits(want[i]));
+    }
+}
+
+/* One tier's GEMM over M rows of xq against all of w, in two column ranges split on the
+ * tier's tile, with ldo > N; checks the gaps between rows were not written. */
+static void run_gemm(const tier_ref *tr, float *out, size_t ldo, const int8_t *xq,
+                     const float *xs, size_t M, const int8_t *w, const int8_t *wpacked,
+                     const float *ws, size_t N, size_t K, size_t gs) {
+    const if_kernel_table *t = tr->t;
+    size_t tile = t->gemm_n_tile ? t->gemm_n_tile : 1;
+    size_t split = (N / 2) / tile * tile;
+    const int8_t *wk = t->q8_gemm_pack ? wpacked : w;
+    fill_sentinel(out, M * ldo);
+    if (split > 0) t->q8_gemm(out, ldo, xq, xs, M, wk, ws, 0, split, K, gs);
+    t->q8_gemm(out, ldo, xq, xs, M, wk, ws, split, N, K, gs);
+    for (size_t m = 0; m < M; m++)
+        for (size_t n = N; n < ldo; n++)
+            if (fbits(out[m * ldo + n]) != SENTINEL)
+                FAIL("q8_gemm tier=%s M=%zu N=%zu K=%zu gs=%zu: wrote out[%zu][%zu] beyond N",
+                     tr->name, M, N, K, gs, m, n);
+}
+
+static void conformance_shape(const tier_ref *tiers, size_t n_tiers, size_t N, size_t K,
+                              size_t gs) {
+    static const size_t Ms[] = {1, 2, 3, 15, 16, 17, 64, 129};
+    const size_t n_ms = sizeof Ms / sizeof Ms[0], ng = K / gs;
+    /* --quick: GEMM only at M = 1 and 17 (an M tile edge for 4- and 16-row tiles) where the
+     * work is large */
+    int use_m[sizeof Ms / sizeof Ms[0]];
+    size_t Mmax = 1;
+    for (size_t mi = 0; mi < n_ms; mi++) {
+        use_m[mi] = !g_quick || Ms[mi] * N * K <= (1u << 21) || Ms[mi] == 1 || Ms[mi] == 17;
+        if (use_m[mi] && Ms[mi] > Mmax) Mmax = Ms[mi];
+    }
+    /* always 129 activation rows, so the data does not depend on --quick */
+    int8_t *w = xmalloc(N * K), *xq = xmalloc(129 * K);
+    float *ws = xmalloc(N * ng * sizeof(float)), *xs = xmalloc(129 * ng * sizeof(float));
+    fill_q8(w, N, K, gs);
+    fill_scales(ws, N * ng);
+    fill_q8(xq, 129, K, gs);
+    fill_scales(xs, 129 * ng);
+
+    /* the scalar tier's results for all Mmax rows, checked against ref_gemv row by row */
+    const if_kernel_table *sc = tiers[0].t;
+    float *want = xmalloc(Mmax * N * sizeof(float)), *row = xmalloc(N * sizeof(float));
+    for (size_t m = 0; m < Mmax; m++) {
+        sc->q8_gemv(want + m * N, xq + m * K, xs + m * ng, w, ws, 0, N, K, gs);
+        ref_gemv(row, xq + m * K, xs + m * ng, w, ws, 0, N, K, gs);
+        expect_bits(want + m * N, row, N, "scalar q8_gemv vs reference", "scalar", m, N, K, gs);
+        g_cases++;
+    }
+    /* the same rows whatever Mmax is, so --quick and full runs give the same digest */
+    digest(want, N * sizeof(float));
+    digest(want + 16 * N, N * sizeof(float));
+
+    const size_t ldo = N + 3;
+    float *out = xmalloc(Mmax * ldo * sizeof(float));
+    float *got = xmalloc(Mmax * N * sizeof(float));
+    for (size_t ti = 0; ti < n_tiers; ti++) {
+        const tier_ref *tr = &tiers[ti];
+        const if_kernel_table *t = tr->t;
+        int8_t *packed = NULL;
+        if (t->q8_gemm_pack) {
+            size_t bytes = (t->q8_gemm_pack_size(N, K, gs) + 63) / 64 * 64;
+            packed = aligned_alloc(64, bytes ? bytes : 64);
+            if (!packed) FAIL("out of memory packing for %s", tr->name);
+            t->q8_gemm_pack(packed, w, N, K, gs);
+        }
+        /* GEMV: first, second and last activation rows; two ranges split on a multiple of 4 */
+        const size_t gemv_rows[] = {0, 1, Mmax - 1};
+        for (size_t r = 0; r < 3; r++) {
+            size_t m = gemv_rows[r], split = (N / 2) / 4 * 4;
+            fill_sentinel(out, N + 3);
+            if (split > 0) t->q8_gemv(out, xq + m * K, xs + m * ng, w, ws, 0, split, K, gs);
+            t->q8_gemv(out, xq + m * K, xs + m * ng, w, ws, split, N, K, gs);
+            expect_bits(out, want + m * N, N, "q8_gemv", tr->name, 1, N, K, gs);
+            for (size_t n = N; n < N + 3; n++)
+                if (fbits(out[n]) != SENTINEL)
+                    FAIL("q8_gemv tier=%s N=%zu K=%zu gs=%zu: wrote out[%zu] beyond N",
+                         tr->name, N, K, gs, n);
+            g_cases++;
+        }
+        for (size_t mi = 0; mi < n_ms; mi++) {
+            size_t M = Ms[mi];
+            if (!use_m[mi]) continue;
+            run_gemm(tr, out, ldo, xq, xs, M, w, packed, ws, N, K, gs);
+            for (size_t m = 0; m < M; m++) memcpy(got + m * N, out + m * ldo, N * sizeof(float));
+            expect_bits(got, want, M * N, "q8_gemm", tr->name, M, N, K, gs);
+            g_cases++;
+        }
+        free(packed);
+    }
+    free(w);
+    free(xq);
+    free(ws);
+    free(xs);
+    free(want);
+    free(row);
+    free(out);
+    free(got);
+}
+
+/* Activation rows meant to hit every branch of the quantizer: zero groups (scale 0), -0.0,
+ * exact halves (rounding away from zero), subnormals, huge values, one outlier per group. */
+static void fill_activations(float *x, size_t K, size_t gs) {
+    for (size_t g = 0; g < K / gs; g++) {
+        float *p = x + g * gs;
+        int kind = (int)rnd_below(8);
+        if (g == 0) kind = 0;
+        if (g == 1) kind = 1;
+        for (size_t i = 0; i < gs; i++) {
+            float u = rnd_unit() * 2.0f - 1.0f;
+            switch (kind) {
+            case 0: p[i] = (i & 1) ? -0.0f : 0.0f; break;              /* zero group */
+            case 1: {                                                 /* exact ties */
+                float c = (float)(1u << rnd_below(8)) / 256.0f;
+                p[i] = i == 0 ? 127.0f * c : ((float)rnd_below(126) + 0.5f) * c;
+                if (rnd() & 1) p[i] = -p[i];
+                break;
+            }
+            case 2: p[i] = u * 1e-39f; break;                          /* subnormal */
+            case 3: p[i] = u * 3e37f; break;                           /* huge */
+            case 4: p[i] = i == gs / 2 ? 1000.0f * u : u * 0.01f; break; /* outlier */
+            default: p[i] = u * (float)(1u << rnd_below(10)); break;
+            }
+        }
+    }
+}
+
+static void conformance_quantize(const tier_ref *tiers, size_t n_tiers, size_t K, size_t gs) {
+    const size_t rows = 4, ng = K / gs;
+    float *x = xmalloc(rows * K * sizeof(float));
+    int8_t *q0 = xmalloc(K), *q1 = xmalloc(K + 8);
+    float *s0 = xmalloc(ng * sizeof(float)), *s1 = xmalloc((ng + 2) * sizeof(float));
+    for (size_t r = 0; r < rows; r++) fill_activations(x + r * K, K, gs);
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * K;
+        tiers[0].t->quantize(q0, s0, xr, K, gs);
+        ref_quantize(q1, s1, xr, K, gs);
+        if (memcmp(q0, q1, K) || memcmp(s0, s1, ng * sizeof(float)))
+            FAIL("scalar quantize vs reference K=%zu gs=%zu row %zu differ", K, gs, r);
+        digest(q0, K);
+        digest(s0, ng * sizeof(float));
+        g_cases++;
+        for (size_t ti = 0; ti < n_tiers; ti++) {
+            memset(q1, 0x5a, K + 8);
+            fill_sentinel(s1, ng + 2);
+            tiers[ti].t->quantize(q1, s1, xr, K, gs);
+            for (size_t i = 0; i < K; i++)
+                if (q1[i] != q0[i])
+                    FAIL("quantize tier=%s K=%zu gs=%zu row %zu: q[%zu]=%d, scalar gives %d",
+                         tiers[ti].name, K, gs, r, i, q1[i], q0[i]);
+            expect_bits(s1, s0, ng, "quantize scales", tiers[ti].name, 1, 0, K, gs);
+            for (size_t i = K; i < K + 8; i++)
+                if ((unsigned char)q1[i] != 0x5a)
+                    FAIL("quantize tier=%s K=%zu gs=%zu wrote q[%zu] beyond K", tiers[ti].name,
+                         K, gs, i);
+            for (size_t i = ng; i < ng + 2; i++)
+                if (fbits(s1[i]) != SENTINEL)
+                    FAIL("quantize tier=%s K=%zu gs=%zu wrote s[%zu] beyond K/gs",
+                         tiers[ti].name, K, gs, i);
+            g_cases++;
+        }
+    }
+    free(x);
+    free(q0);
+    free(q1);
+    free(s0);
+    free(s1);
+}
+
+static int cmd_conformance(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            g_quick = 1;
+        } else {
+            fprintf(stderr, "conformance: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    tier_ref tiers[32];
+    size_t n_tiers = 0;
+    for (size_t i = 0; i < if_tier_count() && n_tiers < 30; i++) {
+        char why[256];
+        if (!if_tier_supported(i, why, sizeof why)) {
+            printf("skip tier %s: %s\n", if_tier_name(i), why);
+            continue;
+        }
+        tiers[n_tiers].name = if_tier_name(i);
+        tiers[n_tiers++].t = if_tier_table(i);
+    }
+    if (n_tiers == 0 || strcmp(tiers[0].name, "scalar") != 0) {
+        printf("conformance FAILED: the scalar tier is not first or not supported\n");
+        return 1;
+    }
+    const if_kernel_table *emu = if_test_table("amx_emulated");
+    if (emu) {
+        tiers[n_tiers].name = emu->tier;
+        tiers[n_tiers++].t = emu;
+    }
+    printf("tiers:");
+    for (size_t i = 0; i < n_tiers; i++) printf(" %s", tiers[i].name);
+    printf("\n");
+    fflush(stdout);
+
+    static const size_t gss[] = {4, 8, 16, 32, 64, 128, 256};
+    static const size_t Ns[] = {1, 3, 16, 17, 63, 64, 576, 1536};
+    double t0 = now_s();
+    for (size_t gi = 0; gi < sizeof gss / sizeof gss[0]; gi++) {
+        size_t gs = gss[gi];
+        size_t Ks[] = {gs, 3 * gs, 576, 1536};
+        for (size_t ki = 0; ki < 4; ki++) {
+            size_t K = Ks[ki];
+            if (K % gs) continue;
+            int dup = 0;
+            for (size_t j = 0; j < ki; j++) dup |= Ks[j] == K;
+            if (dup) continue;
+            conformance_quantize(tiers, n_tiers, K, gs);
+            for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                conformance_shape(tiers, n_tiers, Ns[ni], K, gs);
+        }
+    }
+    printf("conformance ok %zu cases digest %016llx (%.1f s)\n", g_cases,
+           (unsigned long long)g_digest, now_s() - t0);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * forward: a llama2.c v0 / v2 reader
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct reader {
+    FILE *f;
+    const char *path;
+    uint64_t size, off;
+} reader;
+
+static int rd(reader *r, void *dst, uint64_t n, const char *what) {
+    if (n > r->size - r->off) {
+        fprintf(stderr, "%s: truncated reading %s (%llu bytes at offset %llu, file has %llu)\n",
+                r->path, what, (unsigned long long)n, (unsigned long long)r->off,
+                (unsigned long long)r->size);
+        return 0;
+    }
+    if (n && fread(dst, 1, (size_t)n, r->f) != n) {
+        fprintf(stderr, "%s: read error in %s\n", r->path, what);
+        return 0;
+    }
+    r->off += n;
+    return 1;
+}
+
+static float *rd_f32(reader *r, uint64_t n, const char *what) {
+    float *p = xmalloc((size_t)n * sizeof(float));
+    if (!rd(r, p, n * sizeof(float), what)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int32_t le32(const unsigned char *p) {
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    int32_t v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+typedef struct model_file {
+    int version;
+    if_config cfg;
+    if_weights w;
+    if_layer_weights *layers;
+    void *blocks[64]; /* everything allocated, freed at the end */
+    size_t n_blocks;
+} model_file;
+
+static void *keep(model_file *mf, void *p) {
+    if (p && mf->n_blocks < sizeof mf->blocks / sizeof mf->blocks[0]) mf->blocks[mf->n_blocks++] = p;
+    return p;
+}
+
+static void model_file_free(model_file *mf) {
+    for (size_t i = 0; i < mf->n_blocks; i++) free(mf->blocks[i]);
+    free(mf->layers);
+}
+
+static if_matrix f32_mat(const float *p, size_t rows, size_t cols) {
+    if_matrix m = {IF_F32, rows, cols, 0, p, NULL, NULL};
+    return m;
+}
+
+/* n_layers consecutive Q8 tensors of (rows, cols) each: q (rows*cols int8) then s. */
+static int rd_q8_layers(model_file *mf, reader *r, size_t L, size_t rows, size_t cols, size_t gs,
+                        size_t field_off, const char *what) {
+    uint64_t n = (uint64_t)rows * cols;
+    int8_t *q = keep(mf, xmalloc((size_t)(n * L)));
+    float *s = keep(mf, xmalloc((size_t)(n / gs * L) * sizeof(float)));
+    for (size_t l = 0; l < L; l++) {
+        if (!rd(r, q + l * n, n, what) || !rd(r, s + l * (n / gs), n / gs * sizeof(float), what))
+            return 0;
+        if_matrix *m = (if_matrix *)((char *)&mf->layers[l] + field_off);
+        if_matrix mm = {IF_Q8, rows, cols, gs, NULL, q + l * n, s + l * (n / gs)};
+        *m = mm;
+    }
+    return 1;
+}
+
+static int load_model(const char *path, model_file *mf) {
+    memset(mf, 0, sizeof *mf);
+    reader r = {fopen(path, "rb"), path, 0, 0};
+    if (!r.f) {
+        fprintf(stderr, "%s: %s\n", path, strerror(errno));
+        return 0;
+    }
+    int ok = 0;
+    long sz = -1;
+    if (fseek(r.f, 0, SEEK_END) == 0) sz = ftell(r.f);
+    if (sz < 0 || fseek(r.f, 0, SEEK_SET) != 0) {
+        fprintf(stderr, "%s: cannot find the file size (not a regular file?)\n", path);
+        goto done;
+    }
+    r.size = (uint64_t)sz;
+
+    unsigned char head[256];
+    if (!rd(&r, head, 28, "header")) goto done;
+    uint32_t magic = (uint32_t)le32(head);
+    int32_t h[7];
+    int shared;
+    size_t gs = 0;
+    if (magic == 0x616b3432u) {
+        if (!rd(&r, head + 28, 256 - 28, "v2 header")) goto done;
+        int32_t version = le32(head + 4);
+        if (version != 2) {
+            fprintf(stderr, "%s: llama2.c version %d; this driver reads v0 and v2\n", path,
+                    (int)version);
+            goto done;
+        }
+        for (int i = 0; i < 7; i++) h[i] = le32(head + 8 + 4 * i);
+        if (head[36] > 1) {
+            fprintf(stderr, "%s: shared_classifier byte is %d\n", path, head[36]);
+            goto done;
+        }
+        shared = head[36];
+        int32_t g = le32(head + 37);
+        if (g <= 0 || g > 65536) {
+            fprintf(stderr, "%s: group size %d\n", path, (int)g);
+            goto done;
+        }
+        gs = (size_t)g;
+        mf->version = 2;
+    } else {
+        for (int i = 0; i < 7; i++) h[i] = le32(head + 4 * i);
+        shared = h[5] > 0;
+        if (h[5] < 0) h[5] = -h[5];
+        mf->version = 0;
+    }
+    static const int32_t caps[7] = {1 << 16, 1 << 20, 1024, 1 << 16, 1 << 16, 1 << 24, 1 << 20};
+    static const char *names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                   "vocab_size", "seq_len"};
+    for (int i = 0; i < 7; i++) {
+        if (h[i] <= 0 || h[i] > caps[i]) {
+            fprintf(stderr, "%s: %s=%d out of range (1..%d); not a llama2.c v0/v2 file?\n", path,
+                    names[i], (int)h[i], (int)caps[i]);
+            goto done;
+        }
+    }
+    const size_t dim = (size_t)h[0], hidden = (size_t)h[1], L = (size_t)h[2];
+    const size_t heads = (size_t)h[3], kvh = (size_t)h[4], vocab = (size_t)h[5];
+    const size_t seq = (size_t)h[6];
+    if (dim % heads || heads % kvh || (dim / heads) % 2) {
+        fprintf(stderr, "%s: bad head layout dim=%zu n_heads=%zu n_kv_heads=%zu\n", path, dim,
+                heads, kvh);
+        goto done;
+    }
+    if (gs && (dim % gs || hidden % gs)) {
+        fprintf(stderr, "%s: group size %zu does not divide dim=%zu and hidden_dim=%zu\n", path,
+                gs, dim, hidden);
+        goto done;
+    }
+    const size_t hs = dim / heads, kv = hs * kvh;
+    if_config c = {dim, hidden, L, heads, kvh, vocab, seq, 10000.0f, 1e-5f};
+    mf->cfg = c;
+
+    /* The whole size first: every count is below 2^44, so these sums cannot overflow. */
+    uint64_t mats = (uint64_t)L * (2 * dim * dim + 2 * kv * dim + 3 * hidden * dim);
+    uint64_t norms = (uint64_t)L * 2 * dim + dim, tok = (uint64_t)vocab * dim, need;
+    if (gs == 0) {
+        need = 28 + 4 * (tok + norms + mats + (uint64_t)seq * hs + (shared ? 0 : tok));
+    } else {
+        uint64_t q8 = tok + mats + (shared ? 0 : tok);
+        need = 256 + 4 * norms + q8 + 4 * (q8 / gs);
+    }
+    if (r.size < need) {
+        fprintf(stderr, "%s: file is truncated: llama2.c v%d with this header needs %llu bytes, "
+                "file has %llu\n", path, mf->version, (unsigned long long)need,
+                (unsigned long long)r.size);
+        goto done;
+    }
+
+    mf->layers = calloc(L, sizeof *mf->layers);
+    if (!mf->layers) goto done;
+    if (gs == 0) {
+        float *t = keep(mf, rd_f32(&r, tok, "token embeddings"));
+        float *ra = keep(mf, rd_f32(&r, (uint64_t)L * dim, "rms_att"));
+        float *wq = keep(mf, rd_f32(&r, (uint64_t)L * dim * dim, "wq"));
+        float *wk = keep(mf, rd_f32(&r, (uint64_t)L * kv * dim, "wk"));
+        float *wv = keep(mf, rd_f32(&r, (uint64_t)L * kv * dim, "wv"));
+        float *wo = keep(mf, rd_f32(&r, (uint64_t)L * dim * dim, "wo"));
+        float *rf = keep(mf, rd_f32(&r, (uint64_t)L * dim, "rms_ffn"));
+        float *w1 = keep(mf, rd_f32(&r, (uint64_t)L * hidden * dim, "w1"));
+        float *w2 = keep(mf, rd_f32(&r, (uint64_t)L * dim * hidden, "w2"));
+        float *w3 = keep(mf, rd_f32(&r, (uint64_t)L * hidden * dim, "w3"));
+        float *fin = keep(mf, rd_f32(&r, dim, "rms_final"));
+        if (!t || !ra || !wq || !wk || !wv || !wo || !rf || !w1 || !w2 || !w3 || !fin) goto done;
+        /* skip the legacy RoPE tables (freq_cis_real, freq_cis_imag) */
+        uint64_t skip = (uint64_t)seq * hs * 4;
+        if (skip > (uint64_t)0x7fffffff || fseek(r.f, (long)skip, SEEK_CUR) != 0) {
+            fprintf(stderr, "%s: cannot skip the RoPE tables\n", path);
+            goto done;
+        }
+        r.off += skip;
+        float *cls = t;
+        if (!shared && !(cls = keep(mf, rd_f32(&r, tok, "classifier")))) goto done;
+        for (size_t l = 0; l < L; l++) {
+            if_layer_weights *lw = &mf->layers[l];
+            lw->rms_att = ra + l * dim;
+            lw->rms_ffn = rf + l * dim;
+            lw->wq = f32_mat(wq + l * dim * dim, dim, dim);
+            lw->wk = f32_mat(wk + l * kv * dim, kv, dim);
+            lw->wv = f32_mat(wv + l * kv * dim, kv, dim);
+            lw->wo = f32_mat(wo + l * dim * dim, dim, dim);
+            lw->w1 = f32_mat(w1 + l * hidden * dim, hidden, dim);
+            lw->w2 = f32_mat(w2 + l * dim * hidden, dim, hidden);
+            lw->w3 = f32_mat(w3 + l * hidden * dim, hidden, dim);
+        }
+        mf->w.tok_embeddings = t;
+        mf->w.rms_final = fin;
+        mf->w.wcls = f32_mat(cls, vocab, dim);
+    } else {
+        float *ra = keep(mf, rd_f32(&r, (uint64_t)L * dim, "rms_att"));
+        float *rf = keep(mf, rd_f32(&r, (uint64_t)L * dim, "rms_ffn"));
+        float *fin = keep(mf, rd_f32(&r, dim, "rms_final"));
+        if (!ra || !rf || !fin) goto done;
+        int8_t *tq = keep(mf, xmalloc((size_t)tok));
+        float *ts = keep(mf, xmalloc((size_t)(tok / gs) * sizeof(float)));
+        if (!rd(&r, tq, tok, "token embeddings") ||
+            !rd(&r, ts, tok / gs * sizeof(float), "token embedding scales"))
+            goto done;
+        /* dequantized as runq.c: x[i] = q[i] * s[i / gs] */
+        float *t = keep(mf, xmalloc((size_t)tok * sizeof(float)));
+        for (uint64_t i = 0; i < tok; i++) t[i] = (float)tq[i] * ts[i / gs];
+#define Q8L(field, rows, cols)                                                                \
+    if (!rd_q8_layers(mf, &r, L, rows, cols, gs, offsetof(if_layer_weights, field), #field)) \
+        goto done;
+        Q8L(wq, dim, dim)
+        Q8L(wk, kv, dim)
+        Q8L(wv, kv, dim)
+        Q8L(wo, dim, dim)
+        Q8L(w1, hidden, dim)
+        Q8L(w2, dim, hidden)
+        Q8L(w3, hidden, dim)
+#undef Q8L
+        if_matrix cls = {IF_Q8, vocab, dim, gs, NULL, tq, ts};
+        if (!shared) {
+            int8_t *cq = keep(mf, xmalloc((size_t)tok));
+            float *cs = keep(mf, xmalloc((size_t)(tok / gs) * sizeof(float)));
+            if (!rd(&r, cq, tok, "classifier") ||
+                !rd(&r, cs, tok / gs * sizeof(float), "classifier scales"))
+                goto done;
+            cls.q = cq;
+            cls.s = cs;
+        }
+        for (size_t l = 0; l < L; l++) {
+            mf->layers[l].rms_att = ra + l * dim;
+            mf->layers[l].rms_ffn = rf + l * dim;
+        }
+        mf->w.tok_embeddings = t;
+        mf->w.rms_final = fin;
+        mf->w.wcls = cls;
+    }
+    mf->w.layers = mf->layers;
+    if (r.off != r.size)
+        fprintf(stderr, "note: %s has %llu bytes after the last tensor\n", path,
+                (unsigned long long)(r.size - r.off));
+    ok = 1;
+done:
+    if (!ok && ferror(r.f)) fprintf(stderr, "%s: read error\n", path);
+    fclose(r.f);
+    if (!ok) model_file_free(mf);
+    return ok;
+}
+
+static int cmd_forward(int argc, char **argv) {
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: if_native_test forward MODEL.bin OUT.f32 [n_tokens]\n");
+        return 2;
+    }
+    model_file mf;
+    if (!load_model(argv[0], &mf)) return 2;
+    const size_t vocab = mf.cfg.vocab_size;
+    size_t n = 64;
+    if (argc == 3) {
+        char *end;
+        long v = strtol(argv[2], &end, 10);
+        if (*end || v <= 0) {
+            fprintf(stderr, "forward: n_tokens must be a positive integer\n");
+            model_file_free(&mf);
+            return 2;
+        }
+        n = (size_t)v;
+    }
+    if (n > mf.cfg.seq_len) n = mf.cfg.seq_len;
+    int32_t *tokens = xmalloc(n * sizeof(int32_t));
+    static const int32_t fixed[] = {1, 403, 407, 261, 378};
+    for (size_t i = 0; i < n; i++)
+        tokens[i] = (int32_t)((i < 5 ? (size_t)fixed[i] : i * 37) % vocab);
+
+    char err[256] = "";
+    if (if_dispatch_select(NULL, err, sizeof err) != IF_OK) {
+        fprintf(stderr, "forward: %s\n", err);
+        return 2;
+    }
+    if_model *m = NULL;
+    if (if_model_create(&mf.cfg, &mf.w, 1, 0, &m, err, sizeof err) != IF_OK) {
+        fprintf(stderr, "forward: if_model_create: %s\n", err);
+        model_file_free(&mf);
+        return 2;
+    }
+    float *logits = xmalloc(n * vocab * sizeof(float));
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        if (if_model_forward(m, tokens[i], i, logits + i * vocab, err, sizeof err) != IF_OK) {
+            fprintf(stderr, "forward: position %zu: %s\n", i, err);
+            return 1;
+        }
+    }
+    double t1 = now_s();
+    FILE *f = fopen(argv[1], "wb");
+    if (!f || fwrite(logits, sizeof(float), n * vocab, f) != n * vocab || fclose(f) != 0) {
+        fprintf(stderr, "forward: cannot write %s\n", argv[1]);
+        return 2;
+    }
+    /* prefill over the same tokens must give the decode logits bit for bit */
+    if_model *m2 = NULL;
+    float *all = xmalloc(n * vocab * sizeof(float));
+    if (if_model_create(&mf.cfg, &mf.w, 1, 0, &m2, err, sizeof err) != IF_OK ||
+        if_model_prefill(m2, tokens, n, 0, NULL, all, err, sizeof err) != IF_OK) {
+        fprintf(stderr, "forward: prefill: %s\n", err);
+        return 1;
+    }
+    int prefill_same = memcmp(all, logits, n * vocab * sizeof(float)) == 0;
+    uint64_t dg = g_digest;
+    g_digest = 0xcbf29ce484222325ull;
+    digest(logits, n * vocab * sizeof(float));
+    printf("forward ok v%d n_tokens=%zu vocab=%zu decode=%s prefill=%s prefill_equal=%s "
+           "digest=%016llx (%.2f s)\n",
+           mf.version, n, vocab, if_model_gemv(m)->tier, if_model_gemm(m)->tier,
+           prefill_same ? "yes" : "NO", (unsigned long long)g_digest, t1 - t0);
+    g_digest = dg;
+    if_model_free(m);
+    if_model_free(m2);
+    free(all);
+    free(logits);
+    free(tokens);
+    model_file_free(&mf);
+    return prefill_same ? 0 : 1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * libm: the math functions the forward pass uses, on fixed inputs
+ * ------------------------------------------------------------------------------------------- */
+
+/* Layout of the output: for each function a uint32 count n, then n input floats, then n
+ * output floats (pairs for powf inputs). Functions in order: expf, sinf, cosf, powf, sqrtf,
+ * roundf. The inputs are generated from bit patterns, so they are equal on every platform. */
+static int cmd_libm(int argc, char **argv) {
+    if (argc != 1) {
+        fprintf(stderr, "usage: if_native_test libm OUT.bin\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[0], "wb");
+    if (!f) {
+        fprintf(stderr, "libm: cannot write %s\n", argv[0]);
+        return 2;
+    }
+    const size_t n = 1u << 18;
+    float *in = xmalloc(2 * n * sizeof(float)), *out = xmalloc(n * sizeof(float));
+    for (int fn = 0; fn < 6; fn++) {
+        g_rng = 0x1234567ull + (uint64_t)fn;
+        for (size_t i = 0; i < n; i++) {
+            float u = rnd_unit();
+            switch (fn) {
+            case 0: in[i] = -104.0f * u * u + (i % 7 == 0 ? 2.0f * u : 0.0f); break; /* softmax, silu */
+            case 1:
+            case 2: { /* RoPE angles pos * freq: pos < 8192, freq in (0, 1] */
+                float freq = 1.0f / (float)(1u << rnd_below(14)) * (0.5f + 0.5f * u);
+                in[i] = (float)rnd_below(8192) * freq;
+                break;
+            }
+            case 3: /* powf(theta, head_dim / head_size) */
+                in[2 * i] = i & 1 ? 10000.0f : (float)(1000u * (1u + rnd_below(1000)));
+                in[2 * i + 1] = (float)(2 * rnd_below(64)) / (float)(2 * (1u + rnd_below(128)));
+                if (in[2 * i + 1] >= 1.0f) in[2 * i + 1] = u;
+                break;
+            case 4: in[i] = u * 1000.0f + 1e-5f; break;
+            default: in[i] = (u - 0.5f) * 300.0f; break;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            switch (fn) {
+            case 0: out[i] = expf(in[i]); break;
+            case 1: out[i] = sinf(in[i]); break;
+            case 2: out[i] = cosf(in[i]); break;
+            case 3: out[i] = powf(in[2 * i], in[2 * i + 1]); break;
+            case 4: out[i] = sqrtf(in[i]); break;
+            default: out[i] = roundf(in[i]); break;
+            }
+        }
+        uint32_t cnt = (uint32_t)n;
+        size_t nin = fn == 3 ? 2 * n : n;
+        fwrite(&cnt, 4, 1, f);
+        fwrite(in, sizeof(float), nin, f);
+        fwrite(out, sizeof(float), n, f);
+    }
+    free(in);
+    free(out);
+    if (fclose(f) != 0) return 2;
+    printf("libm ok %s %s\n", ARCH, LIBC);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *usage =
+        "usage: if_native_test info | conformance [--quick] | forward MODEL.bin OUT.f32 "
+        "[n_tokens] | libm OUT.bin\n";
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "info") == 0) return cmd_info();
+    if (strcmp(argv[1], "conformance") == 0) return cmd_conformance(argc - 2, argv + 2);
+    if (strcmp(argv[1], "forward") == 0) return cmd_forward(argc - 2, argv + 2);
+    if (strcmp(argv[1], "libm") == 0) return cmd_libm(argc - 2, argv + 2);
+    fputs(usage, stderr);
+    return 2;
+}
