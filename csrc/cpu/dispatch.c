@@ -49,6 +49,26 @@ static const tier_desc g_tiers[] = {
          IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
      0},
 #endif
+#if defined(IF_ARM_TIERS)
+    {{"neon", "q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "quantize_q8_neon", "f32_gemv_1x1_scalar",
+      if_q8_gemv_1x4_neon, if_q8_gemm_4x4_neon, if_quantize_q8_neon, if_f32_gemv_1x1_scalar,
+      NULL, NULL, 4, 64},
+     IF_FEAT_ASIMD, 1},
+    {{"dotprod", "q8_gemv_1x4_dotprod", "q8_gemm_4x4_dotprod", "quantize_q8_neon",
+      "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_4x4_dotprod, if_quantize_q8_neon,
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+     IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, 1},
+    /* i8mm is the prefill tier; it decodes with the dotprod GEMV (SMMLA wastes half its work
+     * at M = 1) */
+    {{"i8mm", "q8_gemv_1x4_dotprod", "q8_gemm_2x4_i8mm", "quantize_q8_neon",
+      "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_2x4_i8mm, if_quantize_q8_neon,
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+     IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, 1},
+    {{"sme2", "q8_gemv_1xvl_sme2", "q8_gemm_vlxvl_sme2", "quantize_q8_neon",
+      "f32_gemv_1x1_scalar", if_q8_gemv_1xvl_sme2, if_q8_gemm_vlxvl_sme2, if_quantize_q8_neon,
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+     IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, 1},
+#endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
 

@@ -49,4 +49,20 @@ void if_q8_gemm_16x16_amx_emulated(IF_GEMM_ARGS);
 int if_amx_thread_init(void);
 #endif
 
+#if defined(IF_ARM_TIERS)
+/* neon tier: Armv8.0 Advanced SIMD only (-march=armv8-a): SMULL/SADALP int8 dot products */
+void if_quantize_q8_neon(IF_QUANT_ARGS);
+void if_q8_gemv_1x4_neon(IF_GEMV_ARGS);
+void if_q8_gemm_4x4_neon(IF_GEMM_ARGS);
+/* dotprod tier: Armv8.2 SDOT (-march=armv8.2-a+dotprod); the decode tier */
+void if_q8_gemv_1x4_dotprod(IF_GEMV_ARGS);
+void if_q8_gemm_4x4_dotprod(IF_GEMM_ARGS);
+/* i8mm tier: Armv8.6 SMMLA 2x8 . 8x2 -> 2x2 int32 (-march=armv8.6-a+i8mm); the prefill tier */
+void if_q8_gemm_2x4_i8mm(IF_GEMM_ARGS);
+/* sme2 tier: streaming SVE/SME2 (-march=armv9-a+sme2), any streaming vector length:
+ * SMOPA outer products into ZA for the GEMM, multi-vector SDOT for the GEMV */
+void if_q8_gemv_1xvl_sme2(IF_GEMV_ARGS);
+void if_q8_gemm_vlxvl_sme2(IF_GEMM_ARGS);
+#endif
+
 #endif

@@ -40,6 +40,19 @@ X86_SOURCES=(
     "$K/q8_gemm/q8_gemm_4x32_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_16x16_amx.c:amx" "$K/q8_gemm/q8_gemm_16x16_amx_pack.c:"
 )
+# Arm tiers, likewise (aarch64 target only; zig cc spells -march=armv8.2-a+dotprod as
+# -mcpu=generic+dotprod)
+ARM_FLAGS_neon="-mcpu=generic"
+ARM_FLAGS_dotprod="-mcpu=generic+dotprod"
+ARM_FLAGS_i8mm="-mcpu=generic+dotprod+i8mm"
+ARM_FLAGS_sme2="-mcpu=generic+sme2"
+ARM_SOURCES=(
+    "$K/quantize/quantize_q8_neon.c:neon" "$K/q8_gemv/q8_gemv_1x4_neon.c:neon"
+    "$K/q8_gemm/q8_gemm_4x4_neon.c:neon"
+    "$K/q8_gemv/q8_gemv_1x4_dotprod.c:dotprod" "$K/q8_gemm/q8_gemm_4x4_dotprod.c:dotprod"
+    "$K/q8_gemm/q8_gemm_2x4_i8mm.c:i8mm"
+    "$K/q8_gemv/q8_gemv_1xvl_sme2.c:sme2" "$K/q8_gemm/q8_gemm_vlxvl_sme2.c:sme2"
+)
 CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include)
 LIBS=(-lm -lpthread)
 
@@ -61,6 +74,7 @@ build() {
     # strict -std=c11 only with it (CMake builds with -std=gnu11, where it is implied).
     [ "$name" != aarch64 ] && defs+=(-D_DEFAULT_SOURCE)
     [ "$x86" = 1 ] && defs+=(-DIF_X86_TIERS=1)
+    [ "$name" = aarch64 ] && defs+=(-DIF_ARM_TIERS=1)
     for src in "${PORTABLE[@]}"; do
         o="$obj/$(echo "$src" | tr / _).o"
         "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" -c "$src" -o "$o"
@@ -73,6 +87,18 @@ build() {
             set=${entry#*:}
             flags=""
             [ -n "$set" ] && eval "flags=\$X86_FLAGS_$set"
+            o="$obj/$(echo "$src" | tr / _).o"
+            # shellcheck disable=SC2086 # flags is a list
+            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"
+            objs+=("$o")
+        done
+    fi
+    if [ "$name" = aarch64 ]; then
+        local entry set
+        for entry in "${ARM_SOURCES[@]}"; do
+            src=${entry%%:*}
+            set=${entry#*:}
+            eval "flags=\$ARM_FLAGS_$set"
             o="$obj/$(echo "$src" | tr / _).o"
             # shellcheck disable=SC2086 # flags is a list
             "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"

@@ -1,0 +1,3 @@
+/* STUB: to be replaced by the real kernel. */
+#include "../kernels.h"
+void if_q8_gemv_1xvl_sme2(IF_GEMV_ARGS) { if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs); }
