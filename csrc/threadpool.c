@@ -1,23 +1,37 @@
 /* threadpool.c - a small pthread pool for parallel loops over output rows.
  *
- * The caller is thread 0; workers 1..n-1 sleep on a condition variable between jobs. A job
- * splits [0, n) into n_threads contiguous chunks whose sizes differ by at most one grain, so
- * no thread is left with the whole remainder. Which thread computes a row never changes a
- * result: every output row is computed start to finish by one thread. */
+ * The caller is thread 0; workers 1..n-1 wait for jobs. A decode step issues a few hundred
+ * short parallel loops, so waking a sleeping thread each time (tens of microseconds) would
+ * cost more than the work: workers and the caller first spin on an atomic job counter for a
+ * while, and only then sleep on a condition variable. A job splits [0, n) into n_threads
+ * contiguous chunks whose sizes differ by at most one grain, so no thread is left with the
+ * whole remainder. Which thread computes a row never changes a result: every output row is
+ * computed start to finish by one thread. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "isaforge.h"
+
+#define SPIN_ITERS (1u << 15) /* ~0.1-1 ms of spinning before sleeping */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __asm__ volatile("pause" ::: "memory")
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ volatile("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 struct if_pool {
     size_t n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t start, done;
-    unsigned long generation; /* bumped for every job */
-    size_t pending;           /* workers still running the current job */
-    int stop;
-    /* the current job */
+    atomic_ulong generation; /* bumped for every job (release: the job fields are set) */
+    atomic_size_t pending;   /* workers still running the current job */
+    atomic_int stop;
+    /* the current job, written by the caller before bumping generation */
     if_task_fn fn;
     void *ctx;
     size_t n, grain;
@@ -45,25 +59,30 @@ static void *worker_main(void *p) {
     free(a);
     unsigned long seen = 0;
     for (;;) {
-        pthread_mutex_lock(&pool->mu);
-        while (!pool->stop && pool->generation == seen) pthread_cond_wait(&pool->start, &pool->mu);
-        if (pool->stop) {
-            pthread_mutex_unlock(&pool->mu);
-            return NULL;
+        unsigned long g = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        for (unsigned i = 0; g == seen && i < SPIN_ITERS && !atomic_load(&pool->stop); i++) {
+            cpu_relax();
+            g = atomic_load_explicit(&pool->generation, memory_order_acquire);
         }
-        seen = pool->generation;
-        if_task_fn fn = pool->fn;
-        void *ctx = pool->ctx;
-        size_t n = pool->n, grain = pool->grain, nt = pool->n_threads;
-        pthread_mutex_unlock(&pool->mu);
+        if (g == seen) {
+            pthread_mutex_lock(&pool->mu);
+            while (!atomic_load(&pool->stop) &&
+                   (g = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen)
+                pthread_cond_wait(&pool->start, &pool->mu);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        if (atomic_load(&pool->stop)) return NULL;
+        seen = g;
 
         size_t t0, t1;
-        chunk(n, grain, nt, id, &t0, &t1);
-        if (t0 < t1) fn(ctx, t0, t1, id);
+        chunk(pool->n, pool->grain, pool->n_threads, id, &t0, &t1);
+        if (t0 < t1) pool->fn(pool->ctx, t0, t1, id);
 
-        pthread_mutex_lock(&pool->mu);
-        if (--pool->pending == 0) pthread_cond_signal(&pool->done);
-        pthread_mutex_unlock(&pool->mu);
+        if (atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->mu);
+        }
     }
 }
 
@@ -73,6 +92,9 @@ if_pool *if_pool_create(size_t n_threads) {
     if_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return NULL;
     pool->n_threads = 1;
+    atomic_init(&pool->generation, 0);
+    atomic_init(&pool->pending, 0);
+    atomic_init(&pool->stop, 0);
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->start, NULL);
     pthread_cond_init(&pool->done, NULL);
@@ -98,7 +120,7 @@ if_pool *if_pool_create(size_t n_threads) {
 void if_pool_free(if_pool *pool) {
     if (!pool) return;
     pthread_mutex_lock(&pool->mu);
-    pool->stop = 1;
+    atomic_store(&pool->stop, 1);
     pthread_cond_broadcast(&pool->start);
     pthread_mutex_unlock(&pool->mu);
     for (size_t i = 1; i < pool->n_threads; i++) pthread_join(pool->threads[i], NULL);
@@ -118,13 +140,13 @@ void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, 
         fn(ctx, 0, n, 0);
         return;
     }
-    pthread_mutex_lock(&pool->mu);
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n = n;
     pool->grain = grain;
-    pool->pending = pool->n_threads - 1;
-    pool->generation++;
+    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
+    pthread_mutex_lock(&pool->mu);
+    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
     pthread_cond_broadcast(&pool->start);
     pthread_mutex_unlock(&pool->mu);
 
@@ -132,7 +154,14 @@ void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, 
     chunk(n, grain, pool->n_threads, 0, &t0, &t1);
     if (t0 < t1) fn(ctx, t0, t1, 0);
 
-    pthread_mutex_lock(&pool->mu);
-    while (pool->pending > 0) pthread_cond_wait(&pool->done, &pool->mu);
-    pthread_mutex_unlock(&pool->mu);
+    for (unsigned i = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0 &&
+                         i < SPIN_ITERS;
+         i++)
+        cpu_relax();
+    if (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0)
+            pthread_cond_wait(&pool->done, &pool->mu);
+        pthread_mutex_unlock(&pool->mu);
+    }
 }
