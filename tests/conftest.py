@@ -10,6 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 STORIES = REPO.parent / "shared" / "models" / "stories260K"
+MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")  # per-layer matrices, in file order
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +18,12 @@ def stories() -> Path:
     if not (STORIES / "stories260K.bin").is_file():
         pytest.skip(f"test model not found at {STORIES}")
     return STORIES
+
+
+@pytest.fixture(scope="session")
+def v0_path(stories) -> Path:
+    """stories260K.bin: llama2.c legacy v0, fp32."""
+    return stories / "stories260K.bin"
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import MATS
 from isaforge.formats import (
     detect_format,
     read_llama2c,
@@ -20,17 +21,6 @@ from isaforge.formats import (
 from isaforge.formats.llama2c import MAGIC
 from isaforge.quant import quantize_model
 from isaforge.types import Config, ModelFormatError, Q8Tensor
-
-MODEL_DIR = Path(__file__).resolve().parents[2] / "shared" / "models" / "stories260K"
-MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
-
-
-@pytest.fixture(scope="module")
-def v0_path() -> Path:
-    p = MODEL_DIR / "stories260K.bin"
-    if not p.exists():
-        pytest.skip(f"test model not found at {p}")
-    return p
 
 
 def v0_bytes(c: Config, t: dict, rope: np.ndarray) -> bytes:

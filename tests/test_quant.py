@@ -7,20 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import MATS
 from isaforge.formats import read_llama2c
 from isaforge.quant import pick_group_size, quantize_model, quantize_q8
 from isaforge.types import Config, Q8Tensor
-
-MODEL_DIR = Path(__file__).resolve().parents[2] / "shared" / "models" / "stories260K"
-MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
-
-
-@pytest.fixture(scope="module")
-def v0_path() -> Path:
-    p = MODEL_DIR / "stories260K.bin"
-    if not p.exists():
-        pytest.skip(f"test model not found at {p}")
-    return p
 
 
 def cfg(dim: int, hidden: int) -> Config:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import STORIES as MODEL_DIR
 from isaforge.formats import read_llama2c
 from isaforge.quant import quantize_model, quantize_q8
 from isaforge.reference import (
@@ -20,8 +21,6 @@ from isaforge.reference import (
     softmax,
 )
 from isaforge.types import Config, Q8Tensor, Weights
-
-MODEL_DIR = Path(__file__).resolve().parents[2] / "shared" / "models" / "stories260K"
 
 
 @pytest.fixture(scope="module")
