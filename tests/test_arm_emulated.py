@@ -41,14 +41,15 @@ def _sme_cpu(vl: int) -> str:
 
 
 ALL_ARM = {"asimd", "asimddp", "i8mm", "sve2", "sme", "sme2"}
-# name: (-cpu argument, features `info` must report, SME vector length in bytes or None)
+# name: (-cpu argument, features `info` must report, SME vector length in bytes or None,
+#        the tier dispatch must choose for decode and prefill)
 CPUS = {
-    "cortex-a53": ("cortex-a53", {"asimd"}, None),
-    "cortex-a76": ("cortex-a76", {"asimd", "asimddp"}, None),
-    "neoverse-n2": ("neoverse-n2", {"asimd", "asimddp", "i8mm", "sve2"}, None),
-    "max-sme128": (_sme_cpu(128), ALL_ARM, 16),
-    "max-sme256": (_sme_cpu(256), ALL_ARM, 32),
-    "max-sme512": (_sme_cpu(512), ALL_ARM, 64),
+    "cortex-a53": ("cortex-a53", {"asimd"}, None, "neon"),
+    "cortex-a76": ("cortex-a76", {"asimd", "asimddp"}, None, "dotprod"),
+    "neoverse-n2": ("neoverse-n2", {"asimd", "asimddp", "i8mm", "sve2"}, None, "i8mm"),
+    "max-sme128": (_sme_cpu(128), ALL_ARM, 16, "sme2"),
+    "max-sme256": (_sme_cpu(256), ALL_ARM, 32, "sme2"),
+    "max-sme512": (_sme_cpu(512), ALL_ARM, 64, "sme2"),
 }
 # The CPU that has every feature (so runs every tier) gets the full conformance shape set; the
 # others the --quick one (~7x less work under emulation) unless ISAFORGE_ARM_FULL=1.
@@ -157,10 +158,11 @@ def test_info_reports_the_cpu_models_features(toolchain, drivers, cpu):
         assert int(info["sme_svl_bytes"]) == svl, r.stdout
     if cpu == "neoverse-n2":
         assert int(info["sve_vl_bytes"]) == 16  # Neoverse N2 has 128-bit SVE
-    # dispatch picked tiers this CPU supports, for decode and for prefill
+    # dispatch picked the expected tier, supported here, for decode and for prefill
     assert info["tier.scalar"] == "supported"
     for op in ("decode", "prefill"):
         assert info[f"tier.{info[op]}"] == "supported", r.stdout
+        assert info[op] == CPUS[cpu][3], r.stdout
     assert info["decode.q8_gemv"] and info["prefill.q8_gemm"]
 
 
@@ -172,8 +174,29 @@ def test_info_honours_disabled_features_under_emulation(toolchain, drivers):
     assert info["disabled"] == "sme,sme2"
     for op in ("decode", "prefill"):
         assert info[f"tier.{info[op]}"] == "supported", r.stdout
+        assert info[op] == "i8mm", r.stdout
     r = emu(toolchain, drivers, "cortex-a53", "info", env=_env(ISAFORGE_KERNEL="no_such_tier"))
     assert r.returncode == 2 and "unknown kernel tier" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("tier,insn", [("q8_gemv_1x4_dotprod", "sdot"),
+                                       ("q8_gemm_4x4_dotprod", "sdot"),
+                                       ("q8_gemm_2x4_i8mm", "smmla"),
+                                       ("q8_gemm_vlxvl_sme2", "smopa")])
+def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
+    """The assembly of each Arm tier file (same compiler and flags as its object) contains
+    its instruction; the neon and scalar files contain none of SDOT/SMMLA/SMOPA."""
+    asm = drivers["aarch64"].parent / "asm-aarch64"
+    text = (asm / f"{tier}.s").read_text().lower()
+    n = sum(1 for line in text.splitlines() if line.strip().startswith(insn))
+    print(f"{tier}.s: {n} x {insn}")
+    assert n > 0, f"no {insn} in {tier}.s"
+    for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "quantize_q8_neon"):
+        neon = (asm / f"{name}.s").read_text().lower()
+        for other in ("sdot", "smmla", "smopa", "usmmla"):
+            k = sum(1 for ln in neon.splitlines() if ln.strip().startswith(other))
+            print(f"{name}.s: {k} x {other}")
+            assert k == 0, name
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,24 +2,19 @@
  * (include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni; everything here is static inline, so each such TU is self-contained).
  *
- * Layout vocabulary: a zmm holds 16 int32/float lanes in 4 blocks of 128 bits. "Slot s" is
- * the s-th of 16 vectors fed to a network; the networks are built so that output lane s
- * belongs to slot s (a 16-row GEMV pass has slot s = weight row s, so lanes = output rows).
+ * Layout vocabulary: a zmm holds 16 int32/float lanes in 4 blocks of 128 bits.
  *
- * ifz_reduce_groups: 16 slots, each a VPDPBUSD result over a 64-byte chunk (16 partial sums
- * of 4 products, a group of gs = 4L bytes being L consecutive lanes), become 16/L vectors
- * with vector q lane s = the int32 sum of group q of slot s. It is a transpose with adds:
- * in-block unpack/shuffle + add levels (VPUNPCK*, VSHUFPS, VSHUFI32X4; no lane-crossing
- * VPERMT2D, no destructive operands) sum the L lanes of each group, the remaining levels
- * only move blocks. ifz_transpose16 (L = 1) is a plain 16x16 dword transpose.
+ * Shared with the GEMM: the in-block pairwise-sum steps ifz_hA/hB/hP/hC, the 16x16 dword
+ * transpose ifz_transpose16, ifz_bytemask and the scale transpose ifz_scales_t16.
  *
- * ifz_gemv: the GEMV for 16 consecutive output rows per pass (lanes = rows), used by the
- * GEMV kernel and by the GEMM where its own paths do not apply. Integer dot products use
- * VPDPBUSD (u8 x s8) with the sign trick: a = |x| (u8), b = w negated where x < 0 (VPSUBB
- * under the mask of negative x; AVX-512BW has no VPSIGNB); x's |x| and mask are shared by the
- * 16 rows. The float part follows the scalar kernel exactly: acc = 0.0f, then per group in
- * order acc += ((float)isum * ws) * xs, each lane (output row) on its own, never fused; the
- * 16 rows' scales are transposed into a 1 KiB stack block per 16 groups. */
+ * ifz_gemv: the GEMV (the GEMV kernel, and the GEMM for M = 1 and group sizes its own paths
+ * do not take). It reads each weight row in memory order, 1 activation row x one weight row
+ * at a time, with 16 groups of that row per vector (lanes = groups): integer dot products by
+ * VPDPBUSD with an offset trick (u8 = w ^ 0x80, s8 = x, minus 128 * sum x per group, computed
+ * once per call), a short add/shuffle network per row that leaves one int32 group sum per
+ * lane, both float multiplies in that layout, then the row's float accumulator adds the
+ * groups one at a time in group order -- the scalar kernel's exact arithmetic. Details and
+ * the reasons (DRAM streaming) are with the code below. */
 #ifndef IF_Q8_AVX512_COMMON_H
 #define IF_Q8_AVX512_COMMON_H
 
@@ -29,12 +24,6 @@
 
 #define IFZ_INLINE static inline __attribute__((always_inline))
 #define IFZ_UNROLL _Pragma("GCC unroll 16")
-#ifndef IFZ_PF_HINT
-#define IFZ_PF_HINT _MM_HINT_T0
-#endif
-#ifndef IFZ_PF_BLOCKS
-#define IFZ_PF_BLOCKS 2
-#endif
 
 /* Pairwise sums within 128-bit blocks, in-lane shuffles only (non-destructive 3-operand forms):
  *   ifz_hA(a, b): per block [a0+a2, b0+b2, a1+a3, b1+b3]   (sums lane bit 1)
@@ -89,51 +78,6 @@ IFZ_INLINE void ifz_transpose16(__m512i r[16]) {
         ifz_blk4x4(b[e], b[4 + e], b[8 + e], b[12 + e], &r[e], &r[4 + e], &r[8 + e], &r[12 + e]);
 }
 
-/* Reduce 16 slots of (16 / L groups x L partial int32 sums, group q in lanes qL .. qL+L-1)
- * into v[0 .. 16/L): v[q] lane s = sum of group q of slot s. L in {1, 2, 4, 8, 16} (a
- * constant after inlining). */
-IFZ_INLINE void ifz_reduce_groups(__m512i v[16], int L) {
-    if (L == 1) {
-        ifz_transpose16(v);
-        return;
-    }
-    if (L == 2) {
-        __m512i w[8], z[8];
-        IFZ_UNROLL
-        for (int k = 0; k < 8; k++) w[k] = ifz_hP(v[2 * k], v[2 * k + 1]);
-        /* w[k] lane (block, p1, p0) = slot 2k + p1, group 2 * block + p0 */
-        IFZ_UNROLL
-        for (int m = 0; m < 4; m++) {
-            const __m512i x = _mm512_unpacklo_epi32(w[2 * m], w[2 * m + 1]);
-            const __m512i y = _mm512_unpackhi_epi32(w[2 * m], w[2 * m + 1]);
-            z[2 * m] = _mm512_unpacklo_epi32(x, y);     /* slot 4m + q, group 2 * block */
-            z[2 * m + 1] = _mm512_unpackhi_epi32(x, y); /* slot 4m + q, group 2 * block + 1 */
-        }
-        ifz_blk4x4(z[0], z[2], z[4], z[6], &v[0], &v[2], &v[4], &v[6]);
-        ifz_blk4x4(z[1], z[3], z[5], z[7], &v[1], &v[3], &v[5], &v[7]);
-        return;
-    }
-    __m512i t[8];
-    IFZ_UNROLL
-    for (int k = 0; k < 8; k++) t[k] = ifz_hA(v[2 * k], v[2 * k + 1]);
-    IFZ_UNROLL
-    for (int k = 0; k < 4; k++) t[k] = ifz_hB(t[2 * k], t[2 * k + 1]);
-    /* t[k] lane (block, q) = slot 4k + q, sum of that slot's lanes in the block */
-    if (L == 4) {
-        ifz_blk4x4(t[0], t[1], t[2], t[3], &v[0], &v[1], &v[2], &v[3]);
-        return;
-    }
-    t[0] = ifz_hC(t[0], t[1]);
-    t[1] = ifz_hC(t[2], t[3]);
-    /* t[x] lane (c1, c0, q) = slot 8x + 4 c1 + q, sum over blocks 2 c0, 2 c0 + 1 */
-    if (L == 8) {
-        v[0] = _mm512_shuffle_i32x4(t[0], t[1], 0x88);
-        v[1] = _mm512_shuffle_i32x4(t[0], t[1], 0xDD);
-        return;
-    }
-    v[0] = ifz_hC(t[0], t[1]);
-}
-
 IFZ_INLINE __mmask64 ifz_bytemask(size_t len) {
     return len >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << len) - 1);
 }
@@ -152,116 +96,311 @@ IFZ_INLINE void ifz_scales_t16(float *dst, size_t stride, const float *const row
     for (size_t q = 0; q < cnt; q++) _mm512_store_si512((void *)(dst + q * stride), r[q]);
 }
 
-/* One 64-byte chunk of 16 rows against x: slot s = VPDPBUSD(0, |x|, +-w[s]) (16 partial
- * sums of 4 products each). len <= 64 bytes are read (masked, exact-size safe). */
-IFZ_INLINE void ifz_dot_chunk16(__m512i v[16], const int8_t *x, const int8_t *const wr[16],
-                                size_t off, __mmask64 lm, int accumulate) {
-    const __m512i xv = _mm512_maskz_loadu_epi8(lm, x + off);
-    const __m512i ax = _mm512_abs_epi8(xv);
-    const __mmask64 neg = _mm512_movepi8_mask(xv);
-    const __m512i z = _mm512_setzero_si512();
+/* ---------------------------------------------------------------------------------------
+ * GEMV. Decode streams every weight once per token from DRAM, so the access pattern decides
+ * the speed. The rows are read one after another in memory order (one sequential stream,
+ * plus its scales), with a software prefetch of the same bytes IFZ_PF_DIST bytes (whole rows)
+ * ahead and of the first rows at the start of a call. Reading 16 rows in 64-byte columns
+ * (16 interleaved streams, the previous design) ran at ~2/3 of the AVX2 GEMV's speed from
+ * DRAM; without the software prefetch the row stream runs at ~60% speed.
+ *
+ * Per weight row, K is cut into segments of 16 groups (16 * gs bytes):
+ *  - integers, offset trick: VPDPBUSD(u8 = w ^ 0x80 = w + 128, s8 = x) per 64-byte chunk gives
+ *    sum (w + 128) x = sum w x + 128 sum x; 128 sum x per group depends on x only, so it is
+ *    computed once per call (cx, by the same code with u8 = 0x80) and subtracted: no sign
+ *    handling per row. int32 lanes may wrap on the way, the result is exact
+ *    (|isum| <= gs * 127 * 127 < 2^31).
+ *  - an add/shuffle network (ifz_net_small, ifz_net16) sums the dwords of each group: one
+ *    vector per row and segment with lane j = the int32 sum of group j (a VPERMD restores
+ *    group order where the network leaves it permuted);
+ *  - both float multiplies in that layout, where ws[n][g .. g+16) and xs[g .. g+16) are plain
+ *    vector loads (no transposed copy of the scales): p = ((float)isum * ws) * xs, per lane
+ *    the scalar kernel's two roundings, never fused;
+ *  - the row's accumulator (lane 0 of an xmm, starting at 0.0f) adds p's lanes ONE AT A TIME
+ *    in group order (ADDSS): the scalar kernel's add chain, bit for bit. This serial chain
+ *    costs ~16 adds per 16 groups, but it also paces the loop: the out-of-order window then
+ *    holds only a few rows, and the DRAM stream measured 5-15% faster than with the same
+ *    products summed 16 rows at a time through a 16x16 transpose (which runs ahead in bursts).
+ * gs = 4, 8, 16, 32: L = gs / 4 chunks per segment, a dedicated network; the last segment of
+ * a row may hold fewer chunks (a compile-time case per chunk count, no padding). Other
+ * gs >= 16 (any, even not a multiple of 4): each group is read as ceil(gs / 64) byte-masked
+ * chunks accumulated by VPDPBUSD, then a 16-group network. Loads past a row's groups are
+ * masked; rows >= n1 are never read or prefetched. cx and xs vectors are kept for up to
+ * IFZ_SEGS segments; longer rows are processed in passes of IFZ_SEGS segments, the
+ * accumulators going through out[] in between (a float store and reload: exact).
+ * ------------------------------------------------------------------------------------- */
+#ifndef IFZ_SEGS
+#define IFZ_SEGS 32 /* segments per pass (their cx and xs vectors: 128 bytes each) */
+#endif
+#ifndef IFZ_PF_DIST
+#define IFZ_PF_DIST 9216 /* software prefetch distance in bytes of the weight stream (0: off) */
+#endif
+#ifndef IFZ_PF_HINT
+#define IFZ_PF_HINT _MM_HINT_T0
+#endif
+
+/* L chunk results d[0 .. L) of one segment (d[c] dword i = 4 products of bytes 64c + 4i .. +3,
+ * group (16c + i) / L) -> lane j = sum of group j. L in {1, 2, 4, 8}; only the first nch
+ * chunks exist (1 <= nch <= L, constants): missing inputs are replaced by copies of present
+ * ones, which only changes lanes of groups that do not exist. */
+IFZ_INLINE __m512i ifz_net_small(const __m512i d[8], const int L, const int nch) {
+#define IFZ_D(c) d[(c) < nch ? (c) : 0]
+    if (L == 1) return d[0];
+    if (L == 2) { /* ifz_hP: block b = [g 2b, g 2b+1, g 8+2b, g 9+2b] */
+        const __m512i r = ifz_hP(d[0], IFZ_D(1));
+        return _mm512_permutexvar_epi32(
+            _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15), r);
+    }
+    const __m512i u0 = ifz_hA(d[0], IFZ_D(1));
+    const __m512i u1 = nch > 2 ? ifz_hA(IFZ_D(2), IFZ_D(3)) : u0;
+    const __m512i w0 = ifz_hA(u0, u1); /* block b = [d0, d2, d1, d3 summed over block b] */
+    if (L == 4) /* block b = [g b, g 8+b, g 4+b, g 12+b] */
+        return _mm512_permutexvar_epi32(
+            _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15), w0);
+    __m512i w1 = w0;
+    if (nch > 4) {
+        const __m512i u2 = ifz_hA(IFZ_D(4), IFZ_D(5));
+        const __m512i u3 = nch > 6 ? ifz_hA(IFZ_D(6), IFZ_D(7)) : u2;
+        w1 = ifz_hA(u2, u3);
+    }
+    /* L == 8, after ifz_hC: blocks [g0 g4 g2 g6 | g1 g5 g3 g7 | g8 g12 g10 g14 | g9 g13 g11 g15] */
+    return _mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7, 8, 12, 10, 14, 9, 13, 11, 15), ifz_hC(w0, w1));
+#undef IFZ_D
+}
+
+/* 16 vectors of 16 partial sums (one group each) -> lane j = sum of v[j]. */
+IFZ_INLINE __m512i ifz_net16(const __m512i v[16]) {
+    __m512i t[8];
     IFZ_UNROLL
-    for (int s = 0; s < 16; s++) {
-        __m512i wv = _mm512_maskz_loadu_epi8(lm, wr[s] + off);
-        wv = _mm512_mask_sub_epi8(wv, neg, z, wv);
-        v[s] = _mm512_dpbusd_epi32(accumulate ? v[s] : z, ax, wv);
-    }
+    for (int k = 0; k < 8; k++) t[k] = ifz_hA(v[2 * k], v[2 * k + 1]);
+    IFZ_UNROLL
+    for (int k = 0; k < 4; k++) t[k] = ifz_hB(t[2 * k], t[2 * k + 1]);
+    /* t[k] lane (block, q) = group 4k + q, summed within the block */
+    t[0] = ifz_hC(t[0], t[1]);
+    t[1] = ifz_hC(t[2], t[3]);
+    return ifz_hC(t[0], t[1]);
 }
 
-/* acc (lanes = rows) += ((float)isum * ws) * xs for one group: exactly the scalar order. */
-IFZ_INLINE __m512 ifz_group_step(__m512 acc, __m512i isum, const float *wst_g, float xs_g) {
-    __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_load_ps(wst_g));
-    p = _mm512_mul_ps(p, _mm512_set1_ps(xs_g));
-    return _mm512_add_ps(acc, p);
-}
-
-/* GEMV over rows wr[0..16) (row pointers, already clamped to valid rows) for groups that pack
- * into 64-byte chunks: gs = 4 * L with L in {1, 2, 4, 8}. Returns the 16 accumulators. */
-IFZ_INLINE __m512 ifz_gemv16_packed(const int8_t *xq, const float *xs, const int8_t *const wr[16],
-                                    const float *const wsr[16], size_t K, size_t gs, int L,
-                                    const int8_t *pf) {
-    const size_t ng = K / gs;
-    const size_t gpc = (size_t)(16 / L); /* groups per 64-byte chunk */
-    _Alignas(64) float wst[16 * 16];
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t c = 0, g0 = 0; c * 64 < K; c++, g0 += gpc) {
-        if (g0 % 16 == 0) ifz_scales_t16(wst, 16, wsr, g0, ng - g0 < 16 ? ng - g0 : 16);
-        __m512i v[16];
-        /* lines c*16 .. c*16+15 of the prefetched block, when all inside it */
-        if (pf && (c + 1) * 1024 <= 16 * K) {
-            IFZ_UNROLL
-            for (int s = 0; s < 16; s++) _mm_prefetch((const char *)pf + c * 1024 + s * 64, IFZ_PF_HINT);
-        }
-        ifz_dot_chunk16(v, xq, wr, c * 64, ifz_bytemask(K - c * 64), 0);
-        ifz_reduce_groups(v, L);
+/* Lane j = sum over group g0 + j of u8(a) * s8(x) for one row, a = w ^ 0x80 (xor80 = 1) or the
+ * constant 0x80 (xor80 = 0, w unused: 128 * sum x, the offset correction). Lanes of groups
+ * >= ng: any value. L = gs / 4 in {1, 2, 4, 8}: the segment's first nch chunks (constant,
+ * 1 .. L) hold data, the last of them tb bytes (masked loads if tb < 64). L = 0 (any gs):
+ * nch = 16 if all 16 groups exist, 0 if only those before ng. Reads no byte past the groups. */
+IFZ_INLINE __m512i ifz_row_isums(const int8_t *wrow, const int8_t *x, size_t g0, size_t ng,
+                                 size_t gs, const int L, const int nch, size_t tb,
+                                 const int xor80) {
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    if (L) {
+        const size_t k0 = g0 * gs;
+        __m512i d[8];
         IFZ_UNROLL
-        for (size_t q = 0; q < gpc; q++) {
-            const size_t g = g0 + q;
-            if (g >= ng) break;
-            acc = ifz_group_step(acc, v[q], wst + (g % 16) * 16, xs[g]);
-        }
-    }
-    return acc;
-}
-
-/* GEMV over rows wr[0..16) for any group size: each group is read as ceil(gs / 64) masked
- * chunks accumulated by VPDPBUSD, then the 16 slots are reduced to one vector. */
-IFZ_INLINE __m512 ifz_gemv16_generic(const int8_t *xq, const float *xs, const int8_t *const wr[16],
-                                     const float *const wsr[16], size_t K, size_t gs,
-                                     const int8_t *pf) {
-    const size_t ng = K / gs;
-    _Alignas(64) float wst[16 * 16];
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t g = 0; g < ng; g++) {
-        if (g % 16 == 0) ifz_scales_t16(wst, 16, wsr, g, ng - g < 16 ? ng - g : 16);
-        __m512i v[16];
-        for (size_t k = 0; k < gs; k += 64) {
-            /* the block is 16 * K bytes: 16 lines per 64-byte step of K */
-            const size_t o = (g * gs + k) * 16;
-            if (pf && o + 1024 <= 16 * K) {
-                IFZ_UNROLL
-                for (int s = 0; s < 16; s++) _mm_prefetch((const char *)pf + o + s * 64, IFZ_PF_HINT);
+        for (int c = 0; c < nch; c++) {
+            const size_t o = k0 + (size_t)c * 64;
+            if (c < nch - 1 || tb == 64) {
+                const __m512i a = xor80 ? _mm512_xor_si512(_mm512_loadu_si512(wrow + o), c80) : c80;
+                d[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, _mm512_loadu_si512(x + o));
+            } else {
+                const __mmask64 m = ifz_bytemask(tb);
+                const __m512i a = xor80 ? _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, wrow + o), c80) : c80;
+                d[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, _mm512_maskz_loadu_epi8(m, x + o));
             }
-            ifz_dot_chunk16(v, xq, wr, g * gs + k, ifz_bytemask(gs - k), k != 0);
         }
-        ifz_reduce_groups(v, 16);
-        acc = ifz_group_step(acc, v[0], wst + (g % 16) * 16, xs[g]);
+        return ifz_net_small(d, L, nch);
+    }
+    __m512i v[16];
+    IFZ_UNROLL
+    for (int q = 0; q < 16; q++) {
+        const size_t o = (g0 + (size_t)q) * gs;
+        v[q] = _mm512_setzero_si512();
+        if (!nch && g0 + (size_t)q >= ng) continue;
+        for (size_t k = 0; k < gs; k += 64) {
+            const __mmask64 m = ifz_bytemask(gs - k);
+            const __m512i a = xor80 ? _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, wrow + o + k), c80) : c80;
+            v[q] = _mm512_dpbusd_epi32(v[q], a, _mm512_maskz_loadu_epi8(m, x + o + k));
+        }
+    }
+    return ifz_net16(v);
+}
+
+/* Shape of the segment starting at group g0: for L > 0, the chunks holding data (1 .. L)
+ * and the bytes in the last one; for L = 0, 16 if whole, else 0 (tb unused). */
+IFZ_INLINE int ifz_seg_chunks(size_t g0, size_t ng, size_t gs, const int L, size_t *tb) {
+    const size_t bytes = (ng - g0 < 16 ? ng - g0 : 16) * gs;
+    if (!L) {
+        *tb = 64;
+        return ng - g0 >= 16 ? 16 : 0;
+    }
+    const size_t nch = (bytes + 63) / 64;
+    *tb = bytes - (nch - 1) * 64;
+    return (int)nch;
+}
+
+/* cx: 128 * sum x of the groups of the segment at g0 (lane = group), nch dispatched. */
+IFZ_INLINE __m512i ifz_seg_cx(const int8_t *x, size_t g0, size_t ng, size_t gs, const int L) {
+    size_t tb;
+    const int nch = ifz_seg_chunks(g0, ng, gs, L, &tb);
+#define IFZ_C(N) ifz_row_isums(x, x, g0, ng, gs, L, (N) <= L ? (N) : L, tb, 0)
+    if (!L) return nch ? ifz_row_isums(x, x, g0, ng, gs, 0, 16, 64, 0) : ifz_row_isums(x, x, g0, ng, gs, 0, 0, 64, 0);
+    switch (nch) {
+    case 1: return IFZ_C(1);
+    case 2: return IFZ_C(2);
+    case 3: return IFZ_C(3);
+    case 4: return IFZ_C(4);
+    case 5: return IFZ_C(5);
+    case 6: return IFZ_C(6);
+    case 7: return IFZ_C(7);
+    default: return IFZ_C(8);
+    }
+#undef IFZ_C
+}
+
+/* p = ((float)(isum - cx) * ws[g0 .. g0+16)) * xs[g0 .. g0+16) of one row (lanes = groups);
+ * wm: the groups that exist (all ones for a whole segment). */
+IFZ_INLINE __m512 ifz_row_products(const int8_t *wrow, const float *wsrow, const int8_t *x,
+                                   __m512 xsv, __m512i cx, size_t g0, size_t ng, size_t gs,
+                                   const int L, const int nch, size_t tb, __mmask16 wm) {
+    const __m512i is = _mm512_sub_epi32(ifz_row_isums(wrow, x, g0, ng, gs, L, nch, tb, 1), cx);
+    const __m512 wsv = wm == 0xFFFF ? _mm512_loadu_ps(wsrow + g0) : _mm512_maskz_loadu_ps(wm, wsrow + g0);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), wsv), xsv);
+}
+
+/* acc (lane 0) + p[0] + p[1] + ... + p[cnt - 1], one add at a time in lane (= group) order:
+ * the scalar kernel's float add chain. C (constant) >= cnt; C == 16: cnt = 16. */
+IFZ_INLINE __m128 ifz_add_lanes(__m128 acc, __m512 p, size_t cnt, const int C) {
+    IFZ_UNROLL
+    for (int b = 0; b < C / 4 + (C % 4 != 0); b++) {
+        if (C != 16 && (size_t)b * 4 >= cnt) break;
+        const __m128 q = b == 0 ? _mm512_castps512_ps128(p)
+                                : _mm512_extractf32x4_ps(p, b & 3);
+        const __m128 l[4] = {q, _mm_movehdup_ps(q), _mm_movehl_ps(q, q), _mm_shuffle_ps(q, q, 3)};
+        IFZ_UNROLL
+        for (int i = 0; i < 4; i++)
+            if (C == 16 || (size_t)(b * 4 + i) < cnt) acc = _mm_add_ss(acc, l[i]);
     }
     return acc;
 }
 
-/* out[n] for n in [n0, n1) (see if_q8_gemv_fn), 16 rows per pass; rows past n1 - 1 in the
- * last pass repeat row n1 - 1 (never read out of range) and are not stored. Returns 0 if the
- * group size is not handled here (gs < 16 and not 4 or 8). */
+/* Software prefetch of n (constant) consecutive 64-byte lines from p. */
+IFZ_INLINE void ifz_prefetch_lines(const char *p, const int n) {
+    for (int c = 0; c < n; c++) _mm_prefetch(p + (size_t)c * 64, IFZ_PF_HINT);
+}
+
+/* Rows [n0, n1) x the pass of segments [s0, s0 + ns): nwhole whole segments, then, if TN != 0,
+ * one partial segment (TN chunks, the last with tb bytes; for L = 0, TN = 1). */
+IFZ_INLINE void ifz_gemv_pass(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                              const float *ws, size_t n0, size_t n1, size_t K, size_t gs,
+                              size_t s0, size_t ns, const int L, const int TN, size_t tb) {
+    const size_t ng = K / gs, g00 = s0 * 16;
+    const size_t nwhole = TN ? ns - 1 : ns;
+    const size_t kb = g00 * gs, ke = (g00 + ns * 16 < ng ? g00 + ns * 16 : ng) * gs; /* bytes */
+    const size_t segb = 16 * gs, gt = g00 + nwhole * 16, cnt = ng - gt < 16 ? ng - gt : 16;
+    const __mmask16 tm = (__mmask16)(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
+    size_t pfrows = (IFZ_PF_DIST + K - 1) / K;
+    if (pfrows == 0) pfrows = 1;
+    __m512i cx[IFZ_SEGS];
+    __m512 xsv[IFZ_SEGS];
+    for (size_t j = 0; j < ns; j++) { /* per call: 128 * sum x per group, and xs */
+        const size_t g0 = g00 + j * 16;
+        cx[j] = ifz_seg_cx(xq, g0, ng, gs, L);
+        xsv[j] = g0 + 16 <= ng ? _mm512_loadu_ps(xs + g0)
+                               : _mm512_maskz_loadu_ps((__mmask16)((1u << (ng - g0)) - 1), xs + g0);
+    }
+    if (IFZ_PF_DIST) /* the rows before the first prefetch target: start their stream now */
+        for (size_t n = n0; n < n1 && n < n0 + pfrows; n++) {
+            for (size_t k = kb; k < ke; k += 64) _mm_prefetch((const char *)(w + n * K + k), IFZ_PF_HINT);
+            for (size_t k = g00 * 4; k < ke / gs * 4; k += 64)
+                _mm_prefetch((const char *)(ws + n * ng) + k, IFZ_PF_HINT);
+        }
+    for (size_t n = n0; n < n1; n++) {
+        const int8_t *wrow = w + n * K;
+        const float *wsrow = ws + n * ng;
+        /* prefetch the same bytes pfrows rows ahead; without such a row, this row (no-op) */
+        const size_t pfo = n + pfrows < n1 ? pfrows : 0;
+        const char *pw = (const char *)(wrow + pfo * K), *ps = (const char *)(wsrow + pfo * ng);
+        __m128 acc = s0 == 0 ? _mm_setzero_ps() : _mm_load_ss(out + n);
+        for (size_t j = 0; j < nwhole; j++) {
+            const size_t g0 = g00 + j * 16;
+            if (IFZ_PF_DIST) {
+                if (L)
+                    ifz_prefetch_lines(pw + g0 * gs, L);
+                else
+                    for (size_t k = 0; k < segb; k += 64) _mm_prefetch(pw + g0 * gs + k, IFZ_PF_HINT);
+                _mm_prefetch(ps + g0 * 4, IFZ_PF_HINT);
+            }
+            acc = ifz_add_lanes(acc, ifz_row_products(wrow, wsrow, xq, xsv[j], cx[j], g0, ng, gs, L,
+                                                      L ? L : 16, 64, 0xFFFF), 16, 16);
+        }
+        if (TN) {
+            if (IFZ_PF_DIST) {
+                if (L)
+                    ifz_prefetch_lines(pw + gt * gs, TN);
+                else
+                    for (size_t k = gt * gs; k < ke; k += 64) _mm_prefetch(pw + k, IFZ_PF_HINT);
+                _mm_prefetch(ps + gt * 4, IFZ_PF_HINT);
+            }
+            const __m512 p = ifz_row_products(wrow, wsrow, xq, xsv[nwhole], cx[nwhole], gt, ng, gs,
+                                              L, L ? TN : 0, tb, tm);
+            /* groups in the partial segment: at most 16 * TN / L (L > 0) */
+            const int C = L ? (16 * TN / L < 16 ? 16 * TN / L : 15) : 15;
+            acc = ifz_add_lanes(acc, p, cnt, C);
+        }
+        _mm_store_ss(out + n, acc);
+    }
+}
+
+/* The GEMV for one L (see above): passes of IFZ_SEGS segments, the partial last segment's
+ * chunk count dispatched to a compile-time case. */
+IFZ_INLINE void ifz_gemv_L(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                           const float *ws, size_t n0, size_t n1, size_t K, size_t gs,
+                           const int L) {
+    const size_t ng = K / gs, nseg = (ng + 15) / 16;
+    if (nseg == 0) {
+        for (size_t n = n0; n < n1; n++) out[n] = 0.0f;
+        return;
+    }
+    for (size_t s0 = 0; s0 < nseg; s0 += IFZ_SEGS) {
+        const size_t ns = nseg - s0 < IFZ_SEGS ? nseg - s0 : IFZ_SEGS;
+        const size_t gl = (s0 + ns - 1) * 16; /* the pass's last segment */
+        size_t tb;
+        const int nch = ifz_seg_chunks(gl, ng, gs, L, &tb);
+        const int whole = gl + 16 <= ng;
+#define IFZ_P(TN) ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, L, (TN) <= L ? (TN) : L, tb)
+        if (whole) {
+            ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, L, 0, 64);
+        } else if (!L) {
+            ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, 0, 1, 64);
+        } else {
+            switch (nch) {
+            case 1: IFZ_P(1); break;
+            case 2: IFZ_P(2); break;
+            case 3: IFZ_P(3); break;
+            case 4: IFZ_P(4); break;
+            case 5: IFZ_P(5); break;
+            case 6: IFZ_P(6); break;
+            case 7: IFZ_P(7); break;
+            default: IFZ_P(8); break;
+            }
+        }
+#undef IFZ_P
+    }
+}
+
+/* out[n] for n in [n0, n1) (see if_q8_gemv_fn); bit-exact with the scalar GEMV. Returns 0 if
+ * the group size is not handled here (gs < 16 and not 4 or 8): the caller uses the scalar
+ * kernel then. */
 static inline int ifz_gemv(float *out, const int8_t *xq, const float *xs, const int8_t *w,
                            const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
-    if (!(gs == 4 || gs == 8 || gs >= 16)) return 0;
-    const size_t ng = K / gs;
-    for (size_t nb = n0; nb < n1; nb += 16) {
-        const size_t nr = n1 - nb < 16 ? n1 - nb : 16;
-        const int8_t *wr[16];
-        const float *wsr[16];
-        IFZ_UNROLL
-        for (size_t s = 0; s < 16; s++) {
-            const size_t n = nb + (s < nr ? s : nr - 1);
-            wr[s] = w + n * K;
-            wsr[s] = ws + n * ng;
-        }
-        /* Software prefetch of the block IFZ_PF_BLOCKS ahead (16 rows = 16 * K contiguous
-         * bytes, spread over the passes' chunks): the 16 row streams defeat the hardware
-         * prefetcher, and decode is memory-bound. Only rows before n1 are prefetched. */
-        const int8_t *pf = nb + (IFZ_PF_BLOCKS + 1) * 16 <= n1 ? w + (nb + IFZ_PF_BLOCKS * 16) * K : NULL;
-        __m512 acc;
-        switch (gs) {
-        case 4: acc = ifz_gemv16_packed(xq, xs, wr, wsr, K, gs, 1, pf); break;
-        case 8: acc = ifz_gemv16_packed(xq, xs, wr, wsr, K, gs, 2, pf); break;
-        case 16: acc = ifz_gemv16_packed(xq, xs, wr, wsr, K, gs, 4, pf); break;
-        case 32: acc = ifz_gemv16_packed(xq, xs, wr, wsr, K, gs, 8, pf); break;
-        default: acc = ifz_gemv16_generic(xq, xs, wr, wsr, K, gs, pf); break;
-        }
-        _mm512_mask_storeu_ps(out + nb, (__mmask16)((1u << nr) - 1), acc);
+    switch (gs) {
+    case 4: ifz_gemv_L(out, xq, xs, w, ws, n0, n1, K, gs, 1); return 1;
+    case 8: ifz_gemv_L(out, xq, xs, w, ws, n0, n1, K, gs, 2); return 1;
+    case 16: ifz_gemv_L(out, xq, xs, w, ws, n0, n1, K, gs, 4); return 1;
+    case 32: ifz_gemv_L(out, xq, xs, w, ws, n0, n1, K, gs, 8); return 1;
+    default:
+        if (gs < 16) return 0;
+        ifz_gemv_L(out, xq, xs, w, ws, n0, n1, K, gs, 0);
+        return 1;
     }
-    return 1;
 }
 
 #endif

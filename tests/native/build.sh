@@ -9,7 +9,8 @@
 #                (each with its own ISA flags, as CMakeLists.txt) when the host is x86-64.
 #   x86_64-musl  static x86_64-linux-musl binary with Zig: same sources as `native` on x86-64
 #                but musl's libm, to tell a libm difference from an architecture difference.
-# Writes OUT_DIR/if_native_test-TARGET. ISAFORGE_NATIVE_X86_TIERS=0 leaves the x86 tier files
+# Writes OUT_DIR/if_native_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
+# assembly of each Arm tier file, from the same compiler and flags). ISAFORGE_NATIVE_X86_TIERS=0 leaves the x86 tier files
 # out of the x86-64 builds (scalar tier only).
 set -euo pipefail
 
@@ -52,6 +53,7 @@ ARM_SOURCES=(
     "$K/q8_gemv/q8_gemv_1x4_dotprod.c:dotprod" "$K/q8_gemm/q8_gemm_4x4_dotprod.c:dotprod"
     "$K/q8_gemm/q8_gemm_2x4_i8mm.c:i8mm"
     "$K/q8_gemv/q8_gemv_1xvl_sme2.c:sme2" "$K/q8_gemm/q8_gemm_vlxvl_sme2.c:sme2"
+    "$K/sme_abi.c:sme2"
 )
 CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include)
 LIBS=(-lm -lpthread)
@@ -103,6 +105,11 @@ build() {
             # shellcheck disable=SC2086 # flags is a list
             "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"
             objs+=("$o")
+            # the assembly of the same compile, for the instruction-count test
+            mkdir -p "$OUT/asm-$name"
+            # shellcheck disable=SC2086
+            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -S "$src" \
+                -o "$OUT/asm-$name/$(basename "$src" .c).s"
         done
     fi
     o="$obj/if_native_test.o"

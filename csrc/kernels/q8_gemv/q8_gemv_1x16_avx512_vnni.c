@@ -1,18 +1,18 @@
-/* Q8 GEMV, AVX-512 VNNI (VPDPBUSD on zmm). Tile: 1 activation row x 16 weight rows per pass
- *. Self-contained: only static inline code from
- * q8_avx512_common.h, so the amx tier can reuse it for decode.
+/* Q8 GEMV, AVX-512 VNNI (VPDPBUSD on zmm). Tile: 1 activation row x 1 weight row per step,
+ * 16 groups of that row per zmm (lanes = groups). Self-contained: only static inline code from
+ * q8_avx512_common.h (ifz_gemv), so the amx tier reuses it for decode.
  *
- * Per 64-byte chunk of K, each of the 16 rows gets one VPDPBUSD(0, |x|, w negated where
- * x < 0) -- the u8 x s8 sign trick; |x| and the sign mask are computed once per chunk and
- * shared by the 16 rows. An unpack/shuffle/add network then sums the partial products of
- * each group and transposes at the same time, so that lane s of a vector is the int32 group
- * sum of row s. The float part runs across rows: per group, in group order,
- * acc += ((float)isum * ws) * xs, with the 16 rows' scales transposed into a small stack
- * block -- the same two roundings per group as the scalar kernel, so the result is bit-exact.
- * Group sizes 4, 8, 16 and 32 pack several groups per chunk; other sizes >= 16 read each
- * group as masked chunks; smaller odd sizes go to the scalar kernel. Decode streams the
- * weights once, so the next 16-row block is software-prefetched while this one is computed
- * (16 interleaved row streams defeat the hardware prefetcher). */
+ * Decode streams the weights from DRAM once per token, so the rows are read one after another
+ * in memory order (a single sequential stream, software-prefetched ~9 KiB ahead). Per 64-byte
+ * chunk of a row: VPDPBUSD(u8 = w ^ 0x80, s8 = x), i.e. sum (w + 128) x; the 128 * sum x of
+ * each group depends only on x and is subtracted once per group (computed once per call), so
+ * rows need no sign handling. A short add/shuffle network per row turns the chunks of 16
+ * groups into one vector of 16 int32 group sums; then, in that row layout,
+ * p = ((float)isum * ws) * xs (two separate roundings, as in the scalar kernel) and the row's
+ * float accumulator adds p's lanes one at a time in group order, starting from 0.0f: the
+ * scalar kernel's arithmetic exactly, so the output bits are equal. Group sizes 4, 8, 16, 32
+ * have dedicated networks, other sizes >= 16 read each group as byte-masked chunks; smaller
+ * sizes (1, 2, 3, 5 .. 15 except 4, 8) go to the scalar kernel. */
 #include "../kernels.h"
 #include "../q8_avx512_common.h"
 

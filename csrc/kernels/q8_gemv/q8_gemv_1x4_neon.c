@@ -1,3 +1,19 @@
-/* STUB: to be replaced by the real kernel. */
-#include "../kernels.h"
-void if_q8_gemv_1x4_neon(IF_GEMV_ARGS) { if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs); }
+/* Q8 GEMV, Armv8.0 Advanced SIMD (-mcpu=generic, no dotprod). Tile: 1 activation row x 4
+ * weight rows (one float32x4_t accumulator, lane = output row). Per 16 bytes and weight row,
+ * SMULL + SMLAL2 make 8 int16 lanes of two products each (|sum| <= 32512, no overflow) and
+ * SADALP folds them into an int32x4 partial sum; an ADDP tree turns the 4 rows' partials into
+ * one int32x4 of isums (lane = row). gs = 4 and 8 take several groups per load (ADDP on int16
+ * pairs, SADDLP, then a 4x4 transpose). The 4 rows' scales are transposed 4 groups at a time
+ * and each lane adds ((float)isum * ws) * xs in group order (FMUL, FMUL, FADD, never fused),
+ * exactly as q8_gemv_1x1_scalar. gs % 4 != 0 falls back to the scalar kernel.
+ * Code: ../q8_neon_common.h. */
+#include "../q8_neon_common.h"
+
+void if_q8_gemv_1x4_neon(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                         const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
+    if (gs == 0 || gs % 4 != 0) {
+        if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs);
+        return;
+    }
+    Q8_DISPATCH(q8_gemv_impl, Q8_ISA_NEON, gs, out, xq, xs, w, ws, n0, n1, K);
+}
