@@ -46,6 +46,19 @@ struct if_model {
         if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
     } while (0)
 
+/* Work (multiply-adds) below which a loop runs on the calling thread alone: waking the pool
+ * costs microseconds, and on an oversubscribed machine a fork-join per tiny matmul costs a
+ * scheduler time slice. Tiny models (stories260K) then run single-threaded. */
+#define PAR_MIN_WORK ((size_t)1 << 17)
+
+static void run_tasks(if_model *m, size_t n, size_t grain, if_task_fn fn, void *ctx,
+                      size_t work) {
+    if (work < PAR_MIN_WORK)
+        fn(ctx, 0, n, 0);
+    else
+        if_pool_parallel_for(m->pool, n, grain, fn, ctx);
+}
+
 /* ---- matmuls through the kernels, parallel over output tiles ---- */
 
 typedef struct mm_job {
@@ -100,7 +113,7 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
         const if_kernel_table *k = m->gemv_k;
         if (w->dtype == IF_Q8 && quantize) k->quantize(m->xq, m->xs, x, K, w->group_size);
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        if_pool_parallel_for(m->pool, w->rows, 4, gemv_task, &j);
+        run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K);
         return;
     }
     const if_kernel_table *k = m->gemm_k;
@@ -118,7 +131,7 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     n_tiles = (w->rows + nt - 1) / nt;
     mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
                 m->xq, m->xs};
-    if_pool_parallel_for(m->pool, n_tiles * m_tiles, 1, gemm_task, &j);
+    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K);
 }
 
 /* ---- attention, parallel over (position, head) ---- */
@@ -186,7 +199,7 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
                     c->rope_theta);
 
         att_job aj = {m, l, pos0, M};
-        if_pool_parallel_for(m->pool, M * c->n_heads, 1, att_task, &aj);
+        run_tasks(m, M * c->n_heads, 1, att_task, &aj, M * 2 * (pos0 + M) * dim);
 
         matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + 3), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];

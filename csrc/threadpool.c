@@ -8,12 +8,15 @@
  * whole remainder. Which thread computes a row never changes a result: every output row is
  * computed start to finish by one thread. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "isaforge.h"
 
-#define SPIN_ITERS (1u << 15) /* ~0.1-1 ms of spinning before sleeping */
+#define SPIN_ITERS (1u << 14) /* polls before sleeping */
+#define SPIN_PAUSES 512       /* the first polls just pause; later ones yield the core, so a
+                                 thread we wait for can run when the machine is oversubscribed */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __asm__ volatile("pause" ::: "memory")
@@ -36,6 +39,13 @@ struct if_pool {
     void *ctx;
     size_t n, grain;
 };
+
+static void spin_wait(unsigned i) {
+    if (i < SPIN_PAUSES)
+        cpu_relax();
+    else
+        sched_yield();
+}
 
 typedef struct worker_arg {
     if_pool *pool;
@@ -61,7 +71,7 @@ static void *worker_main(void *p) {
     for (;;) {
         unsigned long g = atomic_load_explicit(&pool->generation, memory_order_acquire);
         for (unsigned i = 0; g == seen && i < SPIN_ITERS && !atomic_load(&pool->stop); i++) {
-            cpu_relax();
+            spin_wait(i);
             g = atomic_load_explicit(&pool->generation, memory_order_acquire);
         }
         if (g == seen) {
@@ -157,7 +167,7 @@ void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, 
     for (unsigned i = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) > 0 &&
                          i < SPIN_ITERS;
          i++)
-        cpu_relax();
+        spin_wait(i);
     if (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0) {
         pthread_mutex_lock(&pool->mu);
         while (atomic_load_explicit(&pool->pending, memory_order_acquire) > 0)
