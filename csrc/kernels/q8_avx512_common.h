@@ -108,8 +108,8 @@ IFZ_INLINE void ifz_scales_t16(float *dst, size_t stride, const float *const row
  *  - integers, offset trick: VPDPBUSD(u8 = w ^ 0x80 = w + 128, s8 = x) per 64-byte chunk gives
  *    sum (w + 128) x = sum w x + 128 sum x; 128 sum x per group depends on x only, so it is
  *    computed once per call (cx, by the same code with u8 = 0x80) and subtracted: no sign
- *    handling per row. int32 lanes may wrap on the way, the result is exact
- *    (|isum| <= gs * 127 * 127 < 2^31).
+ *    handling per row. int32 lanes may wrap on the way, the result is exact whenever the
+ *    true sum fits (|isum| <= gs * 127 * 127, i.e. any gs < 2^17).
  *  - an add/shuffle network (ifz_net_small, ifz_net16) sums the dwords of each group: one
  *    vector per row and segment with lane j = the int32 sum of group j (a VPERMD restores
  *    group order where the network leaves it permuted);
@@ -236,23 +236,21 @@ IFZ_INLINE int ifz_seg_chunks(size_t g0, size_t ng, size_t gs, const int L, size
     return (int)nch;
 }
 
-/* cx: 128 * sum x of the groups of the segment at g0 (lane = group), nch dispatched. */
+/* cx of a segment that is not whole: 128 * sum x of its groups (lane = group), computed once
+ * per call with the full network and zero chunks in place of the missing ones (the lanes of
+ * the existing groups are the same as with the row's own case). */
 IFZ_INLINE __m512i ifz_seg_cx(const int8_t *x, size_t g0, size_t ng, size_t gs, const int L) {
-    size_t tb;
-    const int nch = ifz_seg_chunks(g0, ng, gs, L, &tb);
-#define IFZ_C(N) ifz_row_isums(x, x, g0, ng, gs, L, (N) <= L ? (N) : L, tb, 0)
-    if (!L) return nch ? ifz_row_isums(x, x, g0, ng, gs, 0, 16, 64, 0) : ifz_row_isums(x, x, g0, ng, gs, 0, 0, 64, 0);
-    switch (nch) {
-    case 1: return IFZ_C(1);
-    case 2: return IFZ_C(2);
-    case 3: return IFZ_C(3);
-    case 4: return IFZ_C(4);
-    case 5: return IFZ_C(5);
-    case 6: return IFZ_C(6);
-    case 7: return IFZ_C(7);
-    default: return IFZ_C(8);
+    if (!L) return ifz_row_isums(x, x, g0, ng, gs, 0, 0, 64, 0);
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const size_t k0 = g0 * gs, ke = ng * gs;
+    __m512i d[8];
+    for (int c = 0; c < 8; c++) {
+        const size_t o = k0 + (size_t)c * 64;
+        d[c] = c < L && o < ke ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80,
+                                                     _mm512_maskz_loadu_epi8(ifz_bytemask(ke - o), x + o))
+                               : _mm512_setzero_si512();
     }
-#undef IFZ_C
+    return ifz_net_small(d, L, L);
 }
 
 /* p = ((float)(isum - cx) * ws[g0 .. g0+16)) * xs[g0 .. g0+16) of one row (lanes = groups);
@@ -286,32 +284,34 @@ IFZ_INLINE void ifz_prefetch_lines(const char *p, const int n) {
     for (int c = 0; c < n; c++) _mm_prefetch(p + (size_t)c * 64, IFZ_PF_HINT);
 }
 
-/* Rows [n0, n1) x the pass of segments [s0, s0 + ns): nwhole whole segments, then, if TN != 0,
- * one partial segment (TN chunks, the last with tb bytes; for L = 0, TN = 1). */
-IFZ_INLINE void ifz_gemv_pass(float *out, const int8_t *xq, const float *xs, const int8_t *w,
-                              const float *ws, size_t n0, size_t n1, size_t K, size_t gs,
-                              size_t s0, size_t ns, const int L, const int TN, size_t tb) {
+/* The partial last segment of a row (TN chunks, constant; L = 0: TN = 1): prefetch its bytes
+ * at pw (and its scales at ps), then acc += its groups in order. */
+IFZ_INLINE __m128 ifz_row_tail(__m128 acc, const int8_t *wrow, const float *wsrow, const int8_t *x,
+                               __m512 xsv, __m512i cx, const char *pw, const char *ps, size_t gt,
+                               size_t ng, size_t gs, size_t cnt, __mmask16 tm, size_t tb,
+                               const int L, const int TN) {
+    if (IFZ_PF_DIST) {
+        if (L)
+            ifz_prefetch_lines(pw + gt * gs, TN);
+        else
+            for (size_t k = gt * gs; k < ng * gs; k += 64) _mm_prefetch(pw + k, IFZ_PF_HINT);
+        _mm_prefetch(ps + gt * 4, IFZ_PF_HINT);
+    }
+    const __m512 p = ifz_row_products(wrow, wsrow, x, xsv, cx, gt, ng, gs, L, L ? TN : 0, tb, tm);
+    /* at most 16 * TN / L groups (< 16) in the partial segment */
+    return ifz_add_lanes(acc, p, cnt, L ? (16 * TN / L < 16 ? 16 * TN / L : 15) : 15);
+}
+
+/* Rows [n0, n1) x the pass of segments [s0, s0 + ns): nwhole whole segments, then, if tn != 0,
+ * one partial segment (tn chunks, the last with tb bytes; for L = 0, tn = 1). */
+IFZ_INLINE void ifz_gemv_pass(float *out, const int8_t *xq, const __m512i *cx, const __m512 *xsv,
+                              const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                              size_t gs, size_t s0, size_t ns, size_t pfrows, const int L,
+                              int tn, size_t tb) {
     const size_t ng = K / gs, g00 = s0 * 16;
-    const size_t nwhole = TN ? ns - 1 : ns;
-    const size_t kb = g00 * gs, ke = (g00 + ns * 16 < ng ? g00 + ns * 16 : ng) * gs; /* bytes */
+    const size_t nwhole = tn ? ns - 1 : ns;
     const size_t segb = 16 * gs, gt = g00 + nwhole * 16, cnt = ng - gt < 16 ? ng - gt : 16;
     const __mmask16 tm = (__mmask16)(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
-    size_t pfrows = (IFZ_PF_DIST + K - 1) / K;
-    if (pfrows == 0) pfrows = 1;
-    __m512i cx[IFZ_SEGS];
-    __m512 xsv[IFZ_SEGS];
-    for (size_t j = 0; j < ns; j++) { /* per call: 128 * sum x per group, and xs */
-        const size_t g0 = g00 + j * 16;
-        cx[j] = ifz_seg_cx(xq, g0, ng, gs, L);
-        xsv[j] = g0 + 16 <= ng ? _mm512_loadu_ps(xs + g0)
-                               : _mm512_maskz_loadu_ps((__mmask16)((1u << (ng - g0)) - 1), xs + g0);
-    }
-    if (IFZ_PF_DIST) /* the rows before the first prefetch target: start their stream now */
-        for (size_t n = n0; n < n1 && n < n0 + pfrows; n++) {
-            for (size_t k = kb; k < ke; k += 64) _mm_prefetch((const char *)(w + n * K + k), IFZ_PF_HINT);
-            for (size_t k = g00 * 4; k < ke / gs * 4; k += 64)
-                _mm_prefetch((const char *)(ws + n * ng) + k, IFZ_PF_HINT);
-        }
     for (size_t n = n0; n < n1; n++) {
         const int8_t *wrow = w + n * K;
         const float *wsrow = ws + n * ng;
@@ -331,26 +331,32 @@ IFZ_INLINE void ifz_gemv_pass(float *out, const int8_t *xq, const float *xs, con
             acc = ifz_add_lanes(acc, ifz_row_products(wrow, wsrow, xq, xsv[j], cx[j], g0, ng, gs, L,
                                                       L ? L : 16, 64, 0xFFFF), 16, 16);
         }
-        if (TN) {
-            if (IFZ_PF_DIST) {
-                if (L)
-                    ifz_prefetch_lines(pw + gt * gs, TN);
-                else
-                    for (size_t k = gt * gs; k < ke; k += 64) _mm_prefetch(pw + k, IFZ_PF_HINT);
-                _mm_prefetch(ps + gt * 4, IFZ_PF_HINT);
+        if (tn) { /* the partial segment: a compile-time case per chunk count */
+#define IFZ_T(N) acc = ifz_row_tail(acc, wrow, wsrow, xq, xsv[nwhole], cx[nwhole], pw, ps, gt, ng, \
+                                    gs, cnt, tm, tb, L, (N) <= L ? (N) : L)
+            if (!L) {
+                acc = ifz_row_tail(acc, wrow, wsrow, xq, xsv[nwhole], cx[nwhole], pw, ps, gt, ng, gs,
+                                   cnt, tm, tb, 0, 1);
+            } else {
+                switch (tn) {
+                case 1: IFZ_T(1); break;
+                case 2: IFZ_T(2); break;
+                case 3: IFZ_T(3); break;
+                case 4: IFZ_T(4); break;
+                case 5: IFZ_T(5); break;
+                case 6: IFZ_T(6); break;
+                case 7: IFZ_T(7); break;
+                default: IFZ_T(8); break;
+                }
             }
-            const __m512 p = ifz_row_products(wrow, wsrow, xq, xsv[nwhole], cx[nwhole], gt, ng, gs,
-                                              L, L ? TN : 0, tb, tm);
-            /* groups in the partial segment: at most 16 * TN / L (L > 0) */
-            const int C = L ? (16 * TN / L < 16 ? 16 * TN / L : 15) : 15;
-            acc = ifz_add_lanes(acc, p, cnt, C);
+#undef IFZ_T
         }
         _mm_store_ss(out + n, acc);
     }
 }
 
-/* The GEMV for one L (see above): passes of IFZ_SEGS segments, the partial last segment's
- * chunk count dispatched to a compile-time case. */
+/* The GEMV for one L (see above): passes of IFZ_SEGS segments; per pass, the cx and xs vectors
+ * of its segments and the prefetch of its first rows, then the row loop. */
 IFZ_INLINE void ifz_gemv_L(float *out, const int8_t *xq, const float *xs, const int8_t *w,
                            const float *ws, size_t n0, size_t n1, size_t K, size_t gs,
                            const int L) {
@@ -359,30 +365,32 @@ IFZ_INLINE void ifz_gemv_L(float *out, const int8_t *xq, const float *xs, const 
         for (size_t n = n0; n < n1; n++) out[n] = 0.0f;
         return;
     }
+    size_t pfrows = (IFZ_PF_DIST + K - 1) / K; /* prefetch distance in whole rows */
+    if (pfrows == 0) pfrows = 1;
+    __m512i cx[IFZ_SEGS];
+    __m512 xsv[IFZ_SEGS];
     for (size_t s0 = 0; s0 < nseg; s0 += IFZ_SEGS) {
         const size_t ns = nseg - s0 < IFZ_SEGS ? nseg - s0 : IFZ_SEGS;
         const size_t gl = (s0 + ns - 1) * 16; /* the pass's last segment */
+        const size_t kb = s0 * 16 * gs, ke = (gl + 16 < ng ? gl + 16 : ng) * gs;
         size_t tb;
         const int nch = ifz_seg_chunks(gl, ng, gs, L, &tb);
         const int whole = gl + 16 <= ng;
-#define IFZ_P(TN) ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, L, (TN) <= L ? (TN) : L, tb)
-        if (whole) {
-            ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, L, 0, 64);
-        } else if (!L) {
-            ifz_gemv_pass(out, xq, xs, w, ws, n0, n1, K, gs, s0, ns, 0, 1, 64);
-        } else {
-            switch (nch) {
-            case 1: IFZ_P(1); break;
-            case 2: IFZ_P(2); break;
-            case 3: IFZ_P(3); break;
-            case 4: IFZ_P(4); break;
-            case 5: IFZ_P(5); break;
-            case 6: IFZ_P(6); break;
-            case 7: IFZ_P(7); break;
-            default: IFZ_P(8); break;
-            }
+        for (size_t j = 0; j < ns; j++) { /* 128 * sum x per group, and xs: once per call */
+            const size_t g0 = (s0 + j) * 16;
+            cx[j] = g0 + 16 <= ng ? ifz_row_isums(xq, xq, g0, ng, gs, L, L ? L : 16, 64, 0)
+                                  : ifz_seg_cx(xq, g0, ng, gs, L);
+            xsv[j] = g0 + 16 <= ng ? _mm512_loadu_ps(xs + g0)
+                                   : _mm512_maskz_loadu_ps((__mmask16)((1u << (ng - g0)) - 1), xs + g0);
         }
-#undef IFZ_P
+        if (IFZ_PF_DIST) /* the rows before the first prefetch target: start their stream now */
+            for (size_t n = n0; n < n1 && n < n0 + pfrows; n++) {
+                for (size_t k = kb; k < ke; k += 64) _mm_prefetch((const char *)(w + n * K + k), IFZ_PF_HINT);
+                for (size_t k = s0 * 16 * 4; k < ke / gs * 4; k += 64)
+                    _mm_prefetch((const char *)(ws + n * ng) + k, IFZ_PF_HINT);
+            }
+        ifz_gemv_pass(out, xq, cx, xsv, w, ws, n0, n1, K, gs, s0, ns, pfrows, L,
+                      whole ? 0 : L ? nch : 1, tb);
     }
 }
 
