@@ -65,13 +65,14 @@ class Model:
             raise ValueError(f"token ids out of range [0, {self.config.vocab_size}): {bad[:5]}")
         return self.engine.prefill(tokens, 0, all_logits=True)
 
-    def generate_ids(self, prompt: str, max_new_tokens: int | None = 256,
+    def generate_ids(self, prompt: str | list[int], max_new_tokens: int | None = 256,
                      temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
                      steps: int | None = None, stop_ids: tuple[int, ...] | None = None
                      ) -> Iterator[tuple[int, int]]:
-        """(previous, next) token pairs exactly as run.c's loop prints them."""
+        """(previous, next) token pairs exactly as run.c's loop prints them. `prompt` is text
+        or already-encoded tokens (BOS included)."""
         sampler = Sampler(temperature, top_p, seed)
-        tokens = self.tokenizer.encode(prompt, bos=True)
+        tokens = self.tokenizer.encode(prompt, bos=True) if isinstance(prompt, str) else prompt
         if len(tokens) > self.config.seq_len:
             raise ValueError(f"the prompt is {len(tokens)} tokens, longer than the model's "
                              f"context ({self.config.seq_len})")
@@ -88,7 +89,7 @@ class Model:
         from .tokenizer import StreamDecoder
 
         prompt_tokens = self.tokenizer.encode(prompt, bos=True)
-        pairs = self.generate_ids(prompt, max_new_tokens, temperature, top_p, seed)
+        pairs = self.generate_ids(prompt_tokens, max_new_tokens, temperature, top_p, seed)
         skip = len(prompt_tokens) - 1  # run.c's loop first yields the prompt's own pieces
 
         def pieces() -> Iterator[str]:
