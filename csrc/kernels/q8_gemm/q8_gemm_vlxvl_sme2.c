@@ -3,6 +3,7 @@
 #include <arm_sme.h>
 
 #include "../kernels.h"
+#include "../q8_sme2_common.h"
 
 /* The four 32-bit ZA tiles (compile-time tile numbers, as the ACLE requires). */
 #define T_ACC 0 /* int32 accumulator: row i = activation row m0 + i, column j = weight row nb + j */
@@ -10,18 +11,6 @@
 #define T_W 2   /* weights: row j = 4*VL bytes of weight row nb + j (the same K chunk) */
 #define T_S 3   /* weight scales: row j = ws[nb + j][g0 .. g0 + VL) (one window of groups) */
 #define ZERO_ACC (0x11u << T_ACC) /* ZERO mask of ZA<T_ACC>.S (= ZA<T_ACC>.D and ZA<T_ACC+4>.D) */
-#define MAX_VL 64                 /* 32-bit lanes at the architectural maximum SVL of 2048 bits */
-
-/* Load n rows of a ZA tile horizontally: row r <- 32-bit words [k, k+VL) of base + r * stride
- * (bytes), lanes past `lim` words off. Rows >= n keep stale data: the SMOPA predicates mask
- * them out (T_X, T_W), or they only feed lanes that are never stored (T_S). */
-#define LOAD_ROWS(tile, base, stride, n, k, lim)                                              \
-    do {                                                                                      \
-        const svbool_t pl_ = svwhilelt_b32_u64((k), (lim));                                   \
-        const char *p_ = (const char *)(base) + 4 * (k);                                      \
-        for (size_t r_ = 0; r_ < (n); r_++)                                                   \
-            svld1_hor_za32((tile), (uint32_t)r_, pl_, p_ + r_ * (stride));                    \
-    } while (0)
 
 /* One output row's readout for group g: acc[row] += (cvt(isums) * ws_vec) * xs_scalar, with two
  * rounded multiplies and a rounded add, exactly the scalar order per lane (lane = output n). */

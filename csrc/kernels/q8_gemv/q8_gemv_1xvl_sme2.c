@@ -4,24 +4,13 @@
 #include <string.h>
 
 #include "../kernels.h"
+#include "../q8_sme2_common.h"
 
 /* The four 32-bit ZA tiles: weights and weight scales of two blocks of VL output rows. */
 #define T_WA 0 /* row j = 4*VL bytes of weight row nb + j (one K chunk) */
 #define T_WB 1 /* row j = the same for weight row nb + VL + j */
 #define T_SA 2 /* row j = ws[nb + j][g0 .. g0 + VL) (one window of groups) */
 #define T_SB 3 /* row j = ws[nb + VL + j][g0 .. g0 + VL) */
-#define MAX_VL 64 /* 32-bit lanes at the architectural maximum SVL of 2048 bits */
-
-/* Load n rows of a ZA tile horizontally: row r <- 32-bit words [k, k+VL) of base + r * stride
- * (bytes), lanes past `lim` words off. Rows >= n keep stale data: they only feed output lanes
- * that are never stored. */
-#define LOAD_ROWS(tile, base, stride, n, k, lim)                                              \
-    do {                                                                                      \
-        const svbool_t pl_ = svwhilelt_b32_u64((k), (lim));                                   \
-        const char *p_ = (const char *)(base) + 4 * (k);                                      \
-        for (size_t r_ = 0; r_ < (n); r_++)                                                   \
-            svld1_hor_za32((tile), (uint32_t)r_, pl_, p_ + r_ * (stride));                    \
-    } while (0)
 
 /* The streaming kernel. Weight rows are loaded into a tile as horizontal slices (contiguous
  * loads of one K chunk of 4*VL bytes); vertical slice c is then the 4 bytes at k = 4 * (chunk +
