@@ -86,5 +86,8 @@ class LoadedModel:
     config: Config
     weights: Weights
     path: str
-    format: str  # e.g. "llama2c-v0", "llama2c-v1", "llama2c-v2"
+    format: str  # e.g. "llama2c-v0", "llama2c-v1", "llama2c-v2", "gguf", "hf", "isaf"
     keepalive: list = field(default_factory=list)  # mmaps backing the arrays
+    # Format-level key/values the tokenizer and chat layers need: GGUF KV pairs as Python
+    # values (str/int/float/list), or for HF folders config.json plus tokenizer files' paths.
+    metadata: dict = field(default_factory=dict)
