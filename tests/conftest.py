@@ -37,6 +37,22 @@ def stories_q8(stories, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF) in the isaforge cache, as `isaforge pull` leaves it.
+    Skipped when absent unless ISAFORGE_REAL_MODEL_TESTS=1 (CI pulls it and sets that)."""
+    import os
+
+    from isaforge.settings import default_model_path
+
+    path = default_model_path()
+    if not path.is_file():
+        if os.environ.get("ISAFORGE_REAL_MODEL_TESTS") == "1":
+            pytest.fail(f"{path} missing: run `isaforge pull` first")
+        pytest.skip(f"SmolLM2 not in the cache ({path}); run `isaforge pull`")
+    return path
+
+
 def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run the isaforge CLI in a subprocess, capturing bytes."""
     return subprocess.run([sys.executable, "-m", "isaforge", *args], capture_output=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
 
 
 def getenv(name: str, default: str = "") -> str:
@@ -41,3 +42,22 @@ def default_threads() -> int:
             raise ValueError(f"ISAFORGE_THREADS={value!r} must be >= 1")
         return n
     return physical_cores()
+
+
+def cache_dir() -> Path:
+    """Where pulled models live: ISAFORGE_CACHE, else $XDG_CACHE_HOME/isaforge, else
+    ~/.cache/isaforge."""
+    value = getenv("CACHE")
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "isaforge"
+
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_model_path() -> Path:
+    """The default model's file in the cache (it may not have been pulled yet)."""
+    return cache_dir() / "models" / SMOLLM2_GGUF
