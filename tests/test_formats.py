@@ -12,13 +12,12 @@ import pytest
 
 from conftest import MATS
 from isaforge.formats import (
-    detect_format,
     read_llama2c,
     v2_tensors_of,
     write_llama2c_v1,
     write_llama2c_v2,
 )
-from isaforge.formats.llama2c import MAGIC
+from isaforge.formats.llama2c import MAGIC, detect_format
 from isaforge.quant import quantize_model
 from isaforge.types import Config, ModelFormatError, Q8Tensor
 

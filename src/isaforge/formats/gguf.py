@@ -1,0 +1,392 @@
+"""GGUF reader for llama-architecture models.
+
+GGUF (v2/v3, little-endian): magic "GGUF", u32 version, u64 tensor_count, u64 kv_count, the
+key/values (string key, u32 value type, value), the tensor infos (string name, u32 n_dims,
+u64 dims[n_dims] innermost first, u32 ggml type, u64 offset from the data section), padding to
+general.alignment (default 32), then the tensor data. A tensor with dims [ne0, ne1] is the
+row-major numpy matrix (ne1, ne0): one output per row, as isaforge wants.
+
+The header is parsed here with struct rather than by gguf.GGUFReader: every count and size is
+checked against the bytes left before anything is read or allocated (GGUFReader loops over
+an array count taken from the file, so a hostile count of 2**60 numbers never ends), and the
+53k-element tokenizer arrays come out with one numpy call instead of one per element. The
+gguf package supplies the type tables for tensor types this module does not decode.
+
+llama.cpp's converter already permutes q/k weights into the interleaved-pair RoPE layout
+that isaforge and llama2.c use, so no permutation happens here.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from isaforge.quant.ggml import GGML_TYPES, SUPPORTED_NAMES, dequantize, q8_0_split
+from isaforge.quant.q8 import pick_group_size, quantize_q8
+from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+
+MAGIC = b"GGUF"
+SUPPORTED_ARCHITECTURES = ("llama",)
+QUANT_MODES = ("q8", "f32")
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4
+MAX_NESTING = 4
+
+# GGUF scalar value types: id -> (struct format, numpy dtype); 8 = string, 9 = array.
+_SCALARS = {0: ("<B", "u1"), 1: ("<b", "i1"), 2: ("<H", "<u2"), 3: ("<h", "<i2"),
+            4: ("<I", "<u4"), 5: ("<i", "<i4"), 6: ("<f", "<f4"), 7: ("<?", "?"),
+            10: ("<Q", "<u8"), 11: ("<q", "<i8"), 12: ("<d", "<f8")}
+_STRING, _ARRAY = 8, 9
+_MIN_SIZE = {**{k: struct.calcsize(v[0]) for k, v in _SCALARS.items()}, _STRING: 8, _ARRAY: 12}
+
+_LAYER_TENSORS = {  # isaforge name -> GGUF name inside blk.N
+    "rms_att": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v",
+    "wo": "attn_output", "rms_ffn": "ffn_norm", "w1": "ffn_gate", "w2": "ffn_down",
+    "w3": "ffn_up",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]  # numpy order (outermost first)
+    type_id: int
+    type_name: str
+    offset: int  # absolute file offset
+    nbytes: int
+
+
+@dataclass
+class GGUFFile:
+    """A validated GGUF header; tensor data not touched yet."""
+
+    path: str
+    version: int
+    metadata: dict
+    tensors: dict[str, TensorInfo]
+    alignment: int
+    data_start: int
+    size: int
+
+
+def _ggml_type_sizes(type_id: int) -> tuple[str, int, int] | None:
+    """(name, block, bytes) of any ggml type the gguf package knows, else None."""
+    t = GGML_TYPES.get(type_id)
+    if t is not None:
+        return t.name, t.block, t.nbytes
+    try:
+        from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+        qt = GGMLQuantizationType(type_id)
+        block, nbytes = GGML_QUANT_SIZES[qt]
+        return qt.name, block, nbytes
+    except (ImportError, ValueError, KeyError):
+        return None
+
+
+class _Cursor:
+    """Bounds-checked little-endian reads over the mapped file."""
+
+    def __init__(self, buf, path: str):
+        self.buf, self.path, self.pos, self.size = buf, path, 0, len(buf)
+
+    def fail(self, reason: str) -> ModelFormatError:
+        return ModelFormatError(f"{self.path}: {reason}")
+
+    def need(self, n: int, what: str) -> None:
+        if n > self.size - self.pos:
+            raise self.fail(f"file is truncated: {what} at offset {self.pos} needs {n} bytes, "
+                            f"{self.size - self.pos} left (file size {self.size})")
+
+    def unpack(self, fmt: str, what: str):
+        n = struct.calcsize(fmt)
+        self.need(n, what)
+        v = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return v[0] if len(v) == 1 else v
+
+    def string(self, what: str) -> str:
+        n = self.unpack("<Q", what)
+        self.need(n, what)
+        raw = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.fail(f"{what} is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+
+    def value(self, vtype: int, what: str, depth: int = 0):
+        if vtype in _SCALARS:
+            return self.unpack(_SCALARS[vtype][0], what)
+        if vtype == _STRING:
+            return self.string(what)
+        if vtype != _ARRAY:
+            raise self.fail(f"{what} has unknown value type {vtype}")
+        if depth >= MAX_NESTING:
+            raise self.fail(f"{what}: arrays nested deeper than {MAX_NESTING}")
+        etype, count = self.unpack("<IQ", what)
+        if etype not in _MIN_SIZE:
+            raise self.fail(f"{what} is an array of unknown value type {etype}")
+        # Every element takes at least _MIN_SIZE bytes: an absurd count fails here, at once.
+        self.need(count * _MIN_SIZE[etype], f"{what} (array of {count})")
+        if etype in _SCALARS:
+            a = np.frombuffer(self.buf, np.dtype(_SCALARS[etype][1]), count, self.pos)
+            self.pos += a.nbytes
+            return a.tolist()
+        return [self.value(etype, f"{what}[{i}]", depth + 1) for i in range(count)]
+
+
+def parse_gguf(path: str | os.PathLike, buf) -> GGUFFile:
+    """Validate a GGUF header in `buf` (the whole file) and return it; ModelFormatError if not.
+
+    Checks magic, version, every count and string length against the bytes left, value and
+    tensor types, alignment, and that each tensor's data is aligned and inside the file."""
+    path = os.fspath(path)
+    cur = _Cursor(buf, path)
+    cur.need(24, "GGUF header")
+    if bytes(buf[:4]) != MAGIC:
+        raise cur.fail(f"not a GGUF file (magic {bytes(buf[:4])!r}, expected {MAGIC!r})")
+    cur.pos = 4
+    version = cur.unpack("<I", "version")
+    if version & 0xFFFF == 0 and version:
+        raise cur.fail("big-endian GGUF files are not supported")
+    if version not in (2, 3):
+        raise cur.fail(f"unsupported GGUF version {version} (supported: 2, 3)")
+    n_tensors, n_kv = cur.unpack("<QQ", "tensor and key/value counts")
+    cur.need(n_kv * 13, f"{n_kv} key/values")
+    metadata: dict = {}
+    for i in range(n_kv):
+        key = cur.string(f"key #{i}")
+        vtype = cur.unpack("<I", f"type of {key}")
+        if key in metadata:
+            raise cur.fail(f"duplicate key {key!r}")
+        metadata[key] = cur.value(vtype, f"value of {key}")
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if type(alignment) is not int or alignment <= 0 or alignment & (alignment - 1):
+        raise cur.fail(f"general.alignment must be a power of two, got {alignment!r}")
+    cur.need(n_tensors * 32, f"{n_tensors} tensor infos")
+    infos = []
+    for i in range(n_tensors):
+        name = cur.string(f"name of tensor #{i}")
+        n_dims = cur.unpack("<I", f"dims of tensor {name}")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise cur.fail(f"tensor {name} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
+        dims = cur.unpack(f"<{n_dims}Q", f"dims of tensor {name}")
+        dims = dims if isinstance(dims, tuple) else (dims,)
+        type_id, offset = cur.unpack("<IQ", f"type and offset of tensor {name}")
+        infos.append((name, dims, type_id, offset))
+    data_start = -(-cur.pos // alignment) * alignment
+    tensors: dict[str, TensorInfo] = {}
+    for name, dims, type_id, offset in infos:
+        if name in tensors:
+            raise cur.fail(f"duplicate tensor {name!r}")
+        sizes = _ggml_type_sizes(type_id)
+        if sizes is None:
+            raise cur.fail(f"tensor {name} has unknown type {type_id} "
+                           f"(supported: {', '.join(SUPPORTED_NAMES)})")
+        tname, block, tsize = sizes
+        if any(d == 0 for d in dims) or math.prod(dims) > 1 << 48:
+            raise cur.fail(f"tensor {name} has invalid dimensions {list(dims)}")
+        if dims[0] % block:
+            raise cur.fail(f"tensor {name}: row length {dims[0]} is not a multiple of the "
+                           f"{tname} block size {block}")
+        nbytes = math.prod(dims) // block * tsize
+        if offset % alignment:
+            raise cur.fail(f"tensor {name} data offset {offset} is not a multiple of the "
+                           f"alignment {alignment}")
+        start = data_start + offset
+        if start + nbytes > cur.size:
+            raise cur.fail(f"tensor {name} data [{start}, {start + nbytes}) lies beyond the "
+                           f"end of the file (size {cur.size}; truncated?)")
+        tensors[name] = TensorInfo(name, tuple(reversed(dims)), type_id, tname, start, nbytes)
+    spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in tensors.values())
+    for (_a0, a1, an), (b0, _b1, bn) in zip(spans, spans[1:], strict=False):
+        if b0 < a1:
+            raise cur.fail(f"tensors {an} and {bn} overlap in the file")
+    return GGUFFile(path, version, metadata, tensors, alignment, data_start, cur.size)
+
+
+def _open(path: str | os.PathLike) -> tuple[GGUFFile, mmap.mmap]:
+    p = os.fspath(path)
+    with open(p, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 24:
+            raise ModelFormatError(f"{p}: file is truncated: {size} bytes, a GGUF header "
+                                   "needs at least 24")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return parse_gguf(p, mm), mm
+    except ModelFormatError:
+        mm.close()
+        raise
+    except (ValueError, IndexError, struct.error, OverflowError, MemoryError, TypeError) as e:
+        mm.close()
+        raise ModelFormatError(f"{p}: malformed GGUF: {e}") from None
+
+
+# ---- config ----
+
+def _get(g: GGUFFile, key: str, kind: type, default=None):
+    if key not in g.metadata:
+        if default is None:
+            raise ModelFormatError(f"{g.path}: missing required key {key}")
+        return default
+    v = g.metadata[key]
+    ok = isinstance(v, kind) and not isinstance(v, bool) if kind is int else (
+        isinstance(v, (int, float)) and not isinstance(v, bool) if kind is float else
+        isinstance(v, kind))
+    if not ok or (kind in (int, float) and not (math.isfinite(v) and v > 0)):
+        raise ModelFormatError(f"{g.path}: key {key} must be a positive {kind.__name__}, "
+                               f"got {v!r}")
+    return v
+
+
+def gguf_config(g: GGUFFile) -> Config:
+    """The llama Config from a GGUF header's keys, checked against each other."""
+    md, path = g.metadata, g.path
+    arch = md.get("general.architecture")
+    if arch is None:
+        raise ModelFormatError(f"{path}: missing required key general.architecture")
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise ModelFormatError(f"{path}: architecture {arch!r} is not supported "
+                               f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+    k = f"{arch}."
+    dim = _get(g, k + "embedding_length", int)
+    heads = _get(g, k + "attention.head_count", int)
+    kv_heads = _get(g, k + "attention.head_count_kv", int, heads)
+    toks = md.get("tokenizer.ggml.tokens")
+    if not isinstance(md.get("tokenizer.ggml.model"), str) or not isinstance(toks, list) or \
+            not toks or not all(isinstance(t, str) for t in toks):
+        raise ModelFormatError(f"{path}: missing tokenizer metadata (tokenizer.ggml.model and "
+                               "tokenizer.ggml.tokens are required)")
+    vocab = _get(g, k + "vocab_size", int, len(toks))
+    if vocab != len(toks):
+        raise ModelFormatError(f"{path}: {k}vocab_size is {vocab} but tokenizer.ggml.tokens "
+                               f"has {len(toks)} entries")
+    c = Config(
+        dim=dim, hidden_dim=_get(g, k + "feed_forward_length", int),
+        n_layers=_get(g, k + "block_count", int), n_heads=heads, n_kv_heads=kv_heads,
+        vocab_size=vocab, seq_len=_get(g, k + "context_length", int),
+        shared_classifier="output.weight" not in g.tensors,
+        rope_theta=float(_get(g, k + "rope.freq_base", float, 10000.0)),
+        norm_eps=float(_get(g, k + "attention.layer_norm_rms_epsilon", float)),
+    )
+    if dim % heads or heads % kv_heads or c.head_size % 2:
+        raise ModelFormatError(f"{path}: inconsistent heads: embedding_length {dim}, "
+                               f"head_count {heads}, head_count_kv {kv_heads}")
+    for key in ("rope.dimension_count", "attention.key_length", "attention.value_length"):
+        v = md.get(k + key)
+        if v is not None and v != c.head_size:
+            raise ModelFormatError(f"{path}: {k}{key} is {v}, isaforge needs the head size "
+                                   f"{c.head_size} (partial RoPE / odd head sizes unsupported)")
+    scaling = md.get(k + "rope.scaling.type", "none")
+    factor = md.get(k + "rope.scaling.factor", 1.0)
+    if scaling != "none" or factor not in (0, 0.0, 1, 1.0) or "rope_freqs.weight" in g.tensors:
+        what = f"type {scaling!r}, factor {factor}" if "rope_freqs.weight" not in g.tensors \
+            else "per-frequency factors (rope_freqs)"
+        raise ModelFormatError(f"{path}: RoPE scaling ({what}) is not supported")
+    if md.get(k + "expert_count", 0):
+        raise ModelFormatError(f"{path}: mixture-of-experts models are not supported")
+    return c
+
+
+# ---- tensors ----
+
+def _tensor_names(c: Config) -> Iterator[tuple[str, str, tuple[int, ...]]]:
+    """(isaforge field, GGUF tensor name, expected numpy shape), lazily (block_count comes
+    from the file: a hostile 2**32 must fail at the first missing tensor, not build a list)."""
+    d, h, kv = c.dim, c.hidden_dim, c.kv_dim
+    shapes = {"rms_att": (d,), "wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d),
+              "rms_ffn": (d,), "w1": (h, d), "w2": (d, h), "w3": (h, d)}
+    yield "tok_embeddings", "token_embd.weight", (c.vocab_size, d)
+    yield "rms_final", "output_norm.weight", (d,)
+    if not c.shared_classifier:
+        yield "wcls", "output.weight", (c.vocab_size, d)
+    for i in range(c.n_layers):
+        for f, n in _LAYER_TENSORS.items():
+            yield f, f"blk.{i}.{n}.weight", shapes[f]
+
+
+def _check_tensors(g: GGUFFile, c: Config) -> None:
+    for _field, name, shape in _tensor_names(c):
+        t = g.tensors.get(name)
+        if t is None:
+            raise ModelFormatError(f"{g.path}: missing tensor {name}")
+        if t.shape != shape:
+            raise ModelFormatError(f"{g.path}: tensor {name} has shape {list(t.shape)}, "
+                                   f"expected {list(shape)} for this config")
+        if t.type_id not in GGML_TYPES:
+            raise ModelFormatError(f"{g.path}: tensor {name} has type {t.type_name}, not "
+                                   f"supported (supported: {', '.join(SUPPORTED_NAMES)})")
+
+
+def _raw(mm, t: TensorInfo) -> np.ndarray:
+    return np.frombuffer(mm, np.uint8, t.nbytes, t.offset)
+
+
+def _float32(mm, t: TensorInfo) -> np.ndarray:
+    """float32 values of t (a zero-copy view of the file for F32 tensors)."""
+    rows, cols = (1, t.shape[0]) if len(t.shape) == 1 else t.shape
+    a = dequantize(_raw(mm, t), GGML_TYPES[t.type_id], rows, cols)
+    return a.reshape(t.shape)
+
+
+def _matrix(mm, t: TensorInfo, quant: str, gs: int):
+    if quant == "f32":
+        return _float32(mm, t)
+    if t.type_name == "Q8_0" and gs == 32:
+        q, s = q8_0_split(_raw(mm, t), *t.shape)
+        if not (q == -128).any():  # isaforge's kernels need q in [-127, 127]
+            return Q8Tensor(q, s, 32)
+    return quantize_q8(_float32(mm, t), gs)[0]
+
+
+def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
+    """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
+    others dequantized and requantized at group 32, or the largest valid group below);
+    quant="f32": every matrix dequantized to float32. Raises ModelFormatError naming the file
+    and the reason for anything malformed or unsupported."""
+    if quant not in QUANT_MODES:
+        raise ValueError(f"quant must be one of {', '.join(QUANT_MODES)}, got {quant!r}")
+    g, mm = _open(path)
+    try:
+        c = gguf_config(g)
+        _check_tensors(g, c)
+        gs = min(32, pick_group_size(c, None))
+        t = g.tensors
+        tok = np.ascontiguousarray(_float32(mm, t["token_embd.weight"]))
+        layers = {f: [] for f in _LAYER_TENSORS}
+        for i in range(c.n_layers):
+            for f, n in _LAYER_TENSORS.items():
+                ti = t[f"blk.{i}.{n}.weight"]
+                layers[f].append(_float32(mm, ti) if f.startswith("rms") else
+                                 _matrix(mm, ti, quant, gs))
+        if c.shared_classifier:
+            wcls = tok if quant == "f32" else _matrix(mm, t["token_embd.weight"], quant, gs)
+        else:
+            wcls = _matrix(mm, t["output.weight"], quant, gs)
+        w = Weights(
+            tok_embeddings=tok, rms_att=np.stack(layers.pop("rms_att")),
+            rms_ffn=np.stack(layers.pop("rms_ffn")),
+            rms_final=_float32(mm, t["output_norm.weight"]), wcls=wcls, **layers)
+    except (ValueError, IndexError, struct.error, OverflowError, TypeError) as e:
+        try:
+            mm.close()
+        except BufferError:
+            pass  # arrays still view it; the garbage collector unmaps it
+        if isinstance(e, ModelFormatError):
+            raise
+        raise ModelFormatError(f"{g.path}: malformed GGUF: {e}") from None
+    return LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
+
+
+def with_context(model: LoadedModel, seq_len: int) -> LoadedModel:
+    """The same model with its context capped at seq_len (the KV cache is sized by it)."""
+    return replace(model, config=replace(model.config, seq_len=min(seq_len,
+                                                                    model.config.seq_len)))

@@ -1,0 +1,164 @@
+"""GGML tensor types: block layouts and vectorized numpy dequantizers to float32.
+
+A GGML row of `cols` values is stored as cols / block consecutive blocks of `nbytes` bytes.
+Little-endian throughout; fp16 fields are IEEE half. Each dequantizer takes the raw bytes of a
+(rows, cols) tensor and returns float32 (rows, cols), with ggml's arithmetic in float32:
+    Q8_0 (32 values, 34 bytes):  d:f16, q:int8[32]                 x = d * q
+    Q4_0 (32, 18):  d:f16, qs:u8[16]  low nibbles are values 0..15, high nibbles 16..31,
+                                                                   x = d * (nibble - 8)
+    Q4_1 (32, 20):  d:f16, m:f16, qs:u8[16]                        x = d * nibble + m
+    Q5_0 (32, 22):  d:f16, qh:u32, qs:u8[16]  bit j of qh is bit 4 of value j
+                                                                   x = d * (q5 - 16)
+    Q5_1 (32, 24):  d:f16, m:f16, qh:u32, qs:u8[16]                x = d * q5 + m
+    Q4_K (256, 144): d:f16, dmin:f16, scales:u8[12] (8 six-bit scale/min pairs), qs:u8[128]
+    Q6_K (256, 210): ql:u8[128], qh:u8[64], scales:i8[16], d:f16
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class GGMLType:
+    name: str
+    block: int  # values per block
+    nbytes: int  # bytes per block
+    dequantize_blocks: Callable[[np.ndarray], np.ndarray]  # (nb, nbytes) u8 -> (nb, block) f32
+
+    def row_bytes(self, cols: int) -> int:
+        return cols // self.block * self.nbytes
+
+
+def _f16(b: np.ndarray, at: int) -> np.ndarray:
+    """The fp16 field at byte `at` of every block, as float32 (nb, 1)."""
+    return np.ascontiguousarray(b[:, at:at + 2]).view("<f2").astype(np.float32)
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """(nb, 16) packed bytes -> (nb, 32) uint8: low nibbles first, then high nibbles."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1)
+
+
+def _high_bits(qh4: np.ndarray) -> np.ndarray:
+    """(nb, 4) bytes of a little-endian u32 -> (nb, 32) uint8 holding bit j at position 4."""
+    qh = np.ascontiguousarray(qh4).view("<u4")  # (nb, 1)
+    return (((qh >> np.arange(32, dtype=np.uint32)) & 1) << 4).astype(np.uint8)
+
+
+def _f32(b: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(b).view("<f4").astype(np.float32)
+
+
+def _f16_values(b: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(b).view("<f2").astype(np.float32)
+
+
+def _bf16(b: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(b).view("<u2").astype(np.uint32) << 16
+    return u.view(np.float32)
+
+
+def _q8_0(b: np.ndarray) -> np.ndarray:
+    return b[:, 2:34].view(np.int8).astype(np.float32) * _f16(b, 0)
+
+
+def _q4_0(b: np.ndarray) -> np.ndarray:
+    q = _nibbles(b[:, 2:18]).astype(np.int8) - np.int8(8)
+    return q.astype(np.float32) * _f16(b, 0)
+
+
+def _q4_1(b: np.ndarray) -> np.ndarray:
+    return _nibbles(b[:, 4:20]).astype(np.float32) * _f16(b, 0) + _f16(b, 2)
+
+
+def _q5_0(b: np.ndarray) -> np.ndarray:
+    q = (_nibbles(b[:, 6:22]) | _high_bits(b[:, 2:6])).astype(np.int8) - np.int8(16)
+    return q.astype(np.float32) * _f16(b, 0)
+
+
+def _q5_1(b: np.ndarray) -> np.ndarray:
+    q = _nibbles(b[:, 8:24]) | _high_bits(b[:, 4:8])
+    return q.astype(np.float32) * _f16(b, 0) + _f16(b, 2)
+
+
+def _k4_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K/Q5_K's 12 bytes -> 8 six-bit scales and 8 six-bit mins, each (nb, 8) uint8."""
+    lo, mid, hi = s[:, 0:4], s[:, 4:8], s[:, 8:12]
+    sc = np.concatenate([lo & 63, (hi & 0x0F) | ((lo >> 6) << 4)], axis=1)
+    mn = np.concatenate([mid & 63, (hi >> 4) | ((mid >> 6) << 4)], axis=1)
+    return sc, mn
+
+
+def _q4_k(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    d, dmin = _f16(b, 0), _f16(b, 2)
+    sc, mn = _k4_scales(b[:, 4:16])
+    qs = b[:, 16:144].reshape(nb, 4, 32)  # 4 chunks of 32 bytes = 64 values each
+    q = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(nb, 8, 32)  # sub-block j: 32 values
+    scale = (d * sc.astype(np.float32))[:, :, None]
+    off = (dmin * mn.astype(np.float32))[:, :, None]
+    return (scale * q.astype(np.float32) - off).reshape(nb, 256)
+
+
+def _q6_k(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    ql = b[:, 0:128].reshape(nb, 2, 2, 32)  # half, (l | l+32), l
+    qh = b[:, 128:192].reshape(nb, 2, 1, 32)  # half, -, l
+    lo = np.concatenate([ql & 0x0F, ql >> 4], axis=2)  # half, quarter 0..3, l
+    hi = (qh >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3
+    q = (lo | (hi << 4)).astype(np.int8) - np.int8(32)  # (nb, 2, 4, 32)
+    sc = b[:, 192:208].view(np.int8).astype(np.float32).reshape(nb, 2, 4, 2)  # 16 values each
+    scale = _f16(b, 208)[:, :, None, None] * sc
+    v = q.astype(np.float32).reshape(nb, 2, 4, 2, 16) * scale[..., None]
+    return v.reshape(nb, 256)
+
+
+# GGML type ids (ggml.h enum ggml_type) of the types this module decodes.
+GGML_TYPES: dict[int, GGMLType] = {
+    0: GGMLType("F32", 1, 4, _f32),
+    1: GGMLType("F16", 1, 2, _f16_values),
+    2: GGMLType("Q4_0", 32, 18, _q4_0),
+    3: GGMLType("Q4_1", 32, 20, _q4_1),
+    6: GGMLType("Q5_0", 32, 22, _q5_0),
+    7: GGMLType("Q5_1", 32, 24, _q5_1),
+    8: GGMLType("Q8_0", 32, 34, _q8_0),
+    12: GGMLType("Q4_K", 256, 144, _q4_k),
+    14: GGMLType("Q6_K", 256, 210, _q6_k),
+    30: GGMLType("BF16", 1, 2, _bf16),
+}
+SUPPORTED_NAMES = tuple(t.name for t in GGML_TYPES.values())
+
+
+def _blocks(raw, t: GGMLType, rows: int, cols: int) -> np.ndarray:
+    if cols % t.block:
+        raise ValueError(f"{t.name} row length {cols} is not a multiple of {t.block}")
+    nb = rows * cols // t.block
+    b = np.frombuffer(raw, np.uint8, nb * t.nbytes) if not isinstance(raw, np.ndarray) else raw
+    return b.reshape(-1)[: nb * t.nbytes].reshape(nb, t.nbytes)
+
+
+def dequantize(raw, t: GGMLType, rows: int, cols: int, chunk_rows: int = 4096) -> np.ndarray:
+    """float32 (rows, cols) from the raw bytes of a GGML tensor (bytes-like or uint8 array),
+    decoded a few thousand rows at a time to bound temporaries."""
+    b = _blocks(raw, t, rows, cols)
+    if t.name == "F32":
+        return _f32(b).reshape(rows, cols)
+    out = np.empty((rows, cols), np.float32)
+    per_row = cols // t.block
+    for r0 in range(0, rows, chunk_rows):
+        r1 = min(rows, r0 + chunk_rows)
+        out[r0:r1] = t.dequantize_blocks(b[r0 * per_row:r1 * per_row]).reshape(r1 - r0, cols)
+    return out
+
+
+def q8_0_split(raw, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Q8_0 tensor's int8 quants (rows, cols) and float32 scales (rows, cols // 32), values
+    unchanged (w = q * s per group of 32)."""
+    b = _blocks(raw, GGML_TYPES[8], rows, cols)
+    q = np.ascontiguousarray(b[:, 2:34]).view(np.int8).reshape(rows, cols)
+    s = _f16(b, 0).reshape(rows, cols // 32)
+    return q, s
