@@ -1,0 +1,465 @@
+"""Tokenizers carried inside model files (GGUF metadata, Hugging Face tokenizer.json).
+
+`load_tokenizer(metadata, source)` takes a plain dict with GGUF key names and returns a
+tokenizer with the same protocol as `Llama2cTokenizer` (``encode``, ``piece``, ``decode``,
+``decode_tokens``, ``vocab_size``, ``bos_id``, ``eos_id``) plus ``stop_ids``, ``add_bos``,
+``chat_template`` and ``encode(..., special=True)``. Encoding follows llama.cpp:
+
+- special tokens first: the text is cut at every occurrence of a control/user-defined token's
+  text, longest token first, each token scanned left to right (llama.cpp's
+  ``tokenizer_st_partition``); with ``special=False`` control tokens stay plain text;
+- "gpt2" vocabularies (byte-level BPE with merges): llama.cpp's pre-tokenizer regexes for the
+  model's ``tokenizer.ggml.pre`` (see `_PRE_GROUPS`), then BPE by merge rank (run by the
+  `tokenizers` library); a byte whose byte-level character is not a token is dropped;
+- "llama" vocabularies (SentencePiece BPE with scores): dummy-prefix space, spaces as "▁",
+  merges by best score (leftmost on ties), byte fallback ``<0xXX>`` for what stays unknown
+  (else the unknown token, where llama.cpp would fail);
+- ``tokenizer.huggingface.json`` (the text of a Hugging Face tokenizer.json): the `tokenizers`
+  library as is, with ids/add_bos/chat template from the same GGUF key names.
+
+tests/test_tokenizer_hf.py checks these ids against llama.cpp's (recorded, and live when
+llama-cpp-python is importable).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections.abc import Iterable, Sequence
+
+from isaforge.types import ModelFormatError
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # GGUF token types
+_STOP_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
+               "<end_of_turn>", "<|end_of_text|>", "</s>")
+
+# llama.cpp's pre-tokenizer regexes (llama-vocab.cpp) by tokenizer.ggml.pre name, applied one
+# after the other, each isolating its matches (the GPT-2 regex is the byte-level one)
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_LLAMA3 = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+_PRE_GROUPS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+    (("default",), (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")),
+    (("gpt-2", "phi-2", "roberta-bpe"), (_GPT2,)),
+    (("smollm", "starcoder", "refact", "codeshell"), (r"\p{N}", _GPT2)),
+    (("llama3", "llama-v3", "llama-bpe", "falcon3"), (_LLAMA3,)),
+    (("qwen2", "stablelm2"), (_QWEN2,)),
+]
+_PRE_REGEXES = {name: rx for names, rx in _PRE_GROUPS for name in names}
+_LLAMA3_NAMES = _PRE_GROUPS[3][0]  # llama.cpp: ignore merges for whole-token words, add BOS
+
+
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: printable Latin-1 bytes map to themselves, the other 68
+    bytes to U+0100.. in byte order."""
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    out, extra = {b: chr(b) for b in keep}, 0
+    for b in range(256):
+        if b not in out:
+            out[b] = chr(0x100 + extra)
+            extra += 1
+    return out
+
+
+_B2U = byte_to_unicode()
+_U2B = {c: b for b, c in _B2U.items()}
+
+
+def _spm_piece_bytes(text: str) -> bytes:
+    """A SentencePiece token's bytes: "<0xXX>" is that byte, "▁" a space."""
+    if len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+        try:
+            return bytes((int(text[3:5], 16),))
+        except ValueError:
+            pass
+    return text.replace("\u2581", " ").encode("utf-8")
+
+
+class Tokenizer:
+    """Shared protocol: special-token partition, piece/decode, ids, chat template."""
+
+    def __init__(self, texts: Sequence[str], types: Sequence[int], pieces: list[bytes],
+                 bos_id: int | None, eos_id: int | None, eot_id: int | None, add_bos: bool,
+                 chat_template: str | None, name: str, strip_space_after_bos: bool = False):
+        self.name = name
+        self._texts = list(texts)
+        self._types = list(types)
+        self._pieces = pieces
+        self.bos_id = bos_id if bos_id is not None else -1
+        self.eos_id = eos_id if eos_id is not None else -1
+        self.add_bos = bool(add_bos) and bos_id is not None
+        self.chat_template = chat_template
+        self._strip_after_bos = strip_space_after_bos
+        n = len(self._texts)
+        stops = [t for t in (eos_id, eot_id) if t is not None and 0 <= t < n]
+        for i, t in enumerate(self._texts):  # end-of-turn tokens the model may emit
+            if t in _STOP_TEXTS and self._types[i] in (CONTROL, USER_DEFINED) and i not in stops:
+                stops.append(i)
+        self.stop_ids: tuple[int, ...] = tuple(stops)
+        # llama.cpp: control, user-defined and unknown tokens are split out before BPE,
+        # longest first; only user-defined ones when special=False
+        spec = [i for i, ty in enumerate(self._types)
+                if ty in (CONTROL, USER_DEFINED, UNKNOWN) and self._texts[i]]
+        spec.sort(key=lambda i: -len(self._texts[i].encode("utf-8")))
+        self._special_all = [(self._texts[i], i) for i in spec]
+        self._special_user = [(self._texts[i], i) for i in spec if self._types[i] == USER_DEFINED]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._texts)
+
+    def _check(self, token: int) -> int:
+        if not 0 <= token < len(self._texts):
+            raise ValueError(f"token id {token} out of range [0, {len(self._texts)})")
+        return token
+
+    def token_text(self, token: int) -> str:
+        """The token's text as stored in the vocabulary."""
+        return self._texts[self._check(token)]
+
+    def piece(self, token: int) -> bytes:
+        """The bytes the token stands for (a control token: its text)."""
+        return self._pieces[self._check(token)]
+
+    def is_control(self, token: int) -> bool:
+        return self._types[self._check(token)] in (CONTROL, UNKNOWN, UNUSED)
+
+    def decode(self, prev_token: int, token: int) -> bytes:
+        """The bytes printed for `token` after `prev_token`: nothing for control tokens; with
+        a SentencePiece dummy prefix, the leading space after BOS (or at the start) is dropped."""
+        if self.is_control(token):
+            return b""
+        p = self._pieces[token]
+        if self._strip_after_bos and p[:1] == b" " and prev_token in (self.bos_id, -1, None):
+            return p[1:]
+        return p
+
+    _raw = decode  # what StreamDecoder calls
+
+    def decode_tokens(self, tokens: Iterable[int], prev_token: int | None = None) -> str:
+        """Decode ids to text (UTF-8, errors="replace"); `prev_token` precedes `tokens`."""
+        prev, out = -1 if prev_token is None else prev_token, bytearray()
+        for t in tokens:
+            out += self.decode(prev, t)
+            prev = t
+        return out.decode("utf-8", "replace")
+
+    def _partition(self, text: str, special: bool) -> list[str | int]:
+        """llama.cpp's tokenizer_st_partition: raw text fragments (str) and token ids."""
+        frags: list[str | int] = [text] if text else []
+        for tok_text, tid in self._special_all if special else self._special_user:
+            if not any(isinstance(f, str) and tok_text in f for f in frags):
+                continue
+            out: list[str | int] = []
+            for f in frags:
+                if isinstance(f, int) or tok_text not in f:
+                    out.append(f)
+                    continue
+                parts = f.split(tok_text)
+                for k, part in enumerate(parts):
+                    if k:
+                        out.append(tid)
+                    if part:
+                        out.append(part)
+            frags = out
+        return frags
+
+    def encode(self, text: str, bos: bool | None = None, eos: bool = False,
+               special: bool = True) -> list[int]:
+        """Token ids of `text`. bos=None: the model's default (``add_bos``); special=True
+        parses control-token texts such as "<|im_start|>" as single tokens."""
+        if not isinstance(text, str):
+            raise ValueError(f"encode() needs a str, got {type(text).__name__}")
+        add_bos = self.add_bos if bos is None else bool(bos)
+        if add_bos and self.bos_id < 0:
+            raise ValueError(f"{self.name}: the model has no BOS token")
+        if eos and self.eos_id < 0:
+            raise ValueError(f"{self.name}: the model has no EOS token")
+        ids = [self.bos_id] if add_bos else []
+        ids += self._encode_fragments(self._partition(text, special))
+        if eos:
+            ids.append(self.eos_id)
+        return ids
+
+    def _encode_fragments(self, frags: list[str | int]) -> list[int]:
+        raise NotImplementedError
+
+
+class BPETokenizer(Tokenizer):
+    """Byte-level BPE ("gpt2" GGUF vocabularies) with llama.cpp's pre-tokenizer."""
+
+    def __init__(self, texts, types, merges: Sequence[str], pre: str, **kw):
+        from tokenizers import Regex, models, pre_tokenizers
+        from tokenizers import Tokenizer as HFTokenizer
+
+        name = kw["name"]
+        if pre not in _PRE_REGEXES:
+            raise ModelFormatError(
+                f"{name}: unsupported tokenizer.ggml.pre {pre!r} "
+                f"(supported: {', '.join(sorted(_PRE_REGEXES))})")
+        vocab: dict[str, int] = {}
+        for i, t in enumerate(texts):
+            vocab.setdefault(t, i)
+        pairs = []
+        for k, m in enumerate(merges):
+            a, sep, b = m.partition(" ")
+            if not sep or not a or not b:
+                raise ModelFormatError(f"{name}: tokenizer.ggml.merges[{k}] is not 'a b': {m!r}")
+            pairs.append((a, b))
+        try:
+            # llama.cpp's llama3 pre-tokenizer takes a word that is a token as is
+            bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False,
+                             ignore_merges=pre in _LLAMA3_NAMES)
+        except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception
+            raise ModelFormatError(f"{name}: bad BPE vocab/merges: {e}") from None
+        self._hf = HFTokenizer(bpe)
+        steps = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in _PRE_REGEXES[pre]]
+        steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
+        # llama.cpp drops a byte whose byte-level char is not a token, and nothing merges
+        # across it: cut the word there and remove it
+        missing = "".join(c for c in _U2B if c not in vocab)
+        if missing:
+            cls = "".join(f"\\x{{{ord(c):x}}}" for c in missing)
+            steps.append(pre_tokenizers.Split(Regex(f"[{cls}]"), behavior="removed"))
+        self._hf.pre_tokenizer = pre_tokenizers.Sequence(steps)
+        pieces = []
+        for t, ty in zip(texts, types, strict=True):
+            if ty == BYTE:
+                pieces.append(_spm_piece_bytes(t))
+            elif ty in (NORMAL, UNUSED) and all(c in _U2B for c in t):
+                pieces.append(bytes(_U2B[c] for c in t))
+            else:  # control / user-defined tokens are stored as plain text
+                pieces.append(t.encode("utf-8"))
+        super().__init__(texts, types, pieces, **kw)
+
+    def _encode_fragments(self, frags: list[str | int]) -> list[int]:
+        ids: list[int] = []
+        for f in frags:
+            if isinstance(f, int):
+                ids.append(f)
+            else:
+                ids += self._hf.encode(f, add_special_tokens=False).ids
+        return ids
+
+
+class SPMTokenizer(Tokenizer):
+    """llama.cpp's SentencePiece-BPE ("llama" GGUF vocabularies): merges by score."""
+
+    def __init__(self, texts, types, scores: Sequence[float], add_space_prefix: bool,
+                 unk_id: int | None = None, **kw):
+        from array import array
+
+        self._unk_id = unk_id if unk_id is not None else next(
+            (i for i, ty in enumerate(types) if ty == UNKNOWN), None)
+
+        self._scores = list(array("f", scores))  # float32, compared as llama.cpp does
+        self._lookup: dict[str, int] = {}
+        self._byte_ids: dict[int, int] = {}
+        for i, t in enumerate(texts):
+            self._lookup.setdefault(t, i)
+        for b in range(256):
+            tid = self._lookup.get(f"<0x{b:02X}>")
+            if tid is not None:
+                self._byte_ids[b] = tid
+        self.add_space_prefix = bool(add_space_prefix)
+        pieces = [_spm_piece_bytes(t) if ty in (NORMAL, BYTE, USER_DEFINED, UNUSED)
+                  else t.encode("utf-8") for t, ty in zip(texts, types, strict=True)]
+        super().__init__(texts, types, pieces, strip_space_after_bos=self.add_space_prefix,
+                         **kw)
+
+    def _encode_fragments(self, frags: list[str | int]) -> list[int]:
+        ids: list[int] = []
+        prev_special = True  # llama.cpp: the dummy prefix goes on the first raw fragment
+        for f in frags:       # and on any raw fragment right after a special token
+            if isinstance(f, int):
+                ids.append(f)
+                prev_special = True
+                continue
+            if self.add_space_prefix and prev_special:
+                f = " " + f
+            ids += self._spm(f.replace(" ", "\u2581"))
+            prev_special = False
+        return ids
+
+    def _spm(self, text: str) -> list[int]:
+        """Merge adjacent symbols whose concatenation is a token, best score first (leftmost
+        on ties), then emit tokens, undoing merges that are not tokens into byte tokens."""
+        syms = list(text)
+        n = len(syms)
+        if n == 0:
+            return []
+        nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
+        nxt[-1] = -1
+        alive = [True] * n
+        heap: list[tuple[float, int, int, str]] = []
+        lookup, scores = self._lookup, self._scores
+
+        def push(i: int, j: int) -> None:
+            if i < 0 or j < 0:
+                return
+            t = syms[i] + syms[j]
+            tid = lookup.get(t)
+            if tid is not None:
+                heapq.heappush(heap, (-scores[tid], i, j, t))
+
+        for i in range(n - 1):
+            push(i, i + 1)
+        while heap:
+            _, i, j, t = heapq.heappop(heap)
+            if not alive[i] or not alive[j] or nxt[i] != j or syms[i] + syms[j] != t:
+                continue
+            syms[i], alive[j] = t, False
+            k = nxt[j]
+            nxt[i] = k
+            if k >= 0:
+                prv[k] = i
+            push(prv[i], i)
+            push(i, k)
+        ids: list[int] = []
+        i = 0
+        while i >= 0:
+            tid = lookup.get(syms[i])
+            if tid is not None:
+                ids.append(tid)
+            else:
+                for b in syms[i].encode("utf-8"):  # byte fallback, else <unk>
+                    tid = self._byte_ids.get(b, self._unk_id)
+                    if tid is None:
+                        raise ModelFormatError(f"{self.name}: no byte token <0x{b:02X}> and no "
+                                               f"unknown token for {syms[i]!r}")
+                    ids.append(tid)
+            i = nxt[i]
+        return ids
+
+
+class HFJsonTokenizer(Tokenizer):
+    """A Hugging Face tokenizer.json run by the `tokenizers` library; ids, add_bos and the
+    chat template come from the GGUF-style keys of `md` (add_bos defaults to whether the
+    post-processor's template starts with a special token, as transformers adds it)."""
+
+    def __init__(self, spec: str, md: dict, name: str):
+        from tokenizers import Tokenizer as HFTokenizer
+
+        try:
+            self._hf = HFTokenizer.from_str(spec)
+            data = json.loads(spec)
+        except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception
+            raise ModelFormatError(f"{name}: bad tokenizer.json: {e}") from None
+        vocab = self._hf.get_vocab(with_added_tokens=True)
+        n = max(vocab.values()) + 1 if vocab else 0
+        if n == 0:
+            raise ModelFormatError(f"{name}: tokenizer.json has an empty vocabulary")
+        texts = [""] * n
+        for t, i in vocab.items():
+            texts[i] = t
+        types = [NORMAL] * n
+        for a in data.get("added_tokens") or []:
+            if 0 <= a.get("id", -1) < n:
+                types[a["id"]] = CONTROL if a.get("special") else USER_DEFINED
+        byte_level = '"ByteLevel"' in json.dumps(data.get("decoder"))
+        pieces = []
+        for t, ty in zip(texts, types, strict=True):
+            if ty != NORMAL:
+                pieces.append(t.encode("utf-8"))
+            elif byte_level and all(c in _U2B for c in t):
+                pieces.append(bytes(_U2B[c] for c in t))
+            else:
+                pieces.append(_spm_piece_bytes(t))
+        prefix = json.dumps([data.get("normalizer"), data.get("pre_tokenizer")])
+        strip = not byte_level and ('"Prepend"' in prefix or '"Metaspace"' in prefix)
+        add_bos = md.get("tokenizer.ggml.add_bos_token")
+        if add_bos is None:
+            single = (data.get("post_processor") or {}).get("single") or [{}]
+            add_bos = "SpecialToken" in single[0]
+        super().__init__(texts, types, pieces,
+                         bos_id=_opt_id(md, "tokenizer.ggml.bos_token_id", n, name),
+                         eos_id=_opt_id(md, "tokenizer.ggml.eos_token_id", n, name),
+                         eot_id=_opt_id(md, "tokenizer.ggml.eot_token_id", n, name),
+                         add_bos=bool(add_bos), chat_template=md.get("tokenizer.chat_template"),
+                         name=name, strip_space_after_bos=strip)
+
+    def encode(self, text: str, bos: bool | None = None, eos: bool = False,
+               special: bool = True) -> list[int]:
+        if not isinstance(text, str):
+            raise ValueError(f"encode() needs a str, got {type(text).__name__}")
+        self._hf.encode_special_tokens = not special
+        ids = self._hf.encode(text, add_special_tokens=False).ids if text else []
+        add_bos = self.add_bos if bos is None else bool(bos)
+        if add_bos and self.bos_id < 0:
+            raise ValueError(f"{self.name}: the model has no BOS token")
+        if eos and self.eos_id < 0:
+            raise ValueError(f"{self.name}: the model has no EOS token")
+        return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if eos else [])
+
+
+def _need(md: dict, key: str, source: str):
+    if key not in md or md[key] is None:
+        raise ModelFormatError(f"{source}: missing tokenizer metadata {key!r}")
+    return md[key]
+
+
+def _seq(md: dict, key: str, kind, n: int | None, source: str, default=None) -> list:
+    """md[key] as a list of `kind` values (of length `n` when given); missing -> default."""
+    v = md.get(key)
+    if v is None:
+        if default is None:
+            raise ModelFormatError(f"{source}: missing tokenizer metadata {key!r}")
+        return default
+    if not isinstance(v, (list, tuple)) or not all(
+            isinstance(x, kind) and not isinstance(x, bool) for x in v):
+        names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ModelFormatError(f"{source}: {key} must be a list of {names}")
+    if n is not None and len(v) != n:
+        raise ModelFormatError(f"{source}: {key} has {len(v)} entries, "
+                               f"tokenizer.ggml.tokens has {n}")
+    return list(v)
+
+
+def _opt_id(md: dict, key: str, n: int, source: str) -> int | None:
+    v = md.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < n:
+        raise ModelFormatError(f"{source}: {key} = {v!r} is not a token id in [0, {n})")
+    return v
+
+
+def load_tokenizer(metadata: dict, source: str) -> Tokenizer:
+    """Build the tokenizer described by GGUF-style `metadata` (see the module docstring);
+    `source` names the file in error messages."""
+    md, src = metadata, str(source)
+    template = md.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise ModelFormatError(f"{src}: tokenizer.chat_template is not a string")
+    if md.get("tokenizer.huggingface.json") is not None:
+        spec = md["tokenizer.huggingface.json"]
+        if not isinstance(spec, str):
+            raise ModelFormatError(f"{src}: tokenizer.huggingface.json is not a string")
+        return HFJsonTokenizer(spec, md, src)
+    kind = _need(md, "tokenizer.ggml.model", src)
+    texts = _seq(md, "tokenizer.ggml.tokens", str, None, src)
+    if not texts:
+        raise ModelFormatError(f"{src}: tokenizer.ggml.tokens is empty")
+    n = len(texts)
+    types = _seq(md, "tokenizer.ggml.token_type", int, n, src, default=[NORMAL] * n)
+    kw = dict(bos_id=_opt_id(md, "tokenizer.ggml.bos_token_id", n, src),
+              eos_id=_opt_id(md, "tokenizer.ggml.eos_token_id", n, src),
+              eot_id=_opt_id(md, "tokenizer.ggml.eot_token_id", n, src),
+              chat_template=template, name=src)
+    if kind == "gpt2":
+        merges = _seq(md, "tokenizer.ggml.merges", str, None, src)
+        pre = md.get("tokenizer.ggml.pre") or "default"
+        if not isinstance(pre, str):
+            raise ModelFormatError(f"{src}: tokenizer.ggml.pre is not a string")
+        add_bos = md.get("tokenizer.ggml.add_bos_token", pre in _LLAMA3_NAMES)
+        return BPETokenizer(texts, types, merges, pre, add_bos=bool(add_bos), **kw)
+    if kind == "llama":
+        scores = _seq(md, "tokenizer.ggml.scores", (int, float), n, src)
+        return SPMTokenizer(texts, types, scores,
+                            bool(md.get("tokenizer.ggml.add_space_prefix", True)),
+                            _opt_id(md, "tokenizer.ggml.unknown_token_id", n, src),
+                            add_bos=bool(md.get("tokenizer.ggml.add_bos_token", True)), **kw)
+    raise ModelFormatError(f"{src}: unsupported tokenizer.ggml.model {kind!r} "
+                           "(supported: 'gpt2', 'llama')")
