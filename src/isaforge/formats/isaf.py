@@ -1,0 +1,417 @@
+"""isaforge's own `.isaf` format: one safetensors file, tensors already in the kernel layout.
+
+    u64 N | N bytes of JSON header (space padded: the data starts at a multiple of 64) | data
+
+The header is standard safetensors (readable by `safetensors.safe_open(..., "numpy")`); its
+`__metadata__["isaforge"]` is a JSON string: format version, config, quantization (scheme,
+group size), the packed layout name, tokenizer metadata (GGUF-style `tokenizer.*` keys, or an
+embedded llama2.c tokenizer) and the chat template.
+
+Layout "rowmajor-q8-v1" (what the C kernels read, so loading is a mmap and no copy):
+  tok_embeddings             F32 (vocab, dim)      token table (dequantized Q8 values for Q8
+                                                   models, as llama2.c's runq.c)
+  rms_att, rms_ffn           F32 (n_layers, dim)
+  rms_final                  F32 (dim,)
+  layers.{i}.{w}.scales      F32 (rows, cols / gs) Q8 scale per group of gs along a row
+  layers.{i}.{w}             F32 (rows, cols)      fp32 matrices (scheme "f32")
+  wcls.scales / wcls         as above; absent when the classifier is the fp32 token table
+  layers.{i}.{w}.q, wcls.q   I8  (rows, cols)      Q8 values, row-major, w ~= q * scale
+  __pad{k}                   U8  (n,)              filler so every tensor starts 64-aligned
+with w in wq, wk, wv, wo, w1, w2, w3 ((out, in) as in llama2.c). Float32 tensors come first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+
+VERSION = 1
+LAYOUT = "rowmajor-q8-v1"
+ALIGN = 64
+MAX_HEADER = 256 << 20
+MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+SCHEMES = ("q8", "f32")
+_DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+# metadata carried from the source: what the tokenizer and chat layers read
+_KEEP_PREFIXES = ("tokenizer.", "general.", "isaforge.")
+
+
+def _fail(path: object, reason: str) -> ModelFormatError:
+    return ModelFormatError(f"{path}: {reason}")
+
+
+def _mat_shapes(c: Config) -> dict[str, tuple[int, int]]:
+    d, h, kv = c.dim, c.hidden_dim, c.kv_dim
+    return {"wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d), "w1": (h, d),
+            "w2": (d, h), "w3": (h, d)}
+
+
+def _expected(c: Config, scheme: str, gs: int, wcls_stored: bool) -> dict[str, tuple]:
+    """name -> (dtype name, shape) of every tensor a valid file holds."""
+    out: dict[str, tuple] = {
+        "tok_embeddings": ("F32", (c.vocab_size, c.dim)),
+        "rms_att": ("F32", (c.n_layers, c.dim)),
+        "rms_ffn": ("F32", (c.n_layers, c.dim)),
+        "rms_final": ("F32", (c.dim,)),
+    }
+    mats = [(f"layers.{i}.{n}", s) for i in range(c.n_layers) for n, s in _mat_shapes(c).items()]
+    if wcls_stored:
+        mats.append(("wcls", (c.vocab_size, c.dim)))
+    for name, (rows, cols) in mats:
+        if scheme == "q8":
+            out[f"{name}.scales"] = ("F32", (rows, cols // gs))
+            out[f"{name}.q"] = ("I8", (rows, cols))
+        else:
+            out[name] = ("F32", (rows, cols))
+    return out
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (bytes, bytearray)):
+        return o.decode("utf-8", "surrogateescape")
+    raise TypeError(f"cannot store {type(o).__name__} in .isaf metadata")
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+@dataclass
+class ConvertSummary:
+    path: str
+    scheme: str
+    group_size: int  # 0 for f32
+    n_tensors: int
+    n_bytes: int
+
+
+def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | None = None
+               ) -> ConvertSummary:
+    """Write `loaded` (all matrices Q8 with one group size, or all float32) as a .isaf file.
+    `metadata` (default: the tokenizer/general keys of loaded.metadata) goes into the header."""
+    c, w = loaded.config, loaded.weights
+    mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(c.n_layers) for n in MATS]
+    q8 = isinstance(mats[0][1], Q8Tensor)
+    gs = mats[0][1].group_size if q8 else 0
+    wcls_stored = not (not q8 and c.shared_classifier and w.wcls is w.tok_embeddings)
+    if wcls_stored:
+        mats.append(("wcls", w.wcls))
+    for name, m in mats:
+        if isinstance(m, Q8Tensor) != q8 or (q8 and m.group_size != gs):
+            raise ValueError(f"{name}: every matrix must be Q8 with group size {gs}" if q8
+                             else f"{name}: every matrix must be float32")
+    f32 = [("tok_embeddings", w.tok_embeddings), ("rms_att", w.rms_att),
+           ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final)]
+    i8 = []
+    for name, m in mats:
+        if q8:
+            f32.append((f"{name}.scales", m.s))
+            i8.append((f"{name}.q", m.q))
+        else:
+            f32.append((name, m))
+    expected = _expected(c, "q8" if q8 else "f32", gs, wcls_stored)
+    arrays: list[tuple[str, np.ndarray]] = []
+    for name, a in f32 + i8:
+        want_dtype, want_shape = expected[name]
+        arr = np.ascontiguousarray(a, dtype=_DTYPES[want_dtype])
+        if arr.shape != want_shape:
+            raise ValueError(f"{name}: shape {arr.shape}, expected {want_shape}")
+        arrays.append((name, arr))
+
+    if metadata is None:
+        metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(_KEEP_PREFIXES)}
+    info = {
+        "format": "isaf",
+        "version": VERSION,
+        "config": asdict(c),
+        "quantization": {"scheme": "q8" if q8 else "f32", "group_size": gs},
+        "layout": LAYOUT,
+        "wcls": "wcls" if wcls_stored else "tok_embeddings",
+        "source": {"path": str(loaded.path), "format": loaded.format},
+        "chat_template": metadata.get("tokenizer.chat_template"),
+        "metadata": metadata,
+    }
+    header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
+    entries, off, pad = [], 0, 0
+    for name, arr in arrays:
+        if off % ALIGN:
+            gap = ALIGN - off % ALIGN
+            entries.append((f"__pad{pad}", np.zeros(gap, np.uint8)))
+            pad += 1
+            off += gap
+        entries.append((name, arr))
+        off += arr.nbytes
+    off = 0
+    for name, arr in entries:
+        header[name] = {"dtype": _NAMES[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [off, off + arr.nbytes]}
+        off += arr.nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-(8 + len(raw)) % ALIGN)
+    tmp = Path(f"{os.fspath(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+            for _, arr in entries:
+                f.write(memoryview(arr).cast("B"))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ConvertSummary(os.fspath(path), "q8" if q8 else "f32", gs, len(arrays),
+                          8 + len(raw) + off)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _config_from(path, d) -> Config:
+    if not isinstance(d, dict):
+        raise _fail(path, "metadata 'config' is missing or not an object")
+    kw = {}
+    for f in fields(Config):
+        if f.name not in d:
+            raise _fail(path, f"metadata config lacks {f.name!r}")
+        v = d[f.name]
+        if f.name == "shared_classifier":
+            ok = isinstance(v, bool)
+        elif f.name in ("rope_theta", "norm_eps"):
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                and v > 0
+        else:
+            ok = isinstance(v, int) and not isinstance(v, bool)
+        if not ok:
+            raise _fail(path, f"metadata config {f.name}={v!r} has the wrong type or value")
+        kw[f.name] = v
+    unknown = sorted(set(d) - set(kw))
+    if unknown:
+        raise _fail(path, f"metadata config has unknown keys {unknown}")
+    return Config(**kw)
+
+
+def _parse_header(path, head: bytes, size: int) -> tuple[dict, dict, int]:
+    """(isaforge metadata, tensor entries, data start) after validating the header."""
+    if size < 8:
+        raise _fail(path, f"file too short for a safetensors header ({size} bytes)")
+    (n,) = struct.unpack_from("<Q", head)
+    if n < 2 or n > MAX_HEADER:
+        raise _fail(path, f"implausible safetensors header size {n}")
+    if 8 + n > size:
+        raise _fail(path, f"file is truncated: the header needs {8 + n} bytes, file has {size}")
+    try:
+        header = json.loads(head[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise _fail(path, f"safetensors header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise _fail(path, "safetensors header is not a JSON object")
+    meta = header.pop("__metadata__", None)
+    if not isinstance(meta, dict) or not isinstance(meta.get("isaforge"), str):
+        raise _fail(path, "not an isaforge .isaf file (no __metadata__['isaforge'])")
+    try:
+        info = json.loads(meta["isaforge"])
+    except ValueError as e:
+        raise _fail(path, f"__metadata__['isaforge'] is not valid JSON: {e}") from None
+    if not isinstance(info, dict) or info.get("format") != "isaf":
+        raise _fail(path, "__metadata__['isaforge'] is not isaf metadata")
+    if info.get("version") != VERSION:
+        raise _fail(path, f"unsupported .isaf version {info.get('version')!r} "
+                          f"(this isaforge reads version {VERSION}); re-run isaforge convert")
+    return info, header, 8 + n
+
+
+def read_isaf(path: str | os.PathLike) -> LoadedModel:
+    """Memory-map a .isaf file; every tensor is a numpy view of the map (no copy). Raises
+    ModelFormatError naming the file and the reason for anything malformed."""
+    from isaforge.formats.llama2c import _check_config
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        if len(head) == 8:
+            n = struct.unpack("<Q", head)[0]
+            head += f.read(min(n, MAX_HEADER))
+        info, header, start = _parse_header(path, head, size)
+        c = _config_from(path, info.get("config"))
+        q = info.get("quantization")
+        if not isinstance(q, dict) or q.get("scheme") not in SCHEMES:
+            raise _fail(path, f"unknown quantization {q!r}; supported schemes: {SCHEMES}")
+        scheme, gs = q["scheme"], q.get("group_size")
+        if scheme == "q8" and (not isinstance(gs, int) or isinstance(gs, bool) or gs < 1):
+            raise _fail(path, f"Q8 group size {gs!r} must be a positive integer")
+        _check_config(path, c, gs if scheme == "q8" else None)
+        if info.get("layout") != LAYOUT:
+            raise _fail(path, f"unknown packed layout {info.get('layout')!r} "
+                              f"(this isaforge reads {LAYOUT})")
+        if info.get("wcls") not in ("wcls", "tok_embeddings") or (
+                info["wcls"] == "tok_embeddings" and (scheme != "f32" or not c.shared_classifier)):
+            raise _fail(path, f"bad classifier entry wcls={info.get('wcls')!r}")
+        metadata = info.get("metadata")
+        if not isinstance(metadata, dict):
+            raise _fail(path, "metadata 'metadata' is missing or not an object")
+        expected = _expected(c, scheme, gs if scheme == "q8" else 0, info["wcls"] == "wcls")
+        spans = _check_tensors(path, header, expected, start, size)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    t = {name: np.frombuffer(mm, _DTYPES[dt], int(np.prod(shape)), start + a).reshape(shape)
+         for name, (dt, shape, a) in spans.items()}
+
+    def matrix(name: str):
+        return Q8Tensor(t[f"{name}.q"], t[f"{name}.scales"], gs) if scheme == "q8" else t[name]
+
+    w = Weights(tok_embeddings=t["tok_embeddings"], rms_att=t["rms_att"], rms_ffn=t["rms_ffn"],
+                rms_final=t["rms_final"],
+                **{n: [matrix(f"layers.{i}.{n}") for i in range(c.n_layers)] for n in MATS},
+                wcls=matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"])
+    return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
+
+
+def _check_tensors(path, header: dict, expected: dict, start: int, size: int) -> dict:
+    """name -> (dtype, shape, offset in data) for the expected tensors, after checking every
+    entry's dtype, shape, extent (within the file) and alignment."""
+    spans = {}
+    for name, e in header.items():
+        if not isinstance(e, dict) or not isinstance(e.get("data_offsets"), list) \
+                or len(e["data_offsets"]) != 2 or not isinstance(e.get("shape"), list):
+            raise _fail(path, f"tensor {name!r}: malformed entry {e!r}")
+        dt, shape, (a, b) = e.get("dtype"), e["shape"], e["data_offsets"]
+        if dt not in _DTYPES:
+            raise _fail(path, f"tensor {name!r}: unsupported dtype {dt!r}")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                   for x in (*shape, a, b)):
+            raise _fail(path, f"tensor {name!r}: bad shape {shape} or offsets {[a, b]}")
+        nbytes = math.prod(shape) * _DTYPES[dt].itemsize
+        if b < a or b - a != nbytes:
+            raise _fail(path, f"tensor {name!r}: offsets {[a, b]} do not hold {dt} {shape} "
+                              f"({nbytes} bytes)")
+        if start + b > size:
+            raise _fail(path, f"tensor {name!r} ends at byte {start + b}, past the end of the "
+                              f"file ({size} bytes): truncated or lying header")
+        if name.startswith("__pad"):
+            continue
+        if name not in expected:
+            raise _fail(path, f"unexpected tensor {name!r}")
+        want = expected[name]
+        if (dt, tuple(shape)) != (want[0], want[1]):
+            raise _fail(path, f"tensor {name!r} is {dt} {shape}, expected {want[0]} "
+                              f"{list(want[1])}")
+        if (start + a) % _DTYPES[dt].itemsize:
+            raise _fail(path, f"tensor {name!r} at byte {start + a} is not "
+                              f"{_DTYPES[dt].itemsize}-byte aligned")
+        spans[name] = (dt, tuple(shape), a)
+    missing = [n for n in expected if n not in spans]
+    if missing:
+        raise _fail(path, f"missing tensors: {', '.join(missing[:5])}"
+                          + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    return spans
+
+
+# ---------------------------------------------------------------------------------------------
+# convert
+
+
+def _requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
+                log: Callable[[str], None]) -> tuple[LoadedModel, int]:
+    """All matrices as Q8 with one group size (or float32). Q8 tensors already at the target
+    group size are kept as they are; fp32 models are quantized like `isaforge quantize`
+    (the token table too: the embedding lookup uses its dequantized values, as runq.c)."""
+    from dataclasses import replace
+
+    from isaforge.quant.q8 import pick_group_size, quantize_q8
+
+    c, w = loaded.config, loaded.weights
+    if scheme == "f32":
+        def conv(m):
+            return m.dequantize() if isinstance(m, Q8Tensor) else m
+        wcls = w.tok_embeddings if (c.shared_classifier and not isinstance(w.wcls, Q8Tensor)
+                                    ) else conv(w.wcls)
+        new = replace(w, wcls=wcls, **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
+        return replace(loaded, weights=new), 0
+    have = w.wq[0].group_size if isinstance(w.wq[0], Q8Tensor) else None
+    if group_size is not None:
+        gs = pick_group_size(c, group_size)
+    else:
+        gs = have or pick_group_size(c, None)
+    if have and have != gs:
+        log(f"requantizing Q8 group size {have} to {gs} (the result differs from the source)")
+
+    def conv(m):
+        if isinstance(m, Q8Tensor):
+            if m.group_size == gs:
+                return m
+            m = m.dequantize()
+        return quantize_q8(m, gs)[0]
+
+    tok = w.tok_embeddings
+    if isinstance(w.wcls, Q8Tensor):
+        wcls = conv(w.wcls)
+    else:
+        wcls = quantize_q8(w.wcls, gs)[0]
+        if c.shared_classifier:
+            tok = wcls.dequantize()
+    new = replace(w, tok_embeddings=tok, wcls=wcls,
+                  **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
+    return replace(loaded, weights=new), gs
+
+
+def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
+            group_size: int | None = None, tokenizer: str | os.PathLike | None = None,
+            log: Callable[[str], None] = lambda s: None) -> ConvertSummary:
+    """`isaforge convert`: read any supported model and write it as .isaf.
+
+    quant "q8" (default) or "f32"; "cq4" is not implemented yet. group_size: Q8 group size
+    (must divide dim and hidden_dim; default: the source's Q8 group size, else the largest
+    power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed (default:
+    the one beside a llama2.c model, if any)."""
+    from isaforge.model import LLAMA2C_TOKENIZER_KEY, find_tokenizer, read_model
+
+    if quant == "cq4":
+        raise ValueError("--quant cq4 is not implemented yet in this isaforge (no CQ4 kernels); "
+                         "use --quant q8")
+    if quant not in SCHEMES:
+        raise ValueError(f"quant must be one of q8, f32 (cq4: not implemented yet), got {quant!r}")
+    if group_size is not None and quant != "q8":
+        raise ValueError("--group-size only applies to --quant q8")
+    src_p = Path(src)
+    if os.path.exists(out) and src_p.exists() and os.path.samefile(src_p, out):
+        raise ValueError(f"output {out} is the input file; choose another path")
+    loaded = read_model(src_p, quant)
+    loaded, _ = _requantize(loaded, quant, group_size, log)
+    metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(_KEEP_PREFIXES)}
+    if loaded.format.startswith("llama2c"):
+        from isaforge.tokenizer import Llama2cTokenizer
+
+        try:
+            tpath = Path(tokenizer) if tokenizer is not None else find_tokenizer(
+                src_p, loaded.config.vocab_size)
+            tok = Llama2cTokenizer.load(tpath, loaded.config.vocab_size)
+        except FileNotFoundError:
+            if tokenizer is not None:
+                raise
+            tok = None
+            log(f"{src}: no tokenizer beside it; the .isaf needs -z/tokenizer= at load")
+        if tok is not None:
+            import base64
+
+            metadata[LLAMA2C_TOKENIZER_KEY] = {
+                "max_token_length": tok.max_token_length,
+                "pieces": [base64.b64encode(tok.piece(i)).decode() for i in range(tok.vocab_size)],
+                "scores": [tok.score(i) for i in range(tok.vocab_size)],
+            }
+    elif tokenizer is not None:
+        raise ValueError("-z/tokenizer= only applies to llama2.c models; others carry their own")
+    return write_isaf(out, loaded, metadata)

