@@ -29,7 +29,7 @@ def cli(*args: str, input: bytes = b"") -> subprocess.CompletedProcess:
 
 TEMPLATE = ("{% for m in messages %}<s>{{ m.role }}{{ m.content }}<|im_end|>{% endfor %}"
             "{% if add_generation_prompt %}<s>assistant{% endif %}")
-GREEDY = dict(temperature=0, max_new_tokens=40)
+GREEDY = dict(temperature=0, max_new_tokens=40, repeat_penalty=1.0)  # goldens below: no penalty
 
 
 @pytest.fixture(scope="module")
@@ -160,20 +160,21 @@ def test_model_or_prompt_errors(argv, match):
 
 
 def test_cli_run_uses_the_template(tiny, model):
-    r = cli("run", str(tiny), "hello", "-t", "0", "-n", "40")
+    r = cli("run", str(tiny), "hello", "-t", "0", "-n", "40", "--repeat-penalty", "1")
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode() == model.chat([user("hello")], **GREEDY) + "\n"
     r = cli("run", "-m", str(tiny), "--raw", "-t", "0", "-n", "12", "hello")
     assert r.stdout.decode() == "hello" + model.generate(
         "hello", temperature=0, max_new_tokens=12) + "\n"
-    r = cli("run", str(tiny), "-t", "0", "-n", "40", "--stop", "syyy", "-i", "hello")
+    r = cli("run", str(tiny), "-t", "0", "-n", "40", "--stop", "syyy", "-i", "hello",
+            "--repeat-penalty", "1")
     full = model.chat([user("hello")], **GREEDY)
     assert r.stdout.decode() == full[:full.index("syyy")] + "\n"
 
 
 def test_cli_chat_through_a_pipe(tiny, model):
     r = cli("chat", str(tiny), "-t", "0", "-n", "40", "--system", "beshort",
-            input=b"hello\n\nmore\n/exit\nnever\n")
+            "--repeat-penalty", "1", input=b"hello\n\nmore\n/exit\nnever\n")
     assert r.returncode == 0, r.stderr
     convo = [{"role": "system", "content": "beshort"}, user("hello")]
     first = model.chat(convo, **GREEDY)
@@ -214,6 +215,12 @@ def test_default_model_is_pulled_on_first_use(tiny, tmp_path, monkeypatch, capsy
 
 def test_real_default_model_answers_in_english(smollm2_gguf):
     r = cli("run", "Write a haiku about the sea.", "-t", "0", "-n", "40")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (b"The waves of the ocean's abyssus stretch out their arms in an endless "
+                        b"expanse, a silent testament to the unforgiving beauty that lies "
+                        b"beneath.\n")
+    # without the repetition penalty (the default 1.1 for GGUF models) greedy text differs
+    r = cli("run", "Write a haiku about the sea.", "-t", "0", "-n", "40", "--repeat-penalty", "1")
     assert r.returncode == 0, r.stderr
     assert r.stdout == (b"The waves of the ocean, a silent beauty,\n"
                         b"A gentle reminder of the vastness that lies beneath.\n")

@@ -84,6 +84,9 @@ def _model_options(r, chat: bool = False) -> None:
         g.add_argument("-n", dest="new_tokens", type=_nonneg_int, default=None,
                        help="number of new tokens to generate (llama.cpp's -n; default 512 "
                             "for chat models)")
+    r.add_argument("--repeat-penalty", type=float, default=None, metavar="R",
+                   help="llama.cpp's repetition penalty over the last 64 tokens (default 1.1 "
+                        "for GGUF/HF/.isaf models, 1.0 = off for llama2.c files)")
     r.add_argument("--stop", action="append", default=None, metavar="S",
                    help="stop before this string (repeatable); never printed, even in part")
     r.add_argument("--quant", choices=("q8", "f32"), default="q8",
@@ -168,10 +171,12 @@ def _split_run_args(a) -> tuple[str | None, str]:
 
 def _load(a, model):
     from . import load
-    from .generate import check_sampling
+    from .generate import check_penalty, check_sampling
 
     check_sampling(1.0 if a.temperature is None else a.temperature,
                    0.9 if a.top_p is None else a.top_p)
+    if a.repeat_penalty is not None:
+        check_penalty(a.repeat_penalty)
     return load(model, a.tokenizer, threads=a.threads, kernel=a.kernel, quant=a.quant,
                 ctx=a.ctx)
 
@@ -228,7 +233,7 @@ def _cmd_run(a) -> int:
         else:
             limit = DEFAULT_MAX_NEW
         for piece in model.complete(tokens, max(limit, 0), temperature, top_p, a.seed,
-                                    a.stop, stream=True):
+                                    a.stop, stream=True, repeat_penalty=a.repeat_penalty):
             out.write(piece.encode())
             out.flush()
     out.write(b"\n")
@@ -236,7 +241,9 @@ def _cmd_run(a) -> int:
     _print_stats(model)
     how = "as given" if a.temperature is not None else (
         "model card" if model.chat_template is not None else "run.c defaults")
-    print(f"sampling: temperature {temperature:g}, top-p {top_p:g} ({how})", file=sys.stderr)
+    penalty = a.repeat_penalty if a.repeat_penalty is not None else model.default_repeat_penalty
+    print(f"sampling: temperature {temperature:g}, top-p {top_p:g} ({how}), repeat penalty "
+          f"{penalty:g}", file=sys.stderr)
     return 0
 
 
@@ -295,7 +302,7 @@ def _cmd_chat(a) -> int:
         reply = []
         try:
             for piece in model.complete(tokens, limit, temperature, top_p, a.seed, a.stop,
-                                        stream=True):
+                                        stream=True, repeat_penalty=a.repeat_penalty):
                 out.write(piece)
                 out.flush()
                 reply.append(piece)

@@ -30,6 +30,10 @@ DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ct
 # Sampling the SmolLM2 model card suggests; used for chat-template models when the caller
 # gives no temperature (llama2.c files keep run.c's defaults, 1.0 and 0.9).
 CHAT_TEMPERATURE, CHAT_TOP_P = 0.2, 0.9
+# Repetition penalty for models with their own tokenizer (GGUF, HF, .isaf): llama.cpp's long-
+# standing 1.1 over the last 64 tokens. Without it SmolLM2-135M at temperature 0.2 loops on a
+# phrase for some seeds (in llama.cpp too); llama2.c files keep run.c's sampler (1.0).
+REPEAT_PENALTY, REPEAT_LAST_N = 1.1, 64
 DEFAULT_MAX_NEW = 512
 QUANTS = ("q8", "f32")
 
@@ -283,26 +287,36 @@ class Model:
 
     def chat(self, messages, stream: bool = False, max_new_tokens: int | None = DEFAULT_MAX_NEW,
              temperature: float | None = None, top_p: float | None = None,
-             seed: int | None = None, stop: Sequence[str] | None = None):
+             seed: int | None = None, stop: Sequence[str] | None = None,
+             repeat_penalty: float | None = None):
         """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]).
 
         Renders the model's chat template, generates until an end-of-turn token, `stop`
         string (never emitted, not even in part) or max_new_tokens (None: until the context
-        is full). temperature/top_p default to the model card's (0.2 / 0.9 for SmolLM2).
+        is full). temperature/top_p default to the model card's (0.2 / 0.9 for SmolLM2),
+        repeat_penalty to the model's default (`default_repeat_penalty`).
         Returns the text, or with stream=True a generator of pieces. The KV cache of the
         longest common token prefix with the previous call is re-used, so a multi-turn
         conversation only prefills its new turn."""
         temperature = CHAT_TEMPERATURE if temperature is None else temperature
         top_p = CHAT_TOP_P if top_p is None else top_p
         tokens = self.chat_tokens(messages)
-        return self.complete(tokens, max_new_tokens, temperature, top_p, seed, stop, stream)
+        return self.complete(tokens, max_new_tokens, temperature, top_p, seed, stop, stream,
+                             repeat_penalty)
+
+    @property
+    def default_repeat_penalty(self) -> float:
+        """1.0 (off) for llama2.c files, as run.c; REPEAT_PENALTY for the others."""
+        return 1.0 if _is_llama2c_tok(self.tokenizer) else REPEAT_PENALTY
 
     def complete(self, tokens: list[int], max_new_tokens: int | None = DEFAULT_MAX_NEW,
                  temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
-                 stop: Sequence[str] | None = None, stream: bool = False):
+                 stop: Sequence[str] | None = None, stream: bool = False,
+                 repeat_penalty: float | None = None):
         """The text generated after the token ids `tokens` (what chat() and generate() run):
         stops at a stop id, before a `stop` string, or after max_new_tokens (None: when the
-        context is full). Returns the text, or a generator of pieces with stream=True."""
+        context is full). repeat_penalty None: the model's default (see Sampler). Returns the
+        text, or a generator of pieces with stream=True."""
         if stop is not None and (isinstance(stop, str) or not all(isinstance(s, str)
                                                                    for s in stop)):
             raise ValueError("stop must be a list of strings")
@@ -315,7 +329,9 @@ class Model:
         if len(tokens) > self.config.seq_len:
             raise ContextFullError(f"the prompt is {len(tokens)} tokens, longer than the "
                                    f"context ({self.config.seq_len}; see --ctx)")
-        sampler = Sampler(temperature, top_p, seed)
+        penalty = self.default_repeat_penalty if repeat_penalty is None else repeat_penalty
+        sampler = Sampler(temperature, top_p, seed, penalty, REPEAT_LAST_N)
+        sampler.accept(tokens[-REPEAT_LAST_N:])
         self.last_stats = Stats()
         ids = self._sample(tokens, max_new_tokens, sampler, self.last_stats)
 
