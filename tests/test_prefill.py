@@ -142,3 +142,21 @@ def test_kv_cache_sizes_and_bad_options():
         Engine(m, ubatch=-1)
     with pytest.raises(ValueError, match="n_sinks"):
         Engine(small_smollm2(layers=1, seq_len=64, n_sinks=2))
+
+
+def test_sliding_window_model_matches_float64_reference(stories):
+    """stories260K run with a window of 20 and 2 sinks (ubatch 8, so the ring wraps inside a
+    prefill) against the float64 reference model with the same config."""
+    from dataclasses import replace
+
+    from isaforge import reference
+
+    m = read_llama2c(stories / "stories260K.bin")
+    mw = LoadedModel(replace(m.config, sliding_window=20, n_sinks=2), m.weights, m.path, m.format)
+    tokens = [1] + np.random.default_rng(6).integers(3, 512, 59).tolist()
+    got = Engine(mw, threads=1, ubatch=8).prefill(tokens, 0, all_logits=True)
+    want = reference.Reference(mw.config, mw.weights).logits(tokens)
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-5
+    glob = reference.Reference(m.config, m.weights).logits(tokens)
+    assert np.abs(glob - want)[30:].max() > 100 * err * np.abs(want).max()  # the window bites
