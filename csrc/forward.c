@@ -473,8 +473,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
     m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
     m->q = calloc(ub * c.dim, sizeof(float));
-    m->attn = m->gemm_k->attn;
-    m->attn_name = m->gemm_k->attn_name;
+    /* one attention kernel for prefill and decode, so both give the same bits */
+    int i8 = opts->kv_type == IF_KV_I8 && m->gemm_k->attn_i8;
+    m->attn = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
+    m->attn_name = i8 ? m->gemm_k->attn_i8_name : m->gemm_k->attn_name;
     m->att_n = if_attn_scratch_floats(hs, c.n_heads);
     m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
     m->kb = calloc(ub * kv_dim, sizeof(float));

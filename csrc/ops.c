@@ -96,6 +96,12 @@ size_t if_attn_scratch_floats(size_t head_size, size_t n_heads) {
     /* state (m, l, acc) per tile row and head; scores of every tile row and head; three
      * (B, head_size) blocks (keys, values, transposed keys); room for int8 copies; slack for
      * 64-byte alignment of each piece */
-    return TQ * n_heads * (head_size + 2) + TQ * n_heads * B + 3 * B * head_size +
-           TQ * n_heads * head_size + B * head_size + 8 * 16;
+    const size_t f32 = TQ * n_heads * (head_size + 2) + TQ * n_heads * B + 3 * B * head_size +
+                       TQ * n_heads * head_size + B * head_size + 8 * 16;
+    /* the int8 matrix-engine kernels (attn_i8_amx_body.h): floats, then bytes / 4 */
+    const size_t hs = head_size, i8 = TQ * n_heads * (2 * hs + 3) + TQ * B + 2 * B * hs +
+                                      2 * TQ + 3 * hs + 512 +
+                                      (n_heads * TQ * 4 * hs + 2 * B * hs + 512 * hs + TQ * B +
+                                       2 * hs) / 4 + 64;
+    return f32 + i8;
 }

@@ -39,7 +39,19 @@ def kernel_name(tier: str) -> str:
         select_kernel(None)
 
 
+def has_test_table(name: str) -> bool:
+    z = np.zeros((1, 2), np.float32)
+    try:
+        _native.attention(z, z, z, 0, 1, 1, 2, 0, 0, 1, 0, np.zeros((1, 2), np.float32), name)
+    except ValueError:
+        return False
+    return True
+
+
 TIERS = attention_kernels()
+# int8 matrix-engine attention (int8 Q.K^T, u8 P.V) with emulated AMX tiles: used for int8
+# caches only (f32/f16 caches run the tier's fp32 kernel)
+MATRIX = ["amx_emulated"] if has_test_table("amx_emulated") else []
 
 # (name, n_heads, n_kv_heads, head_size, pos0, n, window, n_sinks, cap)
 CASES = [
@@ -50,6 +62,7 @@ CASES = [
     ("partial_tiles_blocks", 8, 4, 8, 70, 21, 0, 0, 91),
     ("decode_row", 9, 3, 64, 130, 1, 0, 0, 131),
     ("mha_long_window_larger_than_context", 4, 4, 16, 5, 40, 1000, 3, 45),
+    ("head6_groups_padded", 4, 2, 6, 5, 20, 0, 0, 25),
 ]
 
 
@@ -73,7 +86,7 @@ def rel_err(got, want) -> float:
 ERRORS: dict[tuple[str, str, str], float] = {}
 
 
-@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("tier", TIERS + MATRIX)
 @pytest.mark.parametrize("kv", list(KV_CACHE_TYPES))
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_attention_matches_float64_oracle(case, kv, tier):
@@ -93,9 +106,10 @@ def test_int8_vs_f16_ratio(case):
     expected; measured 9-21x on these cases. Bound: 25x. (Issue 7 asks for 5x, which an int8
     cache with per-group scales cannot meet; the int8 path does meet its 1% bound above.)"""
     e16 = rel_err(*run(case, "f16", "scalar"))
-    e8 = rel_err(*run(case, "int8", "scalar"))
-    print(f"{case[0]}: f16 {e16:.3g} int8 {e8:.3g} ratio {e8 / e16:.2f}")
-    assert e16 < e8 <= 25 * e16
+    for tier in ["scalar"] + MATRIX:
+        e8 = rel_err(*run(case, "int8", tier))
+        print(f"{case[0]}: f16 {e16:.3g} int8 ({tier}) {e8:.3g} ratio {e8 / e16:.2f}")
+        assert e16 < e8 <= 25 * e16
 
 
 @pytest.mark.parametrize("kv", list(KV_CACHE_TYPES))
@@ -134,3 +148,15 @@ def test_bad_arguments_are_errors():
         _native.attention(q, kv, kv, 0, 2, 1, 8, 0, 0, 2, 7, out)
     with pytest.raises(ValueError):  # sinks without a window
         _native.attention(q, kv, kv, 0, 2, 1, 8, 0, 2, 2, 0, out)
+
+
+@pytest.mark.skipif(not MATRIX, reason="no emulated matrix-engine table in this build")
+def test_matrix_engine_path_is_not_the_fp32_kernel():
+    """amx_emulated's int8 path really runs (its quantized Q and P change the bits) and is
+    deterministic."""
+    case = CASES[0]
+    a, _ = run(case, "int8", "amx_emulated")
+    b, _ = run(case, "int8", "amx_emulated")
+    s, _ = run(case, "int8", "scalar")
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert not np.array_equal(a.view(np.uint32), s.view(np.uint32))

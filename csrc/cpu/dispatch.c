@@ -25,8 +25,12 @@ typedef struct tier_desc {
         if_quantize_q8_scalar, if_f32_gemv_1x1_scalar
 
 /* attention kernels: the fp32 reference, and AVX-512 (bit-identical) where available */
-#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar
-#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512
+#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL
+#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL
+/* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
+#define ATTN_AMX "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx
+#define ATTN_AMX_EMULATED                                                                \
+    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated
 
 static const tier_desc g_tiers[] = {
     {{"scalar", SCALAR_OPS, NULL, NULL, 4, 64, ATTN_SCALAR}, 0, 1},
@@ -48,7 +52,7 @@ static const tier_desc g_tiers[] = {
     {{"amx", "q8_gemv_1x16_avx512_vnni", "q8_gemm_16x16_amx", "quantize_q8_avx512",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_16x16_amx,
       if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-      if_q8_gemm_pack_amx, 16, 64, ATTN_AVX512},
+      if_q8_gemm_pack_amx, 16, 64, ATTN_AMX},
      IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8 | IF_FEAT_AVX512F | IF_FEAT_AVX512BW |
          IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
      0},
@@ -82,7 +86,7 @@ static const if_kernel_table g_amx_emulated = {
     "amx_emulated", "q8_gemv_1x1_scalar", "q8_gemm_16x16_amx_emulated", "quantize_q8_scalar",
     "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_16x16_amx_emulated,
     if_quantize_q8_scalar, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-    if_q8_gemm_pack_amx, 16, 16, ATTN_SCALAR};
+    if_q8_gemm_pack_amx, 16, 16, ATTN_AMX_EMULATED};
 #endif
 
 static const if_kernel_table *g_gemv = &g_tiers[0].table;

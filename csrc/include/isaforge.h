@@ -133,6 +133,10 @@ typedef struct if_kernel_table {
     size_t gemm_m_tile; /* activation rows per GEMM tile, >= 1 */
     const char *attn_name; /* e.g. "attn_f32_scalar" */
     if_attn_fn attn;       /* attention over the KV cache (prefill chunks and decode alike) */
+    /* matrix-engine attention (int8 Q.K^T, u8 P.V; bounded, not exact) used instead of attn
+     * when the KV cache is int8, or NULL */
+    const char *attn_i8_name;
+    if_attn_fn attn_i8;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------

@@ -32,6 +32,10 @@ void if_attn_f32_scalar(IF_ATTN_ARGS);
 /* AVX-512 fp32 attention (-mavx512f): scores 16 keys per zmm, P.V 16 head dims per zmm,
  * no FMA; equals if_attn_f32_scalar bit for bit */
 void if_attn_f32_avx512(IF_ATTN_ARGS);
+/* int8 matrix-engine attention (attn_i8_amx_body.h): AMX TDPBSSD/TDPBUSD, and the same body
+ * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
+void if_attn_i8_amx(IF_ATTN_ARGS);
+void if_attn_i8_amx_emulated(IF_ATTN_ARGS);
 
 /* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick (u8 = |x|,
  * s8 = w * sign(x)); GEMV 1 x 8 rows, GEMM 4 x 16 with weights transposed per K block */

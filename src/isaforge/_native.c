@@ -358,10 +358,11 @@ static PyObject *py_select_kernel(PyObject *mod, PyObject *args) {
 }
 
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
                          t->q8_gemv_name, "q8_gemm", t->q8_gemm_name, "quantize",
                          t->quantize_name, "f32_gemv", t->f32_gemv_name, "attention",
-                         t->attn_name);
+                         t->attn_name, "attention_int8_kv",
+                         t->attn_i8_name ? t->attn_i8_name : t->attn_name);
 }
 
 static PyObject *py_info(PyObject *mod, PyObject *args) {
@@ -501,7 +502,8 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
  * values of positions 0 .. pos0+n-1, stored in order into a cache of `cap` slots of type
  * kv_type (a ring behind n_sinks sinks when cap is smaller than pos0 + n); then the n query
  * rows q (n, n_heads*head_size) at positions pos0.. attend, all heads in one kernel call
- * (tiles of rows and kv groups inside). out: (n, n_heads*head_size) float32. */
+ * (tiles of rows and kv groups inside), with the kernel a model of that tier would use (the
+ * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size) float32. */
 static PyObject *py_attention(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *qo, *ko, *vo, *out;
@@ -570,7 +572,8 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
         if_kv_store(&kv, 0, p, (const float *)v[1].buf + p * kv_dim);
         if_kv_store(&kv, 1, p, (const float *)v[2].buf + p * kv_dim);
     }
-    t->attn(&j, 0, rows, 0, (size_t)nh, scratch);
+    if_attn_fn fn = kv_type == IF_KV_I8 && t->attn_i8 ? t->attn_i8 : t->attn;
+    fn(&j, 0, rows, 0, (size_t)nh, scratch);
     Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
 done:
     free(kc);
