@@ -98,7 +98,7 @@ size_t if_attn_scratch_floats(size_t head_size, size_t n_heads) {
      * 64-byte alignment of each piece */
     const size_t f32 = TQ * n_heads * (head_size + 2) + TQ * n_heads * B + 3 * B * head_size +
                        TQ * n_heads * head_size + B * head_size + 8 * 16;
-    /* the int8 matrix-engine kernels (attn_i8_amx_body.h): floats, then bytes / 4 */
+    /* the int8 matrix-engine kernels (attn_i8_matrix_body.h): floats, then bytes / 4 */
     const size_t hs = head_size, i8 = TQ * n_heads * (2 * hs + 3) + TQ * B + 2 * B * hs +
                                       2 * TQ + 3 * hs + 512 +
                                       (n_heads * TQ * 4 * hs + 2 * B * hs + 512 * hs + TQ * B +

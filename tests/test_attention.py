@@ -160,3 +160,81 @@ def test_matrix_engine_path_is_not_the_fp32_kernel():
     s, _ = run(case, "int8", "scalar")
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     assert not np.array_equal(a.view(np.uint32), s.view(np.uint32))
+
+
+# ---------------------------------------------------------------------------------------------
+# SME2 under qemu-aarch64 (opt-in like tests/test_arm_emulated.py: ISAFORGE_ARM_TESTS=1, with
+# the toolchain cached by scripts/arm_toolchain.sh)
+
+
+def _sme_cpu(vl: int) -> str:
+    props = ",".join(f"sme{v}={'on' if v <= vl else 'off'}" for v in (128, 256, 512, 1024, 2048))
+    return f"max,{props},sme-default-vector-length={vl // 8}"
+
+
+@pytest.fixture(scope="module")
+def arm_driver(tmp_path_factory):
+    import os
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    if os.environ.get("ISAFORGE_ARM_TESTS") != "1":
+        pytest.skip("set ISAFORGE_ARM_TESTS=1 to run the SME2 attention under qemu-aarch64")
+    env_sh = Path.home() / ".cache" / "isaforge" / "toolchain" / "env.sh"
+    if not env_sh.is_file():
+        pytest.fail(f"{env_sh} missing: run scripts/arm_toolchain.sh")
+    env = dict(os.environ)
+    for line in env_sh.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, _, val = line[len("export "):].partition("=")
+            words = shlex.split(val)
+            env[key] = words[0] if words else ""
+    out = tmp_path_factory.mktemp("attn_arm")
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run(["bash", str(repo / "tests" / "native" / "build.sh"), str(out), "aarch64"],
+                       env=env, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return env["ISAFORGE_QEMU_AARCH64"], out / "attn_native_test-aarch64", out
+
+
+def run_arm(arm_driver, tier: str, vl: int, case, kv: str, seed: int = 0) -> np.ndarray:
+    import struct
+    import subprocess
+
+    qemu, drv, tmp = arm_driver
+    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
+    rng = np.random.default_rng(seed)  # the same arrays as run()
+    q = rng.normal(size=(n, nh * hs)).astype(np.float32)
+    k = rng.normal(size=(pos0 + n, nkv * hs)).astype(np.float32)
+    v = rng.normal(size=(pos0 + n, nkv * hs)).astype(np.float32)
+    src, dst = tmp / "in.bin", tmp / "out.bin"
+    src.write_bytes(struct.pack("<9Q", nh, nkv, hs, pos0, n, window, sinks, cap,
+                                KV_CACHE_TYPES[kv]) + q.tobytes() + k.tobytes() + v.tobytes())
+    r = subprocess.run([qemu, "-cpu", _sme_cpu(vl), str(drv), tier, str(src), str(dst)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout.strip(), f"(SVL {vl})")
+    return np.fromfile(dst, np.float32).reshape(n, nh * hs)
+
+
+@pytest.mark.skipif(not MATRIX, reason="the reference bits come from x86's amx_emulated")
+@pytest.mark.parametrize("vl", [128, 256, 512])
+def test_sme2_attention_under_qemu_equals_emulated_amx_bits(arm_driver, vl):
+    """SMOPA/USMOPA (any streaming vector length) give exactly the bits of the emulated AMX
+    kernel: same contract, exact integer sums. So the SME2 path meets the same oracle bounds
+    as test_attention_matches_float64_oracle's amx_emulated rows."""
+    for case in CASES:
+        want, oracle = run(case, "int8", "amx_emulated")
+        got = run_arm(arm_driver, "sme2", vl, case, "int8")
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), case[0]
+        assert rel_err(got, oracle) <= 1e-2
+
+
+def test_aarch64_fp32_attention_equals_x86_bits(arm_driver):
+    """The fp32 kernel on aarch64 (sme2 tier: scalar fp32 for f32/f16 caches) equals x86's."""
+    for case in CASES[:3]:
+        for kv in ("f32", "f16"):
+            want, _ = run(case, kv, "scalar")
+            got = run_arm(arm_driver, "sme2", 512, case, kv)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (case[0], kv)

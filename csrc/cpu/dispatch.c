@@ -29,6 +29,8 @@ typedef struct tier_desc {
 #define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL
 /* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
 #define ATTN_AMX "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx
+/* SME2: fp32 attention (exact) unless the KV cache is int8 */
+#define ATTN_SME2 "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_sme2", if_attn_i8_sme2
 #define ATTN_AMX_EMULATED                                                                \
     "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated
 
@@ -74,7 +76,7 @@ static const tier_desc g_tiers[] = {
      IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, 1},
     {{"sme2", "q8_gemv_1xvl_sme2", "q8_gemm_vlxvl_sme2", "quantize_q8_neon",
       "f32_gemv_1x1_scalar", if_q8_gemv_1xvl_sme2, if_q8_gemm_vlxvl_sme2, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SCALAR},
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SME2},
      IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, 1},
 #endif
 };

@@ -32,7 +32,7 @@ void if_attn_f32_scalar(IF_ATTN_ARGS);
 /* AVX-512 fp32 attention (-mavx512f): scores 16 keys per zmm, P.V 16 head dims per zmm,
  * no FMA; equals if_attn_f32_scalar bit for bit */
 void if_attn_f32_avx512(IF_ATTN_ARGS);
-/* int8 matrix-engine attention (attn_i8_amx_body.h): AMX TDPBSSD/TDPBUSD, and the same body
+/* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD, and the same body
  * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
 void if_attn_i8_amx(IF_ATTN_ARGS);
 void if_attn_i8_amx_emulated(IF_ATTN_ARGS);
@@ -76,6 +76,8 @@ void if_q8_gemm_2x4_i8mm(IF_GEMM_ARGS);
  * SMOPA outer products into ZA for the GEMM, multi-vector SDOT for the GEMV */
 void if_q8_gemv_1xvl_sme2(IF_GEMV_ARGS);
 void if_q8_gemm_vlxvl_sme2(IF_GEMM_ARGS);
+/* int8 matrix-engine attention (attn_i8_matrix_body.h) with SMOPA / USMOPA */
+void if_attn_i8_sme2(IF_ATTN_ARGS);
 #endif
 
 #endif

@@ -1,10 +1,12 @@
-/* attn_i8_amx_body.h - matrix-engine attention (int8 Q.K^T by TDPBSSD, u8 P.V by TDPBUSD),
- * written once and compiled twice: with real AMX tile intrinsics (attn_i8_amx.c) and with
- * the tile operations emulated in plain C (attn_i8_amx_emulated.c, the test-only
- * "amx_emulated" table), so the layout and bookkeeping are tested on CPUs without AMX.
- * The includer defines ATTN_AMX_FN (the function name) and either ATTN_AMX_EMULATE or the
- * macros TILE_CONFIG(cfg), TILE_RELEASE(), TILE_ZERO(t), TILE_LOAD(t, p, stride),
- * TILE_STORE(t, p, stride), TILE_DPBSSD(c, a, b), TILE_DPBUSD(c, a, b).
+/* attn_i8_matrix_body.h - matrix-engine attention (int8 Q.K^T, u8 P.V), written once and
+ * compiled three times: with real AMX tile intrinsics (attn_i8_amx.c: TDPBSSD, TDPBUSD), with
+ * the AMX tile operations emulated in plain C (attn_i8_amx_emulated.c, the test-only
+ * "amx_emulated" table, so the layouts and bookkeeping are tested on CPUs without AMX), and
+ * with SME2 outer products (attn_i8_sme2.c: SMOPA, USMOPA). The includer defines ATTN_AMX_FN
+ * (the function name) and either ATTN_AMX_EMULATE, or the AMX tile macros TILE_STATE,
+ * TILE_CONFIG(cfg), TILE_RELEASE(), TILE_ZERO(t), TILE_LOAD(t, p, stride), TILE_STORE(t, p,
+ * stride), TILE_DPBSSD(c, a, b), TILE_DPBUSD(c, a, b), or (ATTN_ENGINE_CUSTOM) its own
+ * ENGINE_BEGIN/ENGINE_END/ENGINE_QK/ENGINE_PV (see the AMX versions below).
  *
  * Per-output contract (inexact by design; bounded against the float64 oracle), per query
  * row r and head h, with G the int8 cache group (G | head_size; Gp = G rounded up to 4):
@@ -118,6 +120,53 @@ static void attn_emu_dp(attn_emu *s, int c, int a, int b, int a_unsigned) {
 #define TILE_DPBUSD(c, a, b) attn_emu_dp(&emu_, (c), (a), (b), 1)
 #endif
 
+#if !defined(ATTN_ENGINE_CUSTOM)
+/* The AMX engine: tiles configured once per call, integer products by tile ops. */
+#define ENGINE_BEGIN(Gp, nd)                                                               \
+    attn_tilecfg cfg;                                                                      \
+    memset(&cfg, 0, sizeof cfg);                                                           \
+    cfg.palette_id = 1;                                                                    \
+    cfg.rows[0] = 16, cfg.colsb[0] = 64;                                                   \
+    cfg.rows[1] = 16, cfg.colsb[1] = (uint16_t)(Gp);                                       \
+    cfg.rows[2] = (uint8_t)((Gp) / 4), cfg.colsb[2] = 64;                                  \
+    cfg.rows[3] = 16, cfg.colsb[3] = (uint16_t)(4 * (nd));                                 \
+    cfg.rows[4] = 16, cfg.colsb[4] = 64;                                                   \
+    cfg.rows[5] = 16, cfg.colsb[5] = (uint16_t)(4 * (nd));                                 \
+    cfg.rows[6] = 16, cfg.colsb[6] = 64;                                                   \
+    cfg.rows[7] = 16, cfg.colsb[7] = (uint16_t)(Gp);                                       \
+    TILE_STATE;                                                                            \
+    TILE_CONFIG(&cfg)
+#define ENGINE_END() TILE_RELEASE()
+/* C, C2 (16 x 16 int32, row stride 16) = q hi / lo planes (16 rows x Gp bytes, stride lda)
+ * times the packed key chunk kpc (Gp/4 rows of 16 keys x 4 bytes) */
+#define ENGINE_QK(C, C2, qhi, qlo, lda, kpc, Gp)                                           \
+    do {                                                                                   \
+        TILE_ZERO(0);                                                                      \
+        TILE_ZERO(6);                                                                      \
+        TILE_LOAD(1, (qhi), (lda));                                                        \
+        TILE_LOAD(7, (qlo), (lda));                                                        \
+        TILE_LOAD(2, (kpc), 64);                                                           \
+        TILE_DPBSSD(0, 1, 2);                                                              \
+        TILE_DPBSSD(6, 7, 2);                                                              \
+        TILE_STORE(0, (C), 64);                                                            \
+        TILE_STORE(6, (C2), 64);                                                           \
+    } while (0)
+/* C, C2 (16 x nd int32, row stride 16) = u8 P' hi / lo planes (16 rows x 64 keys) times the
+ * packed value chunk vpc (16 rows of nd dims x 4 keys) */
+#define ENGINE_PV(C, C2, uhi, ulo, vpc, nd)                                                \
+    do {                                                                                   \
+        TILE_LOAD(5, (vpc), 64);                                                           \
+        TILE_ZERO(3);                                                                      \
+        TILE_LOAD(4, (uhi), IF_ATTN_KEY_BLOCK);                                            \
+        TILE_DPBUSD(3, 4, 5);                                                              \
+        TILE_STORE(3, (C), 64);                                                            \
+        TILE_ZERO(3);                                                                      \
+        TILE_LOAD(4, (ulo), IF_ATTN_KEY_BLOCK);                                            \
+        TILE_DPBUSD(3, 4, 5);                                                              \
+        TILE_STORE(3, (C2), 64);                                                           \
+    } while (0)
+#endif
+
 /* int8 copy of one cached row's head g (hs values) with its per-group scales. */
 static void attn_i8_row(const if_kv_layer *kv, int which, size_t pos, size_t g, size_t hs,
                         size_t G, int8_t *q, float *s, float *tmp) {
@@ -153,19 +202,7 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
     uint8_t *up = (uint8_t *)(vp + ndc * 16 * 64), *ulo = up + TQ * B; /* (TQ, B) each */
     int8_t *krow = (int8_t *)(ulo + TQ * B), *vrow = krow + hs;
     size_t iv[4];
-    attn_tilecfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette_id = 1;
-    cfg.rows[0] = 16, cfg.colsb[0] = 64;
-    cfg.rows[1] = 16, cfg.colsb[1] = (uint16_t)Gp;
-    cfg.rows[2] = (uint8_t)(Gp / 4), cfg.colsb[2] = 64;
-    cfg.rows[3] = 16, cfg.colsb[3] = (uint16_t)(4 * nd);
-    cfg.rows[4] = 16, cfg.colsb[4] = 64;
-    cfg.rows[5] = 16, cfg.colsb[5] = (uint16_t)(4 * nd);
-    cfg.rows[6] = 16, cfg.colsb[6] = 64;
-    cfg.rows[7] = 16, cfg.colsb[7] = (uint16_t)Gp;
-    TILE_STATE;
-    TILE_CONFIG(&cfg);
+    ENGINE_BEGIN(Gp, nd);
     for (size_t rt = r0; rt < r1; rt += TQ) {
         const size_t re = rt + TQ < r1 ? rt + TQ : r1, last = j->pos0 + re - 1;
         for (size_t g = h0 / kv_mul; g * kv_mul < h1; g++) {
@@ -232,15 +269,8 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
                     /* scores: 16 rows x 16 keys per C tile, one TDPBSSD per group */
                     for (size_t c = 0; c < B / 16; c++) {
                         for (size_t gg = 0; gg < ng; gg++) {
-                            TILE_ZERO(0);
-                            TILE_ZERO(6);
-                            TILE_LOAD(1, qh + gg * Gp, ng * Gp);
-                            TILE_LOAD(7, ql + gg * Gp, ng * Gp);
-                            TILE_LOAD(2, kp + (c * ng + gg) * (Gp / 4) * 64, 64);
-                            TILE_DPBSSD(0, 1, 2);
-                            TILE_DPBSSD(6, 7, 2);
-                            TILE_STORE(0, cbuf, 64);
-                            TILE_STORE(6, cbuf2, 64);
+                            ENGINE_QK(cbuf, cbuf2, qh + gg * Gp, ql + gg * Gp, ng * Gp,
+                                      kp + (c * ng + gg) * (Gp / 4) * 64, Gp);
                             for (size_t r = 0; r < re - rt; r++) {
                                 const float qsg = qs[((r * H) + (h - h0)) * ng + gg];
                                 for (size_t n = 0; n < 16; n++) {
@@ -302,15 +332,7 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
                             }
                         }
                         for (size_t dc = gg * G / nd; dc < (gg + 1) * G / nd; dc++) {
-                            TILE_LOAD(5, vp + dc * 16 * 64, 64);
-                            TILE_ZERO(3);
-                            TILE_LOAD(4, up, B);
-                            TILE_DPBUSD(3, 4, 5);
-                            TILE_STORE(3, cbuf, 64);
-                            TILE_ZERO(3);
-                            TILE_LOAD(4, ulo, B);
-                            TILE_DPBUSD(3, 4, 5);
-                            TILE_STORE(3, cbuf2, 64);
+                            ENGINE_PV(cbuf, cbuf2, up, ulo, vp + dc * 16 * 64, nd);
                             for (size_t r = 0; r < re - rt; r++) {
                                 if (alpha[r] < 0.0f) continue;
                                 float *o = acc + ((r * H) + (h - h0)) * hs + dc * nd;
@@ -334,7 +356,7 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
             }
         }
     }
-    TILE_RELEASE();
+    ENGINE_END();
 }
 
 #endif
