@@ -147,7 +147,7 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
 typedef struct att_task_job {
     if_model *m;
     if_attn_job j;
-    size_t M, per_group; /* per_group: tasks are (tile, kv group), else (row, head) */
+    size_t M, tiles, per_group; /* per_group: tasks are (tile, kv group), else (row, head) */
 } att_task_job;
 
 static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
@@ -157,7 +157,10 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     const size_t n_kv = m->c.n_kv_heads, kv_mul = m->c.n_heads / n_kv, TQ = IF_ATTN_Q_TILE;
     for (size_t t = t0; t < t1; t++) {
         if (a->per_group) {
-            size_t r0 = (t / n_kv) * TQ, g = t % n_kv;
+            /* causal tiles grow in cost: tiles alternate from both ends (0, last, 1, last-1,
+             * ...) so each thread's contiguous range of tasks gets a fair share */
+            size_t i = t / n_kv, g = t % n_kv;
+            size_t r0 = ((i & 1) ? a->tiles - 1 - i / 2 : i / 2) * TQ;
             size_t r1 = r0 + TQ < a->M ? r0 + TQ : a->M;
             m->attn(&a->j, r0, r1, g * kv_mul, (g + 1) * kv_mul, scratch);
         } else {
@@ -172,8 +175,9 @@ static void attention(if_model *m, size_t l, size_t pos0, size_t M) {
     att_task_job a = {m,
                       {m->q, m->xb, c->dim, c->dim, pos0, c->n_heads, c->n_kv_heads,
                        m->head_size, c->sliding_window, c->n_sinks, &m->kv[l]},
-                      M, 0};
+                      M, 0, 0};
     size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
+    a.tiles = tiles;
     a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
     size_t n = a.per_group ? tiles * c->n_kv_heads : M * c->n_heads;
     size_t keys = c->sliding_window && c->sliding_window + c->n_sinks < pos0 + M
