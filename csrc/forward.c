@@ -451,7 +451,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     if (n_threads < 1) n_threads = 1;
     size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(ub, big, &act_big) || !mul_ok(n_threads, if_attn_scratch_floats(hs, c.n_heads), &att_n) ||
+        !mul_ok(ub, big, &act_big) ||
+        !mul_ok(n_threads, if_attn_scratch_floats(hs, c.n_heads), &att_n) ||
         cache_n > SIZE_MAX / sizeof(float) / 2) {
         ERR("run state size overflows");
         return IF_ENOMEM;

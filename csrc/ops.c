@@ -1,4 +1,5 @@
-/* ops.c - RMSNorm, RoPE, SwiGLU, KV cache rows; softmax lives in sampler.c with the sampler that shares it. */
+/* ops.c - RMSNorm, RoPE, SwiGLU, KV cache rows; softmax lives in sampler.c with the sampler
+ * that shares it. */
 #include "ops.h"
 
 #include "detmath.h"

@@ -264,9 +264,9 @@ if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits
                            size_t errlen);
 /* Prefill n tokens at positions pos0 .. pos0+n-1 in chunks of ubatch rows: every projection
  * is a GEMM over the chunk; attention runs as query tiles x key blocks with an online softmax
- * (the same kernel and float order as a decode step, which is a chunk of one row). Writes the last position's logits to
- * `logits` (may be NULL); when `all_logits` is non-NULL it receives (n, vocab) logits. The
- * logits equal those of n decode steps bit for bit. */
+ * (the same kernel and float order as a decode step, which is a chunk of one row). Writes
+ * the last position's logits to `logits` (may be NULL); when `all_logits` is non-NULL it
+ * receives (n, vocab) logits. The logits equal those of n decode steps bit for bit. */
 if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
                            float *logits, float *all_logits, char *err, size_t errlen);
 /* Threads used by this model's pool. */

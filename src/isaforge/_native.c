@@ -503,7 +503,8 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
  * kv_type (a ring behind n_sinks sinks when cap is smaller than pos0 + n); then the n query
  * rows q (n, n_heads*head_size) at positions pos0.. attend, all heads in one kernel call
  * (tiles of rows and kv groups inside), with the kernel a model of that tier would use (the
- * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size) float32. */
+ * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size)
+ * float32. */
 static PyObject *py_attention(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *qo, *ko, *vo, *out;
@@ -526,8 +527,8 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
     void *kc = NULL, *vc = NULL;
     float *ks = NULL, *vs = NULL, *scratch = NULL;
     if (got < 4) goto done;
-    if (nh <= 0 || nkv <= 0 || nh % nkv || hsz <= 0 || hsz % 2 || pos0 < 0 || window < 0 || sinks < 0 || cap <= 0 ||
-        kv_type < 0 || kv_type > 2 || (sinks && !window)) {
+    if (nh <= 0 || nkv <= 0 || nh % nkv || hsz <= 0 || hsz % 2 || pos0 < 0 || window < 0 ||
+        sinks < 0 || cap <= 0 || kv_type < 0 || kv_type > 2 || (sinks && !window)) {
         PyErr_SetString(PyExc_ValueError, "attention: bad head counts, positions or cache");
         goto done;
     }

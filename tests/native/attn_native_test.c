@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
     float *q = malloc(qn * sizeof(float)), *k = malloc(T * kv_dim * sizeof(float));
     float *v = malloc(T * kv_dim * sizeof(float)), *out = calloc(qn, sizeof(float));
     if (!q || !k || !v || !out) return fail("out of memory");
-    if (fread(q, sizeof(float), qn, f) != qn || fread(k, sizeof(float), T * kv_dim, f) != T * kv_dim ||
+    if (fread(q, sizeof(float), qn, f) != qn ||
+        fread(k, sizeof(float), T * kv_dim, f) != T * kv_dim ||
         fread(v, sizeof(float), T * kv_dim, f) != T * kv_dim)
         return fail("short input");
     fclose(f);

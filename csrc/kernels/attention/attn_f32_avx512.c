@@ -29,7 +29,8 @@ static __m512d exp8d(__m512d y) {
     /* round half away from zero: trunc(t +- 0.5) */
     const __mmask8 neg = _mm512_cmp_pd_mask(t, _mm512_setzero_pd(), _CMP_LT_OQ);
     __m512d h = _mm512_mask_blend_pd(neg, _mm512_set1_pd(0.5), _mm512_set1_pd(-0.5));
-    const __m512d kd = _mm512_roundscale_pd(_mm512_add_pd(t, h), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512d kd =
+        _mm512_roundscale_pd(_mm512_add_pd(t, h), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     __m512d r = _mm512_sub_pd(y, _mm512_mul_pd(kd, _mm512_set1_pd(6.93147180369123816490e-01)));
     r = _mm512_sub_pd(r, _mm512_mul_pd(kd, _mm512_set1_pd(1.90821492927058770002e-10)));
     __m512d p = _mm512_set1_pd(1.0 / 87178291200.0);
@@ -71,7 +72,8 @@ void if_attn_f32_avx512(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
     const __mmask16 tail = (__mmask16)((hs % 16) ? ((1u << (hs % 16)) - 1) : 0xffffu);
     float *ms = scratch, *ls = ms + TQ * H, *acc = ls + TQ * H; /* as the scalar kernel */
     float *sc = acc + TQ * H * hs;                              /* (B) */
-    float *kt = sc + B, *vb = kt + (size_t)B * hs, *kb = vb + (size_t)B * hs; /* (hs, B), (B, hs) x2 */
+    /* (hs, B) transposed keys, (B, hs) converted values, (hs) one converted key */
+    float *kt = sc + B, *vb = kt + (size_t)B * hs, *kb = vb + (size_t)B * hs;
     const float *vr[B];
     for (size_t rt = r0; rt < r1; rt += TQ) {
         const size_t re = rt + TQ < r1 ? rt + TQ : r1, last = j->pos0 + re - 1;
@@ -138,7 +140,8 @@ void if_attn_f32_avx512(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
                             for (int part = 0; part < 2; part++) {
                                 for (size_t t = iv[2 * part]; t < iv[2 * part + 1]; t++) {
                                     __m512 v = _mm512_maskz_loadu_ps(mk, vr[t - bs] + 16 * u);
-                                    x = _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(sc[t - bs]), v));
+                                    __m512 pv = _mm512_mul_ps(_mm512_set1_ps(sc[t - bs]), v);
+                                    x = _mm512_add_ps(x, pv);
                                 }
                             }
                             _mm512_mask_storeu_ps(o + 16 * u, mk, x);

@@ -30,9 +30,9 @@
  *
  * Tiles (palette 1, configured once per call; query tiles are always 16 rows, the rows past
  * the end are zero in the scratch copies): tmm0/tmm6 C (16 rows x 16 keys int32, hi/lo),
- * tmm1/tmm7 A (16 rows x Gp bytes of q's hi/lo plane), tmm2 B (Gp/4 rows x 64 bytes: 16 keys x 4 dims), tmm3 C (16 rows x nd
- * dims int32), tmm4 A (16 rows x 64 keys u8), tmm5 B (16 rows x 4*nd: nd dims x 4 keys),
- * nd = min(16, G) dims per P.V tile. Packed layouts per key block, zero outside the keys
+ * tmm1/tmm7 A (16 rows x Gp bytes of q's hi/lo plane), tmm2 B (Gp/4 rows x 64 bytes: 16 keys
+ * x 4 dims), tmm3 C (16 rows x nd dims int32), tmm4 A (16 rows x 64 keys u8), tmm5 B (16
+ * rows x 4*nd: nd dims x 4 keys), nd = min(16, G) dims per P.V tile. Packed layouts per key block, zero outside the keys
  * converted:  kp[g][k4][n*4 + j] = kq[16c + n][g*G + 4k4 + j] for key chunk c (of 16 keys):
  * kp + ((c * ng + g) * Gp/4) * 64;  vp[d][k4][n*4 + j] = vq[4k4 + j][d*nd + n] (+ d * 16*64). */
 #ifndef ISAFORGE_ATTN_I8_AMX_BODY_H
