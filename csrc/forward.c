@@ -1,11 +1,12 @@
-/* forward.c - the Llama forward pass: decode step and batched prefill.
+/* forward.c - the Llama forward pass: decode step and chunked prefill.
  *
- * Written in llama2.c run.c's order so fp32 models reproduce run.c bit for bit and Q8 models
- * reproduce runq.c (activations quantized per group before each matmul). Matmuls go through
- * the dispatched kernels: GEMV for a decode step, GEMM over a chunk of prompt rows for
- * prefill. Every output element is computed with the same arithmetic either way, so prefill
- * logits equal token-by-token logits bit for bit. Everything else is shared plain C; nothing
- * is allocated per token. */
+ * Written in llama2.c run.c's order (Q8 models: runq.c's, activations quantized per group
+ * before each matmul). Matmuls go through the dispatched kernels: GEMV for a decode step,
+ * GEMM over a chunk of prompt rows for prefill. Attention is one kernel for both: a chunk's
+ * K/V rows go into the cache first, then query tiles x key blocks with an online softmax
+ * (a decode step is a chunk of one row). Every output element is computed with the same
+ * arithmetic either way, so prefill logits equal token-by-token logits bit for bit, whatever
+ * the chunk size. Everything else is shared plain C; nothing is allocated per token. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +35,18 @@ struct if_model {
     float *hb;     /* (ub, hidden_dim) */
     float *hb2;    /* (ub, hidden_dim) */
     float *q;      /* (ub, dim) */
-    float *att;    /* (n_threads, seq_len) attention scores scratch */
+    float *kb;     /* (ub, kv_dim) keys of the chunk before they go into the cache */
+    float *vb;     /* (ub, kv_dim) values, likewise */
+    float *att;    /* (n_threads, att_n) attention kernel scratch */
+    size_t att_n;  /* scratch floats per thread */
     int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
-    float *key_cache;   /* (layer, seq_len, kv_dim) */
-    float *value_cache; /* (layer, seq_len, kv_dim) */
+    if_attn_fn attn;    /* one attention kernel for prefill and decode */
+    const char *attn_name;
+    if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
+    void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
+    float *ksc, *vsc;   /* (layer, cap, kv_dim / group) int8 scales, or NULL */
+    size_t kv_bytes;
 };
 
 #define ERR(...)                                               \
@@ -134,39 +142,48 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K);
 }
 
-/* ---- attention, parallel over (position, head) ---- */
+/* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
 
-typedef struct att_job {
+typedef struct att_task_job {
     if_model *m;
-    size_t layer, pos0, M; /* rows 0..M-1 are positions pos0..pos0+M-1 */
-} att_job;
+    if_attn_job j;
+    size_t M, tiles, per_group; /* per_group: tasks are (tile, kv group), else (row, head) */
+} att_task_job;
 
 static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
-    const att_job *j = ctx;
-    if_model *m = j->m;
-    const size_t hs = m->head_size, kv_dim = m->kv_dim, dim = m->c.dim;
-    const size_t n_heads = m->c.n_heads, kv_mul = n_heads / m->c.n_kv_heads;
-    const size_t loff = j->layer * m->c.seq_len * kv_dim;
-    float *att = m->att + tid * m->c.seq_len;
+    const att_task_job *a = ctx;
+    if_model *m = a->m;
+    float *scratch = m->att + tid * m->att_n;
+    const size_t n_kv = m->c.n_kv_heads, kv_mul = m->c.n_heads / n_kv, TQ = IF_ATTN_Q_TILE;
     for (size_t t = t0; t < t1; t++) {
-        size_t r = t / n_heads, h = t % n_heads, pos = j->pos0 + r;
-        const float *q = m->q + r * dim + h * hs;
-        for (size_t s = 0; s <= pos; s++) {
-            const float *k = m->key_cache + loff + s * kv_dim + (h / kv_mul) * hs;
-            float score = 0.0f;
-            for (size_t i = 0; i < hs; i++) score += q[i] * k[i];
-            score /= sqrtf((float)hs);
-            att[s] = score;
-        }
-        if_softmax(att, pos + 1);
-        float *xb = m->xb + r * dim + h * hs;
-        memset(xb, 0, hs * sizeof(float));
-        for (size_t s = 0; s <= pos; s++) {
-            const float *v = m->value_cache + loff + s * kv_dim + (h / kv_mul) * hs;
-            float a = att[s];
-            for (size_t i = 0; i < hs; i++) xb[i] += a * v[i];
+        if (a->per_group) {
+            /* causal tiles grow in cost: tiles alternate from both ends (0, last, 1, last-1,
+             * ...) so each thread's contiguous range of tasks gets a fair share */
+            size_t i = t / n_kv, g = t % n_kv;
+            size_t r0 = ((i & 1) ? a->tiles - 1 - i / 2 : i / 2) * TQ;
+            size_t r1 = r0 + TQ < a->M ? r0 + TQ : a->M;
+            m->attn(&a->j, r0, r1, g * kv_mul, (g + 1) * kv_mul, scratch);
+        } else {
+            size_t r = t / m->c.n_heads, h = t % m->c.n_heads;
+            m->attn(&a->j, r, r + 1, h, h + 1, scratch);
         }
     }
+}
+
+static void attention(if_model *m, size_t l, size_t pos0, size_t M) {
+    const if_config *c = &m->c;
+    att_task_job a = {m,
+                      {m->q, m->xb, c->dim, c->dim, pos0, c->n_heads, c->n_kv_heads,
+                       m->head_size, c->sliding_window, c->n_sinks, &m->kv[l]},
+                      M, 0, 0};
+    size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
+    a.tiles = tiles;
+    a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
+    size_t n = a.per_group ? tiles * c->n_kv_heads : M * c->n_heads;
+    size_t keys = c->sliding_window && c->sliding_window + c->n_sinks < pos0 + M
+                      ? c->sliding_window + c->n_sinks
+                      : pos0 + M;
+    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * c->dim);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
@@ -187,19 +204,20 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
         for (size_t r = 0; r < M; r++)
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_att, dim, c->norm_eps);
 
-        /* q, k, v; k and v rows go straight into the cache rows of their positions */
-        size_t loff = l * c->seq_len * kv_dim;
-        float *k = m->key_cache + loff + pos0 * kv_dim;
-        float *v = m->value_cache + loff + pos0 * kv_dim;
+        /* q, k, v; the chunk's k and v rows go into the cache (converted to its type)
+         * before attention, which then reads every key through the cache */
+        float *k = m->kb, *v = m->vb;
         matmul(m, m->q, dim, m->xb, M, &L->wq, packed_of(m, pk + 0), 1);
         matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + 1), 0);
         matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + 2), 0);
-        for (size_t r = 0; r < M; r++)
+        for (size_t r = 0; r < M; r++) {
             if_rope(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size, pos0 + r,
                     c->rope_theta);
+            if_kv_store(&m->kv[l], 0, pos0 + r, k + r * kv_dim);
+            if_kv_store(&m->kv[l], 1, pos0 + r, v + r * kv_dim);
+        }
 
-        att_job aj = {m, l, pos0, M};
-        run_tasks(m, M * c->n_heads, 1, att_task, &aj, M * 2 * (pos0 + M) * dim);
+        attention(m, l, pos0, M);
 
         matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + 3), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];
@@ -329,9 +347,59 @@ static int pack_weights(if_model *m) {
     return 1;
 }
 
+/* Allocate the KV cache of type `type`: a plain array over the context, or with a sliding
+ * window a ring of n_sinks + window + ub - 1 slots (a chunk's rows go in before its
+ * attention, so the ring must also hold the window of the chunk's first row). */
+static int alloc_cache(if_model *m, if_kv_type type) {
+    const if_config *c = &m->c;
+    size_t cap = c->seq_len;
+    if (c->sliding_window && c->n_sinks + c->sliding_window + m->ub - 1 < cap)
+        cap = c->n_sinks + c->sliding_window + m->ub - 1;
+    size_t group = 0, el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
+    if (type == IF_KV_I8)
+        for (group = 32; m->head_size % group;) group /= 2;
+    size_t n = c->n_layers * cap * m->kv_dim; /* overflow checked by the caller */
+    m->kc = calloc(n, el);
+    m->vc = calloc(n, el);
+    if (!m->kc || !m->vc) return 0;
+    m->kv_bytes = 2 * n * el;
+    if (group) {
+        m->ksc = calloc(n / group, sizeof(float));
+        m->vsc = calloc(n / group, sizeof(float));
+        if (!m->ksc || !m->vsc) return 0;
+        m->kv_bytes += 2 * (n / group) * sizeof(float);
+    }
+    for (size_t l = 0; l < c->n_layers; l++) {
+        size_t off = l * cap * m->kv_dim;
+        if_kv_layer kv = {type,
+                          (char *)m->kc + off * el,
+                          (char *)m->vc + off * el,
+                          group ? m->ksc + off / group : NULL,
+                          group ? m->vsc + off / group : NULL,
+                          cap,
+                          m->kv_dim,
+                          group,
+                          c->sliding_window ? c->n_sinks : 0};
+        m->kv[l] = kv;
+    }
+    return 1;
+}
+
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen) {
+    if_model_opts o = {n_threads, ubatch, IF_KV_F32};
+    return if_model_create_opts(cfg, w, &o, out, err, errlen);
+}
+
+if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
+                               const if_model_opts *opts, if_model **out, char *err,
+                               size_t errlen) {
     *out = NULL;
+    size_t n_threads = opts->n_threads, ubatch = opts->ubatch;
+    if (opts->kv_type != IF_KV_F32 && opts->kv_type != IF_KV_F16 && opts->kv_type != IF_KV_I8) {
+        ERR("unknown KV cache type %d", (int)opts->kv_type);
+        return IF_EINVAL;
+    }
     if_status st = if_dispatch_ready(err, errlen);
     if (st != IF_OK) return st;
     const if_config c = *cfg;
@@ -344,6 +412,10 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
         ERR("config: n_heads=%zu must divide dim=%zu into even head sizes and n_kv_heads=%zu "
             "must divide n_heads",
             c.n_heads, c.dim, c.n_kv_heads);
+        return IF_EINVAL;
+    }
+    if (c.n_sinks && !c.sliding_window) {
+        ERR("config: n_sinks=%zu needs a sliding_window", c.n_sinks);
         return IF_EINVAL;
     }
     if (!w->tok_embeddings || !w->rms_final || !w->layers) {
@@ -374,12 +446,13 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
     if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
         return IF_EINVAL;
 
-    size_t ub = ubatch ? ubatch : 64;
+    size_t ub = ubatch ? ubatch : 512;
     if (ub > c.seq_len) ub = c.seq_len;
     if (n_threads < 1) n_threads = 1;
     size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(ub, big, &act_big) || !mul_ok(n_threads, c.seq_len, &att_n) ||
+        !mul_ok(ub, big, &act_big) ||
+        !mul_ok(n_threads, if_attn_scratch_floats(hs, c.n_heads), &att_n) ||
         cache_n > SIZE_MAX / sizeof(float) / 2) {
         ERR("run state size overflows");
         return IF_ENOMEM;
@@ -405,13 +478,20 @@ if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_th
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
     m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
     m->q = calloc(ub * c.dim, sizeof(float));
-    m->att = calloc(m->n_threads * c.seq_len, sizeof(float));
+    /* one attention kernel for prefill and decode, so both give the same bits */
+    int i8 = opts->kv_type == IF_KV_I8 && m->gemm_k->attn_i8;
+    m->attn = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
+    m->attn_name = i8 ? m->gemm_k->attn_i8_name : m->gemm_k->attn_name;
+    m->att_n = if_attn_scratch_floats(hs, c.n_heads);
+    m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
+    m->kb = calloc(ub * kv_dim, sizeof(float));
+    m->vb = calloc(ub * kv_dim, sizeof(float));
+    m->kv = calloc(c.n_layers, sizeof *m->kv);
     m->xq = calloc(act_big, 1);
     m->xs = calloc(act_big, sizeof(float));
-    m->key_cache = calloc(cache_n, sizeof(float));
-    m->value_cache = calloc(cache_n, sizeof(float));
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
-        !m->xq || !m->xs || !m->key_cache || !m->value_cache || !m->pool || !pack_weights(m)) {
+        !m->kb || !m->vb || !m->kv || !m->xq || !m->xs || !m->pool ||
+        !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
             2 * cache_n * sizeof(float));
@@ -438,11 +518,18 @@ void if_model_free(if_model *m) {
     free(m->att);
     free(m->xq);
     free(m->xs);
-    free(m->key_cache);
-    free(m->value_cache);
+    free(m->kb);
+    free(m->vb);
+    free(m->kv);
+    free(m->kc);
+    free(m->vc);
+    free(m->ksc);
+    free(m->vsc);
     free(m);
 }
 
 size_t if_model_threads(const if_model *m) { return m->n_threads; }
 const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
 const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
+size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
+const char *if_model_attn_name(const if_model *m) { return m->attn_name; }

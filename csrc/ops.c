@@ -1,9 +1,13 @@
-/* ops.c - RMSNorm, RoPE, SwiGLU; softmax lives in sampler.c with the sampler that shares it. */
+/* ops.c - RMSNorm, RoPE, SwiGLU, KV cache rows; softmax lives in sampler.c with the sampler
+ * that shares it. */
 #include "ops.h"
 
 #include "detmath.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps) {
     float ss = 0.0f;
@@ -40,4 +44,65 @@ void if_swiglu(float *x, const float *g, size_t n) {
         val *= g[i];
         x[i] = val;
     }
+}
+
+/* ---- KV cache rows ---- */
+
+size_t if_kv_slot(const if_kv_layer *kv, size_t pos) {
+    if (pos < kv->n_sinks) return pos;
+    return kv->n_sinks + (pos - kv->n_sinks) % (kv->cap - kv->n_sinks);
+}
+
+/* float32 -> IEEE binary16 bits, round to nearest even (overflow to infinity). */
+static uint16_t f32_to_f16(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint16_t sign = (uint16_t)((b >> 16) & 0x8000u);
+    uint32_t e = (b >> 23) & 0xffu, f = b & 0x7fffffu;
+    if (e == 0xff) return (uint16_t)(sign | 0x7c00u | (f ? 0x200u : 0)); /* inf / NaN */
+    int32_t he = (int32_t)e - 127 + 15;
+    if (he >= 0x1f) return (uint16_t)(sign | 0x7c00u);
+    uint32_t mant, shift;
+    if (he <= 0) { /* subnormal half (or zero): value = mant * 2^-24 */
+        if (he < -10) return sign;
+        mant = f | 0x800000u;
+        shift = (uint32_t)(14 - he);
+        he = 0;
+    } else {
+        mant = f;
+        shift = 13;
+    }
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    /* a carry out of the mantissa bumps the exponent (and may give infinity): that is right */
+    return (uint16_t)(sign | (((uint32_t)he << 10) + q));
+}
+
+void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
+    size_t off = if_kv_slot(kv, pos) * kv->kv_dim, n = kv->kv_dim;
+    void *base = which ? kv->v : kv->k;
+    if (kv->type == IF_KV_F32) {
+        memcpy((float *)base + off, x, n * sizeof(float));
+    } else if (kv->type == IF_KV_F16) {
+        uint16_t *h = (uint16_t *)base + off;
+        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
+    } else {
+        if_quantize_q8_scalar((int8_t *)base + off, (which ? kv->vs : kv->ks) + off / kv->group,
+                              x, n, kv->group);
+    }
+}
+
+size_t if_attn_scratch_floats(size_t head_size, size_t n_heads) {
+    const size_t B = IF_ATTN_KEY_BLOCK, TQ = IF_ATTN_Q_TILE;
+    /* state (m, l, acc) per tile row and head; scores of every tile row and head; three
+     * (B, head_size) blocks (keys, values, transposed keys); room for int8 copies; slack for
+     * 64-byte alignment of each piece */
+    const size_t f32 = TQ * n_heads * (head_size + 2) + TQ * n_heads * B + 3 * B * head_size +
+                       TQ * n_heads * head_size + B * head_size + 8 * 16;
+    /* the int8 matrix-engine kernels (attn_i8_matrix_body.h): floats, then bytes / 4 */
+    const size_t hs = head_size, i8 = TQ * n_heads * (2 * hs + 3) + TQ * B + 2 * B * hs +
+                                      2 * TQ + 3 * hs + 512 +
+                                      (n_heads * TQ * 4 * hs + 2 * B * hs + 512 * hs + TQ * B +
+                                       2 * hs) / 4 + 64;
+    return f32 + i8;
 }

@@ -24,27 +24,37 @@ typedef struct tier_desc {
         "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_1x1_scalar,           \
         if_quantize_q8_scalar, if_f32_gemv_1x1_scalar
 
+/* attention kernels: the fp32 reference, and AVX-512 (bit-identical) where available */
+#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL
+#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL
+/* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
+#define ATTN_AMX "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx
+/* SME2: fp32 attention (exact) unless the KV cache is int8 */
+#define ATTN_SME2 "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_sme2", if_attn_i8_sme2
+#define ATTN_AMX_EMULATED                                                                \
+    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated
+
 static const tier_desc g_tiers[] = {
-    {{"scalar", SCALAR_OPS, NULL, NULL, 4, 64}, 0, 1},
+    {{"scalar", SCALAR_OPS, NULL, NULL, 4, 64, ATTN_SCALAR}, 0, 1},
 #if defined(IF_X86_TIERS)
     {{"avx2", "q8_gemv_1x8_avx2", "q8_gemm_4x16_avx2", "quantize_q8_avx2", "f32_gemv_1x1_scalar",
       if_q8_gemv_1x8_avx2, if_q8_gemm_4x16_avx2, if_quantize_q8_avx2, if_f32_gemv_1x1_scalar,
-      NULL, NULL, 16, 64},
+      NULL, NULL, 16, 64, ATTN_SCALAR},
      IF_FEAT_AVX2 | IF_FEAT_FMA, 1},
     {{"avx_vnni", "q8_gemv_1x8_avx_vnni", "q8_gemm_4x16_avx_vnni", "quantize_q8_avx2",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x8_avx_vnni, if_q8_gemm_4x16_avx_vnni,
-      if_quantize_q8_avx2, if_f32_gemv_1x1_scalar, NULL, NULL, 16, 64},
+      if_quantize_q8_avx2, if_f32_gemv_1x1_scalar, NULL, NULL, 16, 64, ATTN_SCALAR},
      IF_FEAT_AVX2 | IF_FEAT_FMA | IF_FEAT_AVX_VNNI, 1},
     {{"avx512_vnni", "q8_gemv_1x16_avx512_vnni", "q8_gemm_4x32_avx512_vnni", "quantize_q8_avx512",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_4x32_avx512_vnni,
-      if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, NULL, NULL, 32, 64},
+      if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, NULL, NULL, 32, 64, ATTN_AVX512},
      IF_FEAT_AVX512F | IF_FEAT_AVX512BW | IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
      1},
     /* AMX is a GEMM engine; its tier decodes (M = 1) with the AVX-512 VNNI GEMV. */
     {{"amx", "q8_gemv_1x16_avx512_vnni", "q8_gemm_16x16_amx", "quantize_q8_avx512",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_16x16_amx,
       if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-      if_q8_gemm_pack_amx, 16, 64},
+      if_q8_gemm_pack_amx, 16, 64, ATTN_AMX},
      IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8 | IF_FEAT_AVX512F | IF_FEAT_AVX512BW |
          IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
      0},
@@ -52,21 +62,21 @@ static const tier_desc g_tiers[] = {
 #if defined(IF_ARM_TIERS)
     {{"neon", "q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "quantize_q8_neon", "f32_gemv_1x1_scalar",
       if_q8_gemv_1x4_neon, if_q8_gemm_4x4_neon, if_quantize_q8_neon, if_f32_gemv_1x1_scalar,
-      NULL, NULL, 4, 64},
+      NULL, NULL, 4, 64, ATTN_SCALAR},
      IF_FEAT_ASIMD, 1},
     {{"dotprod", "q8_gemv_1x4_dotprod", "q8_gemm_4x4_dotprod", "quantize_q8_neon",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_4x4_dotprod, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SCALAR},
      IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, 1},
     /* i8mm is the prefill tier; it decodes with the dotprod GEMV (SMMLA wastes half its work
      * at M = 1) */
     {{"i8mm", "q8_gemv_1x4_dotprod", "q8_gemm_2x4_i8mm", "quantize_q8_neon",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_2x4_i8mm, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SCALAR},
      IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, 1},
     {{"sme2", "q8_gemv_1xvl_sme2", "q8_gemm_vlxvl_sme2", "quantize_q8_neon",
       "f32_gemv_1x1_scalar", if_q8_gemv_1xvl_sme2, if_q8_gemm_vlxvl_sme2, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64},
+      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SME2},
      IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, 1},
 #endif
 };
@@ -78,7 +88,7 @@ static const if_kernel_table g_amx_emulated = {
     "amx_emulated", "q8_gemv_1x1_scalar", "q8_gemm_16x16_amx_emulated", "quantize_q8_scalar",
     "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_16x16_amx_emulated,
     if_quantize_q8_scalar, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-    if_q8_gemm_pack_amx, 16, 16};
+    if_q8_gemm_pack_amx, 16, 16, ATTN_AMX_EMULATED};
 #endif
 
 static const if_kernel_table *g_gemv = &g_tiers[0].table;

@@ -61,6 +61,59 @@ typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
  * scales stay row-major (N, K/gs). */
 typedef void (*if_q8_pack_fn)(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
 
+/* ---- attention over the KV cache ---- */
+
+/* KV cache element types. */
+typedef enum if_kv_type {
+    IF_KV_F32 = 0, /* float32 rows */
+    IF_KV_F16 = 1, /* IEEE binary16 rows (round to nearest even when stored) */
+    IF_KV_I8 = 2,  /* int8 rows with a float32 scale per (position, kv head, group of
+                      `group` head dims): q = roundf(x / s), s = max|x| / 127 */
+} if_kv_type;
+
+/* One layer's KV cache. Position t lives in slot t if t < n_sinks, else in slot
+ * n_sinks + (t - n_sinks) % (cap - n_sinks): a plain array when cap covers the context, a ring
+ * buffer behind n_sinks fixed slots for sliding-window attention. */
+typedef struct if_kv_layer {
+    if_kv_type type;
+    void *k, *v;        /* (cap, kv_dim) elements of `type` */
+    float *ks, *vs;     /* IF_KV_I8: (cap, kv_dim / group) scales; else NULL */
+    size_t cap, kv_dim; /* slots, n_kv_heads * head_size */
+    size_t group;       /* IF_KV_I8 scale group along a head (divides head_size), else 0 */
+    size_t n_sinks;     /* attention sinks: slots [0, n_sinks) are never overwritten */
+} if_kv_layer;
+
+/* One attention call: query rows r (position pos0 + r) against the cache. Query head h reads
+ * kv head h / (n_heads / n_kv_heads). Row r sees key positions t <= pos0 + r and, when
+ * window > 0, only t > pos0 + r - window or t < n_sinks (sinks). */
+typedef struct if_attn_job {
+    const float *q;            /* (rows, ldq): head h of row r at q[r*ldq + h*head_size] */
+    float *out;                /* (rows, ldo), same head layout */
+    size_t ldq, ldo, pos0;
+    size_t n_heads, n_kv_heads, head_size;
+    size_t window, n_sinks;    /* window 0: global causal attention */
+    const if_kv_layer *kv;
+} if_attn_job;
+
+/* Keys per block of the online softmax. Blocks are aligned to absolute positions, so a query's
+ * float operations do not depend on how the prompt was chunked. */
+#define IF_ATTN_KEY_BLOCK 64
+/* Query rows per tile (the kernels share each key block across a tile's rows and heads). */
+#define IF_ATTN_Q_TILE 16
+
+/* Attention for rows [r0, r1) and query heads [h0, h1) of job j. `scratch` holds
+ * if_attn_scratch_floats(head_size, h1 - h0) floats. The per-output contract (fp32 tiers):
+ * for each key block b (IF_ATTN_KEY_BLOCK keys aligned to absolute position) with visible
+ * keys V_b, in order: s_t = (sum_i q_i * k_t,i, i in order) / sqrtf(head_size); m' = max(m,
+ * max s_t); a = expf(m - m'); l = l * a + (sum over t in V_b of p_t = expf(s_t - m'), in
+ * order); acc_i = acc_i * a, then acc_i += p_t * v_t,i for t in order; finally out_i =
+ * acc_i / l. Cached int8/fp16 values are first converted to float (int8: (float)q * s). */
+typedef void (*if_attn_fn)(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1,
+                           float *scratch);
+
+/* Scratch floats an attention kernel needs for `n_heads` heads of one query tile. */
+size_t if_attn_scratch_floats(size_t head_size, size_t n_heads);
+
 /* One ISA tier's kernels. */
 typedef struct if_kernel_table {
     const char *tier;           /* "scalar", "avx2", ... */
@@ -78,6 +131,12 @@ typedef struct if_kernel_table {
     if_q8_pack_fn q8_gemm_pack;
     size_t gemm_n_tile; /* output rows per GEMM tile (the pool's split unit), >= 1 */
     size_t gemm_m_tile; /* activation rows per GEMM tile, >= 1 */
+    const char *attn_name; /* e.g. "attn_f32_scalar" */
+    if_attn_fn attn;       /* attention over the KV cache (prefill chunks and decode alike) */
+    /* matrix-engine attention (int8 Q.K^T, u8 P.V; bounded, not exact) used instead of attn
+     * when the KV cache is int8, or NULL */
+    const char *attn_i8_name;
+    if_attn_fn attn_i8;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -141,6 +200,8 @@ typedef struct if_config {
     size_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
     float rope_theta; /* 10000 for llama2.c models */
     float norm_eps;   /* 1e-5 for llama2.c models */
+    size_t sliding_window; /* 0: global attention; else each query sees this many positions */
+    size_t n_sinks;        /* with a window: the first n_sinks positions stay visible */
 } if_config;
 
 typedef struct if_matrix {
@@ -170,18 +231,42 @@ typedef struct if_model if_model;
 /* Validate config and weights (shapes, group sizes, non-NULL pointers), take the kernels
  * currently selected by dispatch, pack the Q8 weights once if the prefill kernel wants a
  * packed layout, and allocate the run state. The weight memory is borrowed: it must outlive
- * the model. `ubatch` is the prefill chunk (rows per GEMM), 0 for the default (64). */
+ * the model. `ubatch` is the prefill chunk (rows per GEMM), 0 for the default (512). The KV
+ * cache is float32; if_model_create_opts chooses another type. */
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen);
+/* Run options of if_model_create_opts. */
+typedef struct if_model_opts {
+    size_t n_threads; /* >= 1 */
+    size_t ubatch;    /* prefill chunk rows, 0 for the default (512) */
+    if_kv_type kv_type;
+} if_model_opts;
+
+/* if_model_create with a KV cache type. */
+if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
+                               const if_model_opts *opts, if_model **out, char *err,
+                               size_t errlen);
+/* Bytes of the model's KV cache (keys, values and int8 scales). */
+size_t if_model_kv_bytes(const if_model *m);
+/* The attention kernel the model runs (decode and prefill alike), e.g. "attn_f32_avx512". */
+const char *if_model_attn_name(const if_model *m);
+
+/* Store row x (kv_dim floats) of position pos into a cache's key (which 0) or value (which 1)
+ * array, converting to the cache type. */
+void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x);
+/* Slot of position pos in a cache (see if_kv_layer). */
+size_t if_kv_slot(const if_kv_layer *kv, size_t pos);
+
 /* Free the run state (not the weights). NULL is allowed. */
 void if_model_free(if_model *m);
 /* One decode step: run `token` at position `pos` and write vocab_size logits. */
 if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
                            size_t errlen);
 /* Prefill n tokens at positions pos0 .. pos0+n-1 in chunks of ubatch rows: every projection
- * is a GEMM over the chunk (attention per position). Writes the last position's logits to
- * `logits` (may be NULL); when `all_logits` is non-NULL it receives (n, vocab) logits. The
- * logits equal those of n decode steps bit for bit. */
+ * is a GEMM over the chunk; attention runs as query tiles x key blocks with an online softmax
+ * (the same kernel and float order as a decode step, which is a chunk of one row). Writes
+ * the last position's logits to `logits` (may be NULL); when `all_logits` is non-NULL it
+ * receives (n, vocab) logits. The logits equal those of n decode steps bit for bit. */
 if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
                            float *logits, float *all_logits, char *err, size_t errlen);
 /* Threads used by this model's pool. */

@@ -23,7 +23,20 @@ void if_q8_gemm_1x1_scalar(IF_GEMM_ARGS);
 void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K);
 
+/* attention (csrc/kernels/attention/): the fp32 reference kernel, any cache type */
+#define IF_ATTN_ARGS                                                                 \
+    const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, float *scratch
+void if_attn_f32_scalar(IF_ATTN_ARGS);
+
 #if defined(IF_X86_TIERS)
+/* AVX-512 fp32 attention (-mavx512f): scores 16 keys per zmm, P.V 16 head dims per zmm,
+ * no FMA; equals if_attn_f32_scalar bit for bit */
+void if_attn_f32_avx512(IF_ATTN_ARGS);
+/* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD, and the same body
+ * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
+void if_attn_i8_amx(IF_ATTN_ARGS);
+void if_attn_i8_amx_emulated(IF_ATTN_ARGS);
+
 /* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick (u8 = |x|,
  * s8 = w * sign(x)); GEMV 1 x 8 rows, GEMM 4 x 16 with weights transposed per K block */
 void if_quantize_q8_avx2(IF_QUANT_ARGS);
@@ -63,6 +76,8 @@ void if_q8_gemm_2x4_i8mm(IF_GEMM_ARGS);
  * SMOPA outer products into ZA for the GEMM, multi-vector SDOT for the GEMV */
 void if_q8_gemv_1xvl_sme2(IF_GEMV_ARGS);
 void if_q8_gemm_vlxvl_sme2(IF_GEMM_ARGS);
+/* int8 matrix-engine attention (attn_i8_matrix_body.h) with SMOPA / USMOPA */
+void if_attn_i8_sme2(IF_ATTN_ARGS);
 #endif
 
 #endif

@@ -108,21 +108,26 @@ static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const c
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
-                             "matrices", "n_threads", "ubatch", NULL};
+                             "matrices", "n_threads", "ubatch", "kv_type", NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
     Py_ssize_t n_threads = 1, ubatch = 0;
+    int kv_type = IF_KV_F32;
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nn", kwlist, &cfg, &tok, &rms_final,
-                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nni", kwlist, &cfg, &tok, &rms_final,
+                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch, &kv_type))
         return -1;
-    Py_ssize_t v[7];
+    Py_ssize_t v[7], window = 0, sinks = 0;
     double theta, eps;
-    if (!PyArg_ParseTuple(cfg, "nnnnnnndd", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                          &theta, &eps))
+    if (!PyArg_ParseTuple(cfg, "nnnnnnndd|nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                          &theta, &eps, &window, &sinks))
         return -1;
+    if (window < 0 || sinks < 0) {
+        PyErr_SetString(PyExc_ValueError, "sliding_window and n_sinks must be >= 0");
+        return -1;
+    }
     for (int i = 0; i < 7; i++) {
         if (v[i] <= 0) {
             PyErr_SetString(PyExc_ValueError, "config values must be positive");
@@ -130,7 +135,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         }
     }
     if_config c = {(size_t)v[0], (size_t)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4],
-                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps};
+                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps, (size_t)window,
+                   (size_t)sinks};
     self->cfg = c;
     size_t L = c.n_layers;
     if (!PyList_Check(rms_att) || !PyList_Check(rms_ffn) || !PyList_Check(mats) ||
@@ -168,9 +174,9 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     w.layers = self->layers;
     char err[ERRLEN] = "";
     if_status st;
-    Py_BEGIN_ALLOW_THREADS st = if_model_create(&c, &w, n_threads > 0 ? (size_t)n_threads : 1,
-                                                ubatch > 0 ? (size_t)ubatch : 0, &self->m, err,
-                                                sizeof err);
+    if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
+                          (if_kv_type)kv_type};
+    Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
         raise_status(st, err);
         return -1;
@@ -249,6 +255,17 @@ static PyObject *Model_kernels(ModelObject *self, void *closure) {
                          table_dict(if_model_gemm(self->m)));
 }
 
+static PyObject *Model_kv_bytes(ModelObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->m ? if_model_kv_bytes(self->m) : 0);
+}
+
+static PyObject *Model_attention(ModelObject *self, void *closure) {
+    (void)closure;
+    if (!self->m) Py_RETURN_NONE;
+    return PyUnicode_FromString(if_model_attn_name(self->m));
+}
+
 static PyMethodDef Model_methods[] = {
     {"forward", (PyCFunction)Model_forward, METH_VARARGS,
      "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
@@ -260,6 +277,8 @@ static PyMethodDef Model_methods[] = {
 static PyGetSetDef Model_getset[] = {
     {"threads", (getter)Model_threads, NULL, "threads in the model's pool", NULL},
     {"kernels", (getter)Model_kernels, NULL, "kernel tables this model runs", NULL},
+    {"kv_cache_bytes", (getter)Model_kv_bytes, NULL, "bytes of the KV cache", NULL},
+    {"attention", (getter)Model_attention, NULL, "the attention kernel this model runs", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -339,9 +358,11 @@ static PyObject *py_select_kernel(PyObject *mod, PyObject *args) {
 }
 
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv", t->q8_gemv_name,
-                         "q8_gemm", t->q8_gemm_name, "quantize", t->quantize_name, "f32_gemv",
-                         t->f32_gemv_name);
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
+                         t->q8_gemv_name, "q8_gemm", t->q8_gemm_name, "quantize",
+                         t->quantize_name, "f32_gemv", t->f32_gemv_name, "attention",
+                         t->attn_name, "attention_int8_kv",
+                         t->attn_i8_name ? t->attn_i8_name : t->attn_name);
 }
 
 static PyObject *py_info(PyObject *mod, PyObject *args) {
@@ -476,7 +497,99 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
     return ret;
 }
 
+/* attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type,
+ * out, tier=None): one attention call for tests. k, v: (pos0 + n, kv_dim) float32, the keys and
+ * values of positions 0 .. pos0+n-1, stored in order into a cache of `cap` slots of type
+ * kv_type (a ring behind n_sinks sinks when cap is smaller than pos0 + n); then the n query
+ * rows q (n, n_heads*head_size) at positions pos0.. attend, all heads in one kernel call
+ * (tiles of rows and kv groups inside), with the kernel a model of that tier would use (the
+ * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size)
+ * float32. */
+static PyObject *py_attention(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *qo, *ko, *vo, *out;
+    Py_ssize_t pos0, nh, nkv, hsz, window, sinks, cap;
+    int kv_type;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOOnnnnnnniO|z", &qo, &ko, &vo, &pos0, &nh, &nkv, &hsz,
+                          &window, &sinks, &cap, &kv_type, &out, &tier))
+        return NULL;
+    const if_kernel_table *t = table_for(tier, 1);
+    if (!t) return NULL;
+    Py_buffer v[4];
+    PyObject *objs[4] = {qo, ko, vo, out};
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got],
+                               PyBUF_C_CONTIGUOUS | (got == 3 ? PyBUF_WRITABLE : 0)) != 0)
+            break;
+    PyObject *ret = NULL;
+    void *kc = NULL, *vc = NULL;
+    float *ks = NULL, *vs = NULL, *scratch = NULL;
+    if (got < 4) goto done;
+    if (nh <= 0 || nkv <= 0 || nh % nkv || hsz <= 0 || hsz % 2 || pos0 < 0 || window < 0 ||
+        sinks < 0 || cap <= 0 || kv_type < 0 || kv_type > 2 || (sinks && !window)) {
+        PyErr_SetString(PyExc_ValueError, "attention: bad head counts, positions or cache");
+        goto done;
+    }
+    size_t dim_q = (size_t)v[0].len / sizeof(float), T = (size_t)v[1].len / sizeof(float);
+    size_t n = (size_t)v[3].len / sizeof(float);
+    /* q and out are (n, nh*hs); k and v are (pos0 + n, nkv*hs) */
+    size_t hs = (size_t)hsz, rows = dim_q / ((size_t)nh * hs);
+    if (!rows || rows * (size_t)nh * hs != dim_q || n != dim_q ||
+        (size_t)v[2].len != T * sizeof(float) || T != (rows + (size_t)pos0) * (size_t)nkv * hs) {
+        PyErr_SetString(PyExc_ValueError, "attention: q/out (n, n_heads*hs) and k/v "
+                                          "(pos0+n, n_kv_heads*hs) shapes disagree");
+        goto done;
+    }
+    size_t kv_dim = (size_t)nkv * hs, total = (size_t)pos0 + rows, el = kv_type == 0 ? 4
+                                                                       : kv_type == 1 ? 2 : 1;
+    size_t need = window ? (size_t)sinks + (size_t)window + rows - 1 : total;
+    if ((size_t)cap < (need < total ? need : total)) {
+        PyErr_Format(PyExc_ValueError, "attention: cap %zd below the %zu slots needed", cap,
+                     need < total ? need : total);
+        goto done;
+    }
+    size_t group = 0;
+    if (kv_type == IF_KV_I8)
+        for (group = 32; hs % group;) group /= 2;
+    kc = calloc((size_t)cap * kv_dim, el);
+    vc = calloc((size_t)cap * kv_dim, el);
+    if (group) {
+        ks = calloc((size_t)cap * kv_dim / group, sizeof(float));
+        vs = calloc((size_t)cap * kv_dim / group, sizeof(float));
+    }
+    size_t sn = if_attn_scratch_floats(hs, (size_t)nh);
+    scratch = malloc(sn * sizeof(float));
+    if (!kc || !vc || !scratch || (group && (!ks || !vs))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if_kv_layer kv = {(if_kv_type)kv_type, kc, vc, ks, vs, (size_t)cap, kv_dim, group,
+                      window ? (size_t)sinks : 0};
+    if_attn_job j = {v[0].buf, v[3].buf, (size_t)nh * hs, (size_t)nh * hs, (size_t)pos0,
+                     (size_t)nh, (size_t)nkv, hs, (size_t)window, (size_t)sinks, &kv};
+    Py_BEGIN_ALLOW_THREADS for (size_t p = 0; p < total; p++) {
+        if_kv_store(&kv, 0, p, (const float *)v[1].buf + p * kv_dim);
+        if_kv_store(&kv, 1, p, (const float *)v[2].buf + p * kv_dim);
+    }
+    if_attn_fn fn = kv_type == IF_KV_I8 && t->attn_i8 ? t->attn_i8 : t->attn;
+    fn(&j, 0, rows, 0, (size_t)nh, scratch);
+    Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+done:
+    free(kc);
+    free(vc);
+    free(ks);
+    free(vs);
+    free(scratch);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return ret;
+}
+
 static PyMethodDef module_methods[] = {
+    {"attention", py_attention, METH_VARARGS,
+     "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
+     "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
     {"quantize_q8", py_quantize_q8, METH_VARARGS,
      "quantize_q8(x_f32, gs, q_out_i8, s_out_f32, tier=None): activation quantization."},
     {"q8_gemm", py_q8_gemm, METH_VARARGS,

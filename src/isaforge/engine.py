@@ -12,6 +12,7 @@ from .settings import default_threads
 from .types import Config, LoadedModel, Q8Tensor
 
 F32, Q8 = 0, 1
+KV_CACHE_TYPES = {"f32": 0, "f16": 1, "int8": 2}  # if_kv_type
 
 
 def select_kernel(tier: str | None) -> None:
@@ -43,9 +44,18 @@ def _c(a: np.ndarray, dtype) -> np.ndarray:
 
 
 class Engine:
-    """C run state (activations, KV cache, thread pool) over borrowed weights."""
+    """C run state (activations, KV cache, thread pool) over borrowed weights.
 
-    def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0):
+    ubatch: prompt rows per prefill chunk (0: the core's default, 512). kv_cache: "f32",
+    "f16" or "int8" (per position, head and group of head dims)."""
+
+    def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
+                 kv_cache: str = "f32"):
+        if kv_cache not in KV_CACHE_TYPES:
+            raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_TYPES)}, "
+                             f"got {kv_cache!r}")
+        if ubatch < 0:
+            raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
         w = model.weights
         self.config = c
@@ -57,12 +67,14 @@ class Engine:
         mats.append(_matrix_spec(w.wcls))
         self._arrays = mats  # keep every borrowed array referenced
         cfg = (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-               c.seq_len, float(c.rope_theta), float(c.norm_eps))
+               c.seq_len, float(c.rope_theta), float(c.norm_eps), c.sliding_window, c.n_sinks)
         self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
-                                threads or default_threads(), ubatch)
+                                threads or default_threads(), ubatch,
+                                KV_CACHE_TYPES[kv_cache])
+        self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
 
     @property
@@ -73,6 +85,16 @@ class Engine:
     def kernels(self) -> dict:
         """The kernel tables this engine runs: {"decode": {...}, "prefill": {...}}."""
         return self._m.kernels
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the KV cache (keys, values and int8 scales)."""
+        return self._m.kv_cache_bytes
+
+    @property
+    def attention(self) -> str:
+        """The attention kernel this engine runs for prefill and decode alike."""
+        return self._m.attention
 
     def forward(self, token: int, pos: int) -> np.ndarray:
         """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""

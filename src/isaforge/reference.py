@@ -42,6 +42,34 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x * (x.dtype.type(1.0) / (x.dtype.type(1.0) + np.exp(-x)))
 
 
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, n_heads: int,
+              n_kv_heads: int, window: int = 0, n_sinks: int = 0) -> np.ndarray:
+    """Causal multi-head attention in float64, the oracle of the C attention kernels.
+
+    q: (n, n_heads * hs), row r is the query at position pos0 + r. k, v: (pos0 + n,
+    n_kv_heads * hs), the keys and values of positions 0 .. pos0 + n - 1 (the cache as a plain
+    array, before any ring-buffer or type conversion). Query head h reads kv head
+    h // (n_heads // n_kv_heads). The query at p sees positions t <= p; with a window, only
+    t > p - window, plus the first n_sinks positions (attention sinks). Returns (n, n_heads*hs).
+    """
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    n, hs, kv_mul = q.shape[0], q.shape[1] // n_heads, n_heads // n_kv_heads
+    if k.shape != v.shape or k.shape != (pos0 + n, n_kv_heads * hs):
+        raise ValueError(f"k, v must be ({pos0 + n}, {n_kv_heads * hs}), got {k.shape}, {v.shape}")
+    t = np.arange(pos0 + n)
+    out = np.empty_like(q)
+    for r in range(n):
+        p = pos0 + r
+        vis = t <= p
+        if window:
+            vis &= (t > p - window) | (t < n_sinks)
+        for h in range(n_heads):
+            g = slice((h // kv_mul) * hs, (h // kv_mul + 1) * hs)
+            scores = k[vis, g] @ q[r, h * hs: (h + 1) * hs] / np.sqrt(hs)
+            out[r, h * hs: (h + 1) * hs] = softmax(scores) @ v[vis, g]
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Q8 path (runq.c)
 
@@ -136,14 +164,20 @@ class Reference:
             self.key_cache[layer, pos] = k
             self.value_cache[layer, pos] = v
 
-            # multi-head attention; query head h reads kv head h // kv_mul
-            att_out = np.empty(c.dim, dtype=self.dtype)
-            for h in range(c.n_heads):
-                kvh = (h // kv_mul) * hs
-                keys = self.key_cache[layer, : pos + 1, kvh : kvh + hs]
-                vals = self.value_cache[layer, : pos + 1, kvh : kvh + hs]
-                scores = keys @ q[h * hs : (h + 1) * hs] / np.sqrt(t(hs))
-                att_out[h * hs : (h + 1) * hs] = softmax(scores) @ vals
+            # multi-head attention (GQA, causal, sliding window with sinks per config)
+            if c.sliding_window == 0:
+                att_out = np.empty(c.dim, dtype=self.dtype)
+                for h in range(c.n_heads):  # query head h reads kv head h // kv_mul
+                    kvh = (h // kv_mul) * hs
+                    keys = self.key_cache[layer, : pos + 1, kvh : kvh + hs]
+                    vals = self.value_cache[layer, : pos + 1, kvh : kvh + hs]
+                    scores = keys @ q[h * hs : (h + 1) * hs] / np.sqrt(t(hs))
+                    att_out[h * hs : (h + 1) * hs] = softmax(scores) @ vals
+            else:
+                att_out = attention(q[None], self.key_cache[layer, : pos + 1],
+                                    self.value_cache[layer, : pos + 1], pos, c.n_heads,
+                                    c.n_kv_heads, c.sliding_window, c.n_sinks)[0]
+                att_out = att_out.astype(self.dtype)
 
             # output projection and residual
             x = x + self.matmul(w.wo[layer], att_out)

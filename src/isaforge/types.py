@@ -27,6 +27,8 @@ class Config:
     shared_classifier: bool = True  # classifier == token embedding table
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
+    sliding_window: int = 0  # 0: global attention; else a query sees this many positions
+    n_sinks: int = 0  # with a window: the first n_sinks positions stay visible (sinks)
 
     @property
     def head_size(self) -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build.sh OUT_DIR [TARGET...] - build the native test driver (if_native_test.c) from csrc/.
+# build.sh OUT_DIR [TARGET...] - build the native test drivers (if_native_test.c and
+# attn_native_test.c) from csrc/.
 #
 # TARGET (default: aarch64):
 #   aarch64      static aarch64-linux-musl binary with Zig's clang ($ISAFORGE_ZIG_CC, else
@@ -9,7 +10,7 @@
 #                (each with its own ISA flags, as CMakeLists.txt) when the host is x86-64.
 #   x86_64-musl  static x86_64-linux-musl binary with Zig: same sources as `native` on x86-64
 #                but musl's libm, to tell a libm difference from an architecture difference.
-# Writes OUT_DIR/if_native_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
+# Writes OUT_DIR/if_native_test-TARGET, OUT_DIR/attn_native_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
 # assembly of each Arm tier file, from the same compiler and flags). ISAFORGE_NATIVE_X86_TIERS=0 leaves the x86 tier files
 # out of the x86-64 builds (scalar tier only).
 set -euo pipefail
@@ -40,6 +41,8 @@ X86_SOURCES=(
     "$K/quantize/quantize_q8_avx512.c:avx512" "$K/q8_gemv/q8_gemv_1x16_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_4x32_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_16x16_amx.c:amx" "$K/q8_gemm/q8_gemm_16x16_amx_pack.c:"
+    "$K/attention/attn_f32_avx512.c:avx512"
+    "$K/attention/attn_i8_amx.c:amx" "$K/attention/attn_i8_amx_emulated.c:"
 )
 # Arm tiers, likewise (aarch64 target only; zig cc spells -march=armv8.2-a+dotprod as
 # -mcpu=generic+dotprod)
@@ -53,7 +56,7 @@ ARM_SOURCES=(
     "$K/q8_gemv/q8_gemv_1x4_dotprod.c:dotprod" "$K/q8_gemm/q8_gemm_4x4_dotprod.c:dotprod"
     "$K/q8_gemm/q8_gemm_2x4_i8mm.c:i8mm"
     "$K/q8_gemv/q8_gemv_1xvl_sme2.c:sme2" "$K/q8_gemm/q8_gemm_vlxvl_sme2.c:sme2"
-    "$K/sme_abi.c:sme2"
+    "$K/sme_abi.c:sme2" "$K/attention/attn_i8_sme2.c:sme2"
 )
 CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include)
 LIBS=(-lm -lpthread)
@@ -112,12 +115,14 @@ build() {
                 -o "$OUT/asm-$name/$(basename "$src" .c).s"
         done
     fi
-    o="$obj/if_native_test.o"
-    "$ccfn" "${extra[@]}" "${CFLAGS[@]}" -c tests/native/if_native_test.c -o "$o"
-    objs+=("$o")
-    "$ccfn" "${extra[@]}" -o "$OUT/if_native_test-$name" "${objs[@]}" "${LIBS[@]}"
+    local drv
+    for drv in if_native_test attn_native_test; do
+        o="$obj/$drv.o"
+        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" -c "tests/native/$drv.c" -o "$o"
+        "$ccfn" "${extra[@]}" -o "$OUT/$drv-$name" "${objs[@]}" "$o" "${LIBS[@]}"
+        echo "built $OUT/$drv-$name" >&2
+    done
     rm -rf "$obj"
-    echo "built $OUT/if_native_test-$name" >&2
 }
 
 sys_cc() { ${CC:-cc} "$@"; }

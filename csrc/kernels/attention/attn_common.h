@@ -1,0 +1,81 @@
+/* attn_common.h - what every attention kernel shares (internal, static inline so each kernel
+ * file compiles it with its own flags): which keys of a block a query row sees, and reading
+ * cached keys/values back as float32 (exact conversions, so every tier sees the same floats).
+ *
+ * Tiling: a kernel call covers query rows [r0, r1) and query heads [h0, h1). Rows go in tiles
+ * of IF_ATTN_Q_TILE, heads by kv group (the heads sharing one kv head), so one key block is
+ * converted once and used by every row and head of the tile (GQA sharing). Key blocks are
+ * IF_ATTN_KEY_BLOCK absolute positions [b*B, (b+1)*B); each row's online-softmax step for a
+ * block covers exactly the keys of that block it may see, so the float operations of one
+ * output depend only on its position and the cache, never on the tiling or the chunking. */
+#ifndef ISAFORGE_ATTN_COMMON_H
+#define ISAFORGE_ATTN_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "isaforge.h"
+
+/* Keys of block [bs, be) visible to the query at position p, as two ordered, disjoint
+ * half-open intervals iv[0..1] and iv[2..3] (either may be empty): the sinks, then the window
+ * (or, without a window, everything up to p). Returns the number of visible keys. */
+static inline size_t attn_visible(const if_attn_job *j, size_t p, size_t bs, size_t be,
+                                  size_t iv[4]) {
+    size_t end = be < p + 1 ? be : p + 1; /* causal */
+    if (j->window == 0) {
+        iv[0] = iv[1] = bs;
+        iv[2] = bs;
+        iv[3] = end > bs ? end : bs;
+    } else {
+        size_t ns = j->n_sinks;
+        size_t s1 = end < ns ? end : ns;
+        iv[0] = bs;
+        iv[1] = s1 > bs ? s1 : bs;
+        size_t w0 = p + 1 > j->window ? p + 1 - j->window : 0;
+        if (w0 < ns) w0 = ns;
+        if (w0 < bs) w0 = bs;
+        iv[2] = w0;
+        iv[3] = end > w0 ? end : w0;
+    }
+    return (iv[1] - iv[0]) + (iv[3] - iv[2]);
+}
+
+/* IEEE binary16 bits -> float32, exactly (subnormals, infinities and NaNs included). */
+static inline float attn_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, f = h & 0x3ffu, bits;
+    if (e == 0x1f) {
+        bits = sign | 0x7f800000u | (f << 13);
+    } else if (e != 0) {
+        bits = sign | ((e + 112u) << 23) | (f << 13);
+    } else if (f == 0) {
+        bits = sign;
+    } else { /* subnormal: f * 2^-24, exact in float */
+        float v = (float)f * (1.0f / 16777216.0f);
+        memcpy(&bits, &v, sizeof bits);
+        bits |= sign;
+    }
+    float out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
+
+/* Row `pos` of kv head g of a cache's keys (which 0) or values (1), as head_size floats in
+ * dst (or a pointer straight into the cache for float32 caches, when dst may be ignored). */
+static inline const float *attn_row(const if_kv_layer *kv, int which, size_t pos, size_t g,
+                                    size_t hs, float *dst) {
+    size_t slot = if_kv_slot(kv, pos), off = slot * kv->kv_dim + g * hs;
+    const void *base = which ? kv->v : kv->k;
+    if (kv->type == IF_KV_F32) return (const float *)base + off;
+    if (kv->type == IF_KV_F16) {
+        const uint16_t *h = (const uint16_t *)base + off;
+        for (size_t i = 0; i < hs; i++) dst[i] = attn_f16_to_f32(h[i]);
+        return dst;
+    }
+    const int8_t *q = (const int8_t *)base + off;
+    const float *s = (which ? kv->vs : kv->ks) + off / kv->group;
+    for (size_t i = 0; i < hs; i++) dst[i] = (float)q[i] * s[i / kv->group];
+    return dst;
+}
+
+#endif

@@ -1,0 +1,7 @@
+/* attn_i8_amx_emulated.c - the AMX attention body (attn_i8_matrix_body.h) with its tile
+ * operations emulated in plain C (scalar flags, runs anywhere): the test-only
+ * "amx_emulated" table's int8 attention, so the packed layouts, tile shapes and readout
+ * order of the AMX kernel are tested on machines without AMX. */
+#define ATTN_AMX_EMULATE 1
+#define ATTN_AMX_FN if_attn_i8_amx_emulated
+#include "attn_i8_matrix_body.h"
