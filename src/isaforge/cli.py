@@ -93,6 +93,10 @@ def _model_options(r, chat: bool = False) -> None:
                    help="how GGUF/HF tensors that are not Q8 already are held (default q8)")
     r.add_argument("--ctx", type=_positive_int, default=None,
                    help="context length / KV cache size (default: the model's, at most 4096)")
+    r.add_argument("--ubatch", type=_positive_int, default=0,
+                   help="prompt tokens per prefill chunk (default 512)")
+    r.add_argument("--kv-cache", choices=("f32", "f16", "int8"), default="f32",
+                   help="KV cache type (default f32; f16 and int8 trade accuracy for memory)")
     r.add_argument("--kernel", default=None, help="force a kernel tier (see `isaforge info`)")
     r.add_argument("--threads", type=_positive_int, default=None,
                    help="threads (default: physical cores)")
@@ -178,7 +182,7 @@ def _load(a, model):
     if a.repeat_penalty is not None:
         check_penalty(a.repeat_penalty)
     return load(model, a.tokenizer, threads=a.threads, kernel=a.kernel, quant=a.quant,
-                ctx=a.ctx)
+                ctx=a.ctx, ubatch=a.ubatch, kv_cache=a.kv_cache)
 
 
 def _sampling(a, model) -> tuple[float, float]:
@@ -194,9 +198,11 @@ def _print_stats(model) -> None:
     s = model.last_stats
     k = model.engine.kernels
     print(f"prompt tokens: {s.prompt_tokens}, new tokens: {s.new_tokens}, "
-          f"ctx: {model.config.seq_len}, threads: {model.engine.threads}, "
+          f"ctx: {model.config.seq_len}, KV cache: {model.engine.kv_cache} "
+          f"({model.engine.kv_cache_bytes / 2**20:.1f} MiB), threads: {model.engine.threads}, "
           f"kernels: decode={k['decode']['tier']} "
-          f"prefill={k['prefill']['tier']}", file=sys.stderr)
+          f"prefill={k['prefill']['tier']} attention={k['prefill']['attention']}",
+          file=sys.stderr)
     print(f"prefill: {s.prefill_tps:.2f} tok/s, decode: {s.decode_tps:.2f} tok/s, "
           f"time to first token: {s.ttft_s * 1000:.1f} ms", file=sys.stderr)
 
@@ -399,7 +405,10 @@ def _cmd_info(a) -> int:
     for phase, label in (("decode", "decode (GEMV, M=1)"), ("prefill", "prefill (GEMM, M>1)")):
         k = info[phase]
         print(f"{label}: tier {k['tier']}: {k['q8_gemv'] if phase == 'decode' else k['q8_gemm']}, "
-              f"{k['quantize']}, {k['f32_gemv']}")
+              f"{k['quantize']}, {k['f32_gemv']}, attention {k['attention']} "
+              f"(int8 KV cache: {k['attention_int8_kv']})")
+    print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
+          "saves memory; `isaforge run` prints its size")
     print(f"threads:    {info['threads_default']} (physical cores; --threads to change)")
     if info["override"]:
         print(f"override:   ISAFORGE_KERNEL={info['override']}")

@@ -162,11 +162,12 @@ def check_messages(messages) -> list[dict]:
 class Model:
     """A loaded model ready to generate. Built by `isaforge.load`."""
 
-    def __init__(self, loaded: LoadedModel, tokenizer, threads: int | None = None):
+    def __init__(self, loaded: LoadedModel, tokenizer, threads: int | None = None,
+                 ubatch: int = 0, kv_cache: str = "f32"):
         self.loaded = loaded
         self.config = loaded.config
         self.tokenizer = tokenizer
-        self.engine = Engine(loaded, threads)
+        self.engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache)
         self.last_stats: Stats | None = None
         self._cached: list[int] = []  # tokens whose K/V sit in the cache at positions 0..
 
@@ -387,7 +388,7 @@ class Model:
 
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
          threads: int | None = None, kernel: str | None = None, quant: str = "q8",
-         ctx: int | None = None) -> Model:
+         ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
     """Load a model (and its tokenizer) into a ready Model.
 
     path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; None = the default model
@@ -395,7 +396,9 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
       their own tokenizer). kernel: force a kernel tier ("scalar", ...; None: the best, or
       ISAFORGE_KERNEL). quant: "q8" (default) or "f32", how GGUF/HF tensors that are not Q8
-      already are held. ctx: context length (KV cache size); default min(model's, 4096)."""
+      already are held. ctx: context length (KV cache size); default min(model's, 4096).
+    ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
+      (default), "f16" or "int8" (per position, head and group of head dims)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if ctx is not None and ctx < 1:
@@ -413,4 +416,4 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     if n_ctx != model_ctx:
         loaded = dataclasses.replace(
             loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
-    return Model(loaded, tokenizer_for(loaded, tokenizer), threads)
+    return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache)
