@@ -31,6 +31,22 @@ def test_golden_holds_for_every_thread_count(stories, threads):
     assert r.stdout == (stories / "golden_t0_n200.txt").read_bytes()
 
 
+@pytest.mark.parametrize("ubatch", ["1", "7", "512"])
+def test_golden_holds_for_every_prefill_chunk(stories, ubatch):
+    r = cli(*run_args(stories, None, "-t", "0", "--steps", "200", "--ubatch", ubatch))
+    assert r.stdout == (stories / "golden_t0_n200.txt").read_bytes()
+
+
+def test_kv_cache_flag(stories):
+    golden = (stories / "golden_t0_n200.txt").read_bytes()
+    f16 = cli(*run_args(stories, None, "-t", "0", "--steps", "200", "--kv-cache", "f16"))
+    assert f16.returncode == 0 and b"KV cache: f16" in f16.stderr
+    assert f16.stdout[:40] == golden[:40]  # an f16 cache moves logits ~1e-3: text stays close
+    for bad in (("--kv-cache", "q4"), ("--ubatch", "0")):
+        r = cli(*run_args(stories, None, *bad))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_kernel_scalar_forced_gives_golden(stories):
     r = cli(*run_args(stories, None, "-t", "0", "--steps", "200", "--kernel", "scalar"))
     assert r.stdout == (stories / "golden_t0_n200.txt").read_bytes()
