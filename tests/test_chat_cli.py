@@ -222,8 +222,10 @@ def test_real_default_model_answers_in_english(smollm2_gguf):
     # without the repetition penalty (the default 1.1 for GGUF models) greedy text differs
     r = cli("run", "Write a haiku about the sea.", "-t", "0", "-n", "40", "--repeat-penalty", "1")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == (b"The waves of the ocean, a silent beauty,\n"
-                        b"A gentle reminder of the vastness that lies beneath.\n")
+    assert r.stdout == (b"The waves of the sea, a silent and unforgiving beauty,\n"
+                        b"A reminder of the unending power of the ocean,\n"
+                        b"A poem that will not be forgotten,\n"
+                        b"A haiku of\n")
 
 
 def test_real_model_chat_two_turns(smollm2_gguf):
