@@ -72,6 +72,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op")
     i.add_argument("--json", action="store_true")
+    from .bench import cli as bench_cli  # bench hook (1/2)
+    bench_cli.add_parser(sub)
     return p
 
 
@@ -177,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     try:
         a = parser.parse_args(argv)
+        if a.cmd == "bench":  # bench hook (2/2)
+            from .bench.cli import main as bench_main
+            return bench_main(a)
         return {"run": _cmd_run, "quantize": _cmd_quantize, "info": _cmd_info}[a.cmd](a)
     except UsageError as e:
         print(f"{e} (see --help)", file=sys.stderr)
