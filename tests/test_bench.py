@@ -224,3 +224,25 @@ def test_report_rejects_a_document_outside_the_schema(tmp_path):
     assert rc == 2 and "does not fit bench.schema.json" in err
     p.write_text("{not json")
     assert bench("report", str(p))[0] == 2
+
+
+# ---- llama.cpp peer on the same GGUF ----
+
+def test_llama_cpp_peer_runs_on_the_gguf_beside_isaforge(smollm2_gguf):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed "
+                                            "(scripts/install_peers.sh)")
+    rc, out, err = bench(str(smollm2_gguf), "-p", "8", "-n", "2", "-r", "1", "--threads", "1",
+                         "--no-limits", "-q", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    assert {p["name"]: p["status"] for p in doc["peers"]} == {"llama.cpp": "ok"}
+    peer = [r for r in doc["results"] if r["backend"] == "llama.cpp"]
+    assert [r["test"] for r in peer] == ["pp8", "tg2"]
+    assert all(len(r["samples_tps"]) == 1 for r in peer)
+    ours = [r for r in doc["results"] if r["backend"] == "isaforge"]
+    if ours:  # isaforge loads GGUF: every row carries the ratio to llama.cpp
+        assert all(r["ratio_vs_llama_cpp"] for r in ours)
+    else:  # not yet: isaforge is listed as skipped with the reason, never silently dropped
+        assert [s["backend"] for s in doc["skipped"]] == ["isaforge"]
+        assert "cannot load" in doc["skipped"][0]["reason"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -129,7 +130,7 @@ def _report_parser() -> _Parser:
     return p
 
 
-def _tiers(spec: str, default_all: bool) -> tuple[list[str], list[dict]]:
+def _tiers(spec: str) -> tuple[list[str], list[dict]]:
     """(tier names to run, skipped tiers with reasons)."""
     from .. import _bench
 
@@ -150,15 +151,16 @@ def _tiers(spec: str, default_all: bool) -> tuple[list[str], list[dict]]:
     return list(dict.fromkeys(names)), []
 
 
-def _doc(kind: str, argv: list[str], a, model: dict, settings: dict, **parts) -> dict:
+def _doc(kind: str, argv: list[str], a, machine: dict, model: dict, settings: dict,
+         **parts) -> dict:
     from .energy import Rapl
-    from .machine import loadavg, machine_info, peak_rss_mib
+    from .machine import loadavg, peak_rss_mib
 
     doc = {
         "schema": "isaforge-bench/1", "kind": kind,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "isaforge bench " + " ".join(shlex.quote(x) for x in argv),
-        "conditions": a.conditions, "machine": machine_info(), "model": model,
+        "conditions": a.conditions, "machine": machine, "model": model,
         "settings": settings, "results": [], "peers": [], "skipped": [], "limits": None,
         "energy": Rapl.probe().status(),
     }
@@ -193,20 +195,19 @@ def _run_e2e(argv: list[str]) -> int:
     if a.n_prompt == 0 and a.n_gen == 0:
         raise ValueError("nothing to run: -p and -n are both 0")
     log = _log(a)
+    machine = machine_info()  # before the run: the load average at the start
     threads = a.threads or [default_threads()]
-    kernels, skipped = _tiers(a.kernel, default_all=False)
+    kernels, skipped = _tiers(a.kernel)
     loaded, info, reason = load_model(a.model, a.n_prompt + a.n_gen, a.group_size)
     gguf = a.model if a.model.lower().endswith(".gguf") else None
     limits = None
     if not a.no_limits:
-        auto = machine_info()["auto"]
+        auto = machine["auto"]
         lt = [t for t in kernels if t != "auto"] or []
         if "auto" in kernels:
             lt += [auto["prefill"]["tier"], auto["decode"]["tier"]]
         if gguf:
-            lt += [t["name"] for t in machine_info()["tiers"] if t["supported"]]
-        import os
-
+            lt += [t["name"] for t in machine["tiers"] if t["supported"]]
         counts = sorted({1, os.cpu_count() or 1, *threads})
         limits = measure_limits(list(dict.fromkeys(lt)), counts, log=log)
     run = E2ERun(loaded, info, a.n_prompt, a.n_gen, a.reps, threads, kernels, a.ubatch, gguf,
@@ -221,7 +222,7 @@ def _run_e2e(argv: list[str]) -> int:
                 "threads": threads, "kernels": kernels, "ubatch": a.ubatch,
                 "ubatch_effective": a.ubatch or 64, "order": "alternating",
                 "group_size": a.group_size if a.model.startswith("synthetic:") else None}
-    doc = _doc("e2e", ["bench", *argv][1:], a, asdict(info), settings, results=results,
+    doc = _doc("e2e", argv, a, machine, asdict(info), settings, results=results,
                peers=peers, skipped=skipped + skipped_backends, limits=limits)
     _emit(doc, a)
     return 0
@@ -245,13 +246,13 @@ def _shape_model_info(spec: str, gs: int) -> dict:
 
 
 def _run_kernels(argv: list[str]) -> int:
-    import os
-
     from .kernels import bench_kernels, model_shapes
     from .limits import measure_limits
+    from .machine import machine_info
     from .peers import torch_kernel_rows, torch_status
 
     a = _kernels_parser().parse_args(argv)
+    machine = machine_info()
     if not a.min_time > 0:
         raise ValueError(f"--min-time must be > 0, got {a.min_time}")
     log = _log(a)
@@ -259,7 +260,7 @@ def _run_kernels(argv: list[str]) -> int:
     bad = [o for o in ops if o not in ("q8_gemv", "q8_gemm", "quantize")]
     if bad:
         raise ValueError(f"unknown op(s) {', '.join(bad)} (q8_gemv, q8_gemm, quantize)")
-    tiers, skipped = _tiers(a.kernel if a.kernel != "auto" else "all", default_all=True)
+    tiers, skipped = _tiers(a.kernel if a.kernel != "auto" else "all")
     if a.test_inject_broken:
         tiers.append("broken")
     shapes = [s for s in model_shapes(a.model_shapes, a.ms) if s.op in ops]
@@ -285,8 +286,9 @@ def _run_kernels(argv: list[str]) -> int:
     settings = {"reps": a.reps, "warmup_cycles": 1, "order": "alternating", "cold": a.cold,
                 "min_time": a.min_time, "group_size": a.group_size, "ms": a.ms,
                 "tiers": tiers, "threads": 1}
-    doc = _doc("kernels", ["kernels", *argv], a, _shape_model_info(a.model_shapes, a.group_size),
-               settings, kernels=rows, peers=[peer], skipped=skipped, limits=limits)
+    doc = _doc("kernels", ["kernels", *argv], a, machine,
+               _shape_model_info(a.model_shapes, a.group_size), settings, kernels=rows,
+               peers=[peer], skipped=skipped, limits=limits)
     _emit(doc, a)
     return 0
 

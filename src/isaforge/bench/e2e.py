@@ -190,7 +190,14 @@ class E2ERun:
                 toks[key] = bench_tokens(c.n_tokens, v, seed=1 if c.kind == "pp" else 2)
             return toks[key]
 
+        calls = [0]
+
         def measure(c: Config) -> dict:
+            if calls[0] % len(configs) == 0:
+                cyc = calls[0] // len(configs)
+                self.log(f"bench: cycle {cyc + 1}/{self.reps + 1}" + (" (warm-up, discarded)"
+                                                                    if cyc == 0 else ""))
+            calls[0] += 1
             r = runners[c.key]
             tok = tokens_for(c)
             e0 = self.rapl.read() if (self.rapl.available and c.kind == "tg") else None
@@ -228,6 +235,8 @@ class E2ERun:
         tps = [x["tps"] for x in s]
         mean, std = mean_std(tps)
         info = self.info
+        if c.backend == "llama.cpp" and self.gguf_path:  # its own tensor types' bytes
+            info = gguf_info(Path(self.gguf_path))
         limit, kind = None, None
         if c.kind == "tg":
             bw = bandwidth_at(limits, c.threads)
