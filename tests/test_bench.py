@@ -246,3 +246,39 @@ def test_llama_cpp_peer_runs_on_the_gguf_beside_isaforge(smollm2_gguf):
     else:  # not yet: isaforge is listed as skipped with the reason, never silently dropped
         assert [s["backend"] for s in doc["skipped"]] == ["isaforge"]
         assert "cannot load" in doc["skipped"][0]["reason"]
+
+
+def test_pytorch_kernel_peer_rows_with_a_stand_in_torch(monkeypatch):
+    """The PyTorch peer's plumbing (shapes, samples, schema) with a stand-in `torch` module:
+    real torch is not a test dependency."""
+    import types
+
+    import numpy as np
+
+    from isaforge.bench.peers import torch_kernel_rows, torch_status
+
+    calls = []
+    fake = types.SimpleNamespace(
+        __version__="0-stand-in", int8=np.int8, manual_seed=lambda s: None,
+        randint=lambda lo, hi, shape, dtype: np.ones(shape, dtype),
+        randn=lambda *shape: np.ones(shape, np.float32),
+        _int_mm=lambda a, b: calls.append("mm") or a.astype(np.int32) @ b.astype(np.int32),
+        mv=lambda w, x: calls.append("mv") or w @ x)
+    monkeypatch.setitem(__import__("sys").modules, "torch", fake)
+    assert torch_status()["status"] == "ok"
+    rows = torch_kernel_rows([("q8_gemm", 32, 16, 64), ("q8_gemv", 1, 16, 64),
+                              ("quantize", 1, 0, 64)], reps=2, min_time=1e-4)
+    assert [(r["op"], r["tier"]) for r in rows] == [("q8_gemm", "torch._int_mm"),
+                                                   ("q8_gemv", "torch.mv fp32")]
+    for r in rows:
+        assert r["status"] == "ok" and len(r["samples_s"]) == 2  # warm-up sample dropped
+    assert {"mm", "mv"} <= set(calls)
+
+
+def test_the_main_cli_routes_bench():
+    from isaforge.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["bench", "--threads", "0"]) == 2
+    assert "expected integers >= 1" in err.getvalue() and len(err.getvalue().splitlines()) == 1

@@ -97,7 +97,12 @@ def footer_lines(doc: dict) -> list[str]:
     la0, la1 = m.get("loadavg_start"), doc.get("loadavg_end")
     if la0 or la1:
         out.append(f"load average (1, 5, 15 min): {la0} at the start, {la1} at the end")
-    if s:
+    if s and doc.get("kind") == "kernels":
+        mode = ("cold (weights rotated beyond the LLC)" if s.get("cold")
+                else "hot (weights may stay in cache)")
+        out.append(f"settings: {s.get('reps')} samples per tier after 1 warm-up cycle, tiers "
+                   f"alternating, 1 thread, {mode}")
+    elif s:
         out.append(f"settings: {s.get('reps')} repetitions after 1 warm-up cycle, configurations "
                    f"alternating; ubatch {s.get('ubatch') or 'default'}")
     out += limits_lines(doc)
