@@ -198,7 +198,8 @@ def _run_e2e(argv: list[str]) -> int:
     machine = machine_info()  # before the run: the load average at the start
     threads = a.threads or [default_threads()]
     kernels, skipped = _tiers(a.kernel)
-    loaded, info, reason = load_model(a.model, a.n_prompt + a.n_gen, a.group_size)
+    # each test starts from an empty context (llama-bench): the longest one sets the context
+    loaded, info, reason = load_model(a.model, max(a.n_prompt, a.n_gen), a.group_size)
     gguf = a.model if a.model.lower().endswith(".gguf") else None
     limits = None
     if not a.no_limits:

@@ -171,7 +171,7 @@ class E2ERun:
         if peer and peer["status"] == "ok":
             for t in self.threads:
                 runners[("llama.cpp", "llama.cpp", t)] = LlamaCppRunner(
-                    self.gguf_path, t, self.n_prompt + self.n_gen + 8, max(self.n_prompt, 1))
+                    self.gguf_path, t, max(self.n_prompt, self.n_gen) + 8, max(self.n_prompt, 1))
                 for _, test, n in tests:
                     configs.append(Config("llama.cpp", "llama.cpp", t, test, n, {},
                                           ("llama.cpp", "llama.cpp", t)))

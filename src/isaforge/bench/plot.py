@@ -104,8 +104,8 @@ def _roofline(ax, doc: dict, colors: dict) -> None:
             ai = m["ops_per_token_prefill"] * ub / m["weight_bytes_per_token"]
             g = r["mean_tps"] * m["ops_per_token_prefill"] / 1e9
         if g > 0 and not math.isnan(g):
-            ax.scatter([ai], [g], marker="*", s=60, color=colors.get(r["kernel"], "k"))
-            ax.annotate(f"{r['kernel']} {r['test']}", (ai, g), fontsize=7)
+            ax.scatter([ai], [g], marker="*", s=60, color=colors.get(r["kernel"], "k"),
+                       label=f"{r['kernel']} {r['test']} (end to end)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (int8 ops per byte of weights)")
