@@ -282,3 +282,17 @@ def test_the_main_cli_routes_bench():
     with contextlib.redirect_stderr(err):
         assert main(["bench", "--threads", "0"]) == 2
     assert "expected integers >= 1" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+
+
+def test_cold_mode_rotates_over_more_weight_bytes_than_the_llc():
+    from isaforge.bench.kernels import _copies
+    from isaforge.bench.machine import llc_bytes
+
+    llc = llc_bytes() or (32 << 20)
+    for wbytes in (110_592, 373_248, 31_850_496):  # wk, wq, wcls of SmolLM2-135M (Q8 gs32)
+        n = _copies(wbytes, cold=True)
+        assert n >= 2 and n * wbytes > 2 * llc
+        assert _copies(wbytes, cold=False) == 1
+    case = _bench.Case("q8_gemv", 1, 192, 576, 32, 3)  # rotation keeps the gate on copy 0
+    assert case.weight_bytes == 192 * 576 + 4 * 192 * 18
+    assert case.check("scalar") is None and case.time("scalar", 4) > 0

@@ -1,6 +1,7 @@
 /* bench_limits.c - measured limits: read-only memory bandwidth and peak int8 throughput per
  * tier, each on 1..n threads released together. */
 #define _POSIX_C_SOURCE 200809L
+#define _DARWIN_C_SOURCE 1
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -52,12 +53,36 @@ static int run_threads(size_t n, void (*body)(void *, size_t), void *ctx) {
     return started == n ? 0 : -1;
 }
 
+/* ---- a spinning barrier (pthread_barrier_t is missing on macOS) ---- */
+
+typedef struct spin_barrier {
+    atomic_size_t arrived, generation;
+    size_t n;
+} spin_barrier;
+
+static void spin_barrier_init(spin_barrier *b, size_t n) {
+    atomic_init(&b->arrived, 0);
+    atomic_init(&b->generation, 0);
+    b->n = n;
+}
+
+/* Wait until all n threads arrived; reusable for the next pass. */
+static void spin_barrier_wait(spin_barrier *b) {
+    size_t gen = atomic_load(&b->generation);
+    if (atomic_fetch_add(&b->arrived, 1) + 1 == b->n) {
+        atomic_store(&b->arrived, 0);
+        atomic_fetch_add(&b->generation, 1);
+        return;
+    }
+    while (atomic_load(&b->generation) == gen) sched_yield();
+}
+
 /* ---- read-only stream ---- */
 
 typedef struct stream_ctx {
     const uint64_t *buf;
     size_t words, threads, reps;
-    pthread_barrier_t *pass; /* all threads start each pass together */
+    spin_barrier *pass;      /* all threads start each pass together */
     double *t0, *t1;         /* (reps, threads) */
     uint64_t *sums;          /* (threads) */
 } stream_ctx;
@@ -68,7 +93,7 @@ static void stream_body(void *p, size_t tid) {
     const uint64_t *b = c->buf + tid * per;
     uint64_t total = 0;
     for (size_t r = 0; r < c->reps; r++) {
-        pthread_barrier_wait(c->pass);
+        spin_barrier_wait(c->pass);
         double t0 = ifb_now();
         uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
         for (size_t i = 0; i < per; i += 8) {
@@ -94,8 +119,9 @@ if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbp
     double *t0 = malloc(reps * threads * sizeof(double));
     double *t1 = malloc(reps * threads * sizeof(double));
     uint64_t *sums = calloc(threads, sizeof(uint64_t));
-    pthread_barrier_t pass;
-    if (!buf || !t0 || !t1 || !sums || pthread_barrier_init(&pass, NULL, (unsigned)threads)) {
+    spin_barrier pass;
+    spin_barrier_init(&pass, threads);
+    if (!buf || !t0 || !t1 || !sums) {
         free(buf), free(t0), free(t1), free(sums);
         snprintf(err, errlen, "stream: out of memory for %zu bytes", bytes);
         return IF_ENOMEM;
@@ -103,7 +129,6 @@ if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbp
     for (size_t i = 0; i < words; i++) buf[i] = i * 0x9E3779B97F4A7C15ULL; /* touch every page */
     stream_ctx c = {buf, words, threads, reps, &pass, t0, t1, sums};
     int rc = run_threads(threads, stream_body, &c);
-    pthread_barrier_destroy(&pass);
     if (rc != 0) {
         free(buf), free(t0), free(t1), free(sums);
         snprintf(err, errlen, "stream: could not start %zu threads", threads);
