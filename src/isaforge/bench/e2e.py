@@ -157,7 +157,11 @@ class E2ERun:
                     for t in self.threads:
                         select_kernel(None if k == "auto" else k)
                         eng = Engine(self.loaded, threads=t, ubatch=self.ubatch)
-                        ks = {ph: eng.kernels[ph]["tier"] for ph in ("decode", "prefill")}
+                        kt = eng.kernels
+                        ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
+                              "decode_q8_gemv": kt["decode"]["q8_gemv"],
+                              "prefill_q8_gemm": kt["prefill"]["q8_gemm"],
+                              "quantize": kt["prefill"]["quantize"]}
                         name = k if k != "auto" else (
                             ks["prefill"] if ks["decode"] == ks["prefill"]
                             else f"{ks['prefill']}/{ks['decode']}")
