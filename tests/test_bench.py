@@ -296,3 +296,14 @@ def test_cold_mode_rotates_over_more_weight_bytes_than_the_llc():
     case = _bench.Case("q8_gemv", 1, 192, 576, 32, 3)  # rotation keeps the gate on copy 0
     assert case.weight_bytes == 192 * 576 + 4 * 192 * 18
     assert case.check("scalar") is None and case.time("scalar", 4) > 0
+
+
+def test_every_committed_bench_json_fits_the_schema():
+    docs = [p for p in sorted((REPO / "benchmarks/results").glob("*.json"))
+            if json.loads(p.read_text()).get("schema") == "isaforge-bench/1"]
+    assert {p.name for p in docs} >= {"bench.json"}
+    for p in docs:
+        doc = json.loads(p.read_text())
+        validate(doc)
+        assert to_markdown(doc)  # and every renderer accepts it
+        assert to_csv(doc) and to_jsonl(doc)
