@@ -248,23 +248,26 @@ def test_llama_cpp_peer_runs_on_the_gguf_beside_isaforge(smollm2_gguf):
         assert "cannot load" in doc["skipped"][0]["reason"]
 
 
-def test_pytorch_kernel_peer_rows_with_a_stand_in_torch(monkeypatch):
-    """The PyTorch peer's plumbing (shapes, samples, schema) with a stand-in `torch` module:
-    real torch is not a test dependency."""
+def stand_in_torch(calls: list):
     import types
 
     import numpy as np
 
-    from isaforge.bench.peers import torch_kernel_rows, torch_status
-
-    calls = []
-    fake = types.SimpleNamespace(
+    return types.SimpleNamespace(
         __version__="0-stand-in", int8=np.int8, manual_seed=lambda s: None,
         randint=lambda lo, hi, shape, dtype: np.ones(shape, dtype),
         randn=lambda *shape: np.ones(shape, np.float32),
         _int_mm=lambda a, b: calls.append("mm") or a.astype(np.int32) @ b.astype(np.int32),
         mv=lambda w, x: calls.append("mv") or w @ x)
-    monkeypatch.setitem(__import__("sys").modules, "torch", fake)
+
+
+def test_pytorch_kernel_peer_rows_with_a_stand_in_torch(monkeypatch, stories):
+    """The PyTorch peer's plumbing (shapes, samples, schema) with a stand-in `torch` module:
+    real torch is not a test dependency."""
+    from isaforge.bench.peers import torch_kernel_rows, torch_status
+
+    calls = []
+    monkeypatch.setitem(__import__("sys").modules, "torch", stand_in_torch(calls))
     assert torch_status()["status"] == "ok"
     rows = torch_kernel_rows([("q8_gemm", 32, 16, 64), ("q8_gemv", 1, 16, 64),
                               ("quantize", 1, 0, 64)], reps=2, min_time=1e-4)
@@ -273,6 +276,16 @@ def test_pytorch_kernel_peer_rows_with_a_stand_in_torch(monkeypatch):
     for r in rows:
         assert r["status"] == "ok" and len(r["samples_s"]) == 2  # warm-up sample dropped
     assert {"mm", "mv"} <= set(calls)
+    rc, out, err = bench("kernels", "--model-shapes", str(stories / "stories260K.bin"), "--m",
+                         "32", "--group-size", "4", "--ops", "q8_gemv,q8_gemm", "--kernel",
+                         "scalar", "-r", "1",
+                         "--min-time", "0.0005", "--no-limits", "-q", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    assert doc["peers"][0]["status"] == "ok"
+    theirs = [r for r in doc["kernels"] if r["backend"] == "pytorch"]
+    assert theirs and all(r["status"] == "ok" and r["median_gops"] > 0 for r in theirs)
 
 
 def test_the_main_cli_routes_bench():

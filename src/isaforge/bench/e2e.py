@@ -5,6 +5,7 @@ cycle; configurations (backend x kernel x threads x test) alternate."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,7 +139,7 @@ class E2ERun:
     ubatch: int = 0
     gguf_path: str | None = None  # run llama.cpp on it when its peer is available
     isaforge_reason: str | None = None
-    log: object = print
+    log: Callable[[str], None] = field(default=lambda s: None)  # progress lines
     rapl: Rapl = field(default_factory=Rapl.probe)
 
     def build(self) -> tuple[list[Config], dict, list[dict]]:
