@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .bench import cli as bench_cli
 from .types import ModelFormatError
 
 
@@ -72,8 +73,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op")
     i.add_argument("--json", action="store_true")
-    from .bench import cli as bench_cli  # bench hook (1/2)
-    bench_cli.add_parser(sub)
+    bench_cli.add_parser(sub)  # `isaforge bench`
     return p
 
 
@@ -179,10 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     try:
         a = parser.parse_args(argv)
-        if a.cmd == "bench":  # bench hook (2/2)
-            from .bench.cli import main as bench_main
-            return bench_main(a)
-        return {"run": _cmd_run, "quantize": _cmd_quantize, "info": _cmd_info}[a.cmd](a)
+        return {"run": _cmd_run, "quantize": _cmd_quantize, "info": _cmd_info,
+                "bench": bench_cli.main}[a.cmd](a)
     except UsageError as e:
         print(f"{e} (see --help)", file=sys.stderr)
         return 2
