@@ -75,6 +75,8 @@ def test_gate_accepts_real_tiers_and_refuses_the_broken_kernel(op, M, N, K):
         assert case.check(tier) is None, tier
     why = case.check("broken")
     assert why is not None and "scalar" in why
+    if op == "q8_gemm" and "amx" in {t["name"] for t in _bench.tiers()}:
+        assert case.check("amx_emulated") is None  # a packed-weight layout passes the gate too
 
 
 def test_broken_kernel_is_reported_failed_and_never_timed():
