@@ -20,6 +20,7 @@ from isaforge.bench.energy import Rapl
 from isaforge.bench.kernels import Shape, bench_kernels
 from isaforge.bench.report import (
     CSV_FIELDS,
+    KERNEL_CSV_FIELDS,
     readme_block,
     readme_current_block,
     to_csv,
@@ -161,6 +162,13 @@ def test_kernels_cli_json_validates_with_the_broken_kernel_injected():
     assert status[("q8_gemv", 49152, "scalar")] == "ok"
     assert {s for (_, _, t), s in status.items() if t == "broken"} == {"failed"}
     assert {p["name"] for p in doc["peers"]} == {"pytorch"}
+    lines = [json.loads(x) for x in to_jsonl(doc).splitlines()]
+    assert [x["type"] for x in lines] == ["run"] + ["kernel"] * len(doc["kernels"])
+    for x in lines[1:]:
+        validate(x, "kernel")
+    rows = list(csv.DictReader(io.StringIO(to_csv(doc))))
+    assert list(rows[0]) == KERNEL_CSV_FIELDS and len(rows) == len(doc["kernels"])
+    assert "| broken |" in to_markdown(doc) and "failed: disagrees with scalar" in to_markdown(doc)
 
 
 # ---- README block == the committed JSON ----
