@@ -305,7 +305,7 @@ def _run_report(argv: list[str]) -> int:
         from .schema import validate
 
         validate(doc)
-    except ImportError:
+    except (ImportError, FileNotFoundError):  # no jsonschema, or not in a source tree
         pass
     except Exception as e:  # jsonschema.ValidationError
         if e.__class__.__name__ != "ValidationError":
