@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from .bench import cli as bench_cli
 from .types import ModelFormatError
 
 
@@ -148,6 +149,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op")
     i.add_argument("--json", action="store_true")
+    bench_cli.add_parser(sub)  # `isaforge bench`
     return p
 
 
@@ -424,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"isaforge: unrecognized arguments: {' '.join(extra)}")
             a.args = list(a.args) + extra
         cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
-                "quantize": _cmd_quantize, "info": _cmd_info}
+                "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main}
         return cmds[a.cmd](a)
     except UsageError as e:
         print(f"{e} (see --help)", file=sys.stderr)

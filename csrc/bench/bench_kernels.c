@@ -1,0 +1,269 @@
+/* bench_kernels.c - timing cases over the kernel tables, the correctness gate, and the
+ * test-only "broken" table the gate must refuse. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "isaforge_bench.h"
+
+struct ifb_case {
+    ifb_op op;
+    size_t M, N, K, gs, copies;
+    int8_t *xq;     /* (M, K) activations, int8 */
+    float *xs;      /* (M, K/gs) activation scales */
+    float *x;       /* (M, K) floats for quantize */
+    int8_t **w;     /* copies x (N, K) */
+    float **ws;     /* copies x (N, K/gs) */
+    int8_t **packed; /* copies x packed GEMM weights (for the table in packed_for) */
+    const if_kernel_table *packed_for;
+    float *out, *ref;     /* (M, N) */
+    int8_t *q, *qref;     /* quantize outputs (M, K) */
+    float *s, *sref;      /* (M, K/gs) */
+    size_t next;          /* next weight copy to use */
+};
+
+double ifb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *alloc64(size_t bytes) {
+    size_t n = (bytes + 63) / 64 * 64;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+static uint64_t rng_next(uint64_t *st) {
+    *st ^= *st >> 12;
+    *st ^= *st << 25;
+    *st ^= *st >> 27;
+    return *st * 0x2545F4914F6CDD1DULL;
+}
+
+static void fill_i8(int8_t *p, size_t n, uint64_t *st) {
+    for (size_t i = 0; i < n; i++) p[i] = (int8_t)((int)(rng_next(st) % 255u) - 127);
+}
+
+/* Positive scales in [lo, lo + span). */
+static void fill_f32(float *p, size_t n, uint64_t *st, float lo, float span) {
+    for (size_t i = 0; i < n; i++) p[i] = lo + span * (float)(rng_next(st) >> 40) / 16777216.0f;
+}
+
+void ifb_case_free(ifb_case *c) {
+    if (!c) return;
+    for (size_t i = 0; c->w && i < c->copies; i++) free(c->w[i]);
+    for (size_t i = 0; c->ws && i < c->copies; i++) free(c->ws[i]);
+    for (size_t i = 0; c->packed && i < c->copies; i++) free(c->packed[i]);
+    free(c->w);
+    free(c->ws);
+    free(c->packed);
+    free(c->xq);
+    free(c->xs);
+    free(c->x);
+    free(c->out);
+    free(c->ref);
+    free(c->q);
+    free(c->qref);
+    free(c->s);
+    free(c->sref);
+    free(c);
+}
+
+if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
+                          ifb_case **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (op != IFB_Q8_GEMV && op != IFB_Q8_GEMM && op != IFB_QUANTIZE) {
+        snprintf(err, errlen, "unknown op %d", (int)op);
+        return IF_EINVAL;
+    }
+    if (op == IFB_Q8_GEMV) M = 1;
+    if (op == IFB_QUANTIZE) N = 0, copies = 1;
+    if (M == 0 || K == 0 || gs == 0 || K % gs != 0 || copies == 0 ||
+        (op != IFB_QUANTIZE && N == 0)) {
+        snprintf(err, errlen, "bad shape: M=%zu N=%zu K=%zu gs=%zu copies=%zu (K must be a "
+                 "positive multiple of gs)", M, N, K, gs, copies);
+        return IF_EINVAL;
+    }
+    if (M > ((size_t)1 << 20) || N > ((size_t)1 << 24) || K > ((size_t)1 << 20) ||
+        copies > 4096 || (N && copies * N > SIZE_MAX / K / 2)) {
+        snprintf(err, errlen, "shape too large: M=%zu N=%zu K=%zu copies=%zu", M, N, K, copies);
+        return IF_EINVAL;
+    }
+    ifb_case *c = calloc(1, sizeof *c);
+    if (!c) goto oom;
+    c->op = op, c->M = M, c->N = N, c->K = K, c->gs = gs, c->copies = copies;
+    uint64_t st = 0x9E3779B97F4A7C15ULL ^ (M * 131 + N * 7 + K);
+    size_t G = K / gs;
+    if (op == IFB_QUANTIZE) {
+        c->x = alloc64(M * K * sizeof(float));
+        c->q = alloc64(M * K), c->qref = alloc64(M * K);
+        c->s = alloc64(M * G * sizeof(float)), c->sref = alloc64(M * G * sizeof(float));
+        if (!c->x || !c->q || !c->qref || !c->s || !c->sref) goto oom;
+        for (size_t i = 0; i < M * K; i++)
+            c->x[i] = ((float)(rng_next(&st) >> 40) / 8388608.0f - 1.0f) * 3.0f;
+        *out = c;
+        return IF_OK;
+    }
+    c->xq = alloc64(M * K), c->xs = alloc64(M * G * sizeof(float));
+    c->out = alloc64(M * N * sizeof(float)), c->ref = alloc64(M * N * sizeof(float));
+    c->w = calloc(copies, sizeof *c->w), c->ws = calloc(copies, sizeof *c->ws);
+    c->packed = calloc(copies, sizeof *c->packed);
+    if (!c->xq || !c->xs || !c->out || !c->ref || !c->w || !c->ws || !c->packed) goto oom;
+    fill_i8(c->xq, M * K, &st);
+    fill_f32(c->xs, M * G, &st, 0.01f, 0.02f);
+    for (size_t i = 0; i < copies; i++) {
+        c->w[i] = alloc64(N * K), c->ws[i] = alloc64(N * G * sizeof(float));
+        if (!c->w[i] || !c->ws[i]) goto oom;
+        fill_i8(c->w[i], N * K, &st);
+        fill_f32(c->ws[i], N * G, &st, 0.0005f, 0.001f);
+    }
+    *out = c;
+    return IF_OK;
+oom:
+    ifb_case_free(c);
+    snprintf(err, errlen, "out of memory for a case M=%zu N=%zu K=%zu copies=%zu", M, N, K,
+             copies);
+    return IF_ENOMEM;
+}
+
+size_t ifb_case_weight_bytes(const ifb_case *c) {
+    if (c->op == IFB_QUANTIZE) return 0;
+    return c->N * c->K + c->N * (c->K / c->gs) * sizeof(float);
+}
+
+/* Pack every weight copy for table t if its GEMM wants a packed layout. */
+static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen) {
+    if (c->op != IFB_Q8_GEMM || !t->q8_gemm_pack || c->packed_for == t) return IF_OK;
+    size_t bytes = t->q8_gemm_pack_size(c->N, c->K, c->gs);
+    for (size_t i = 0; i < c->copies; i++) {
+        free(c->packed[i]);
+        c->packed[i] = alloc64(bytes);
+        if (!c->packed[i]) {
+            c->packed_for = NULL;
+            snprintf(err, errlen, "out of memory packing weights for %s", t->tier);
+            return IF_ENOMEM;
+        }
+        t->q8_gemm_pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
+    }
+    c->packed_for = t;
+    return IF_OK;
+}
+
+/* One call of t's op on weight copy i, writing to (out or q/s). */
+static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *out, int8_t *q,
+                      float *s) {
+    size_t G = c->K / c->gs;
+    switch (c->op) {
+    case IFB_Q8_GEMV:
+        t->q8_gemv(out, c->xq, c->xs, c->w[i], c->ws[i], 0, c->N, c->K, c->gs);
+        break;
+    case IFB_Q8_GEMM: {
+        const int8_t *w = t->q8_gemm_pack ? c->packed[i] : c->w[i];
+        t->q8_gemm(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], 0, c->N, c->K, c->gs);
+        break;
+    }
+    case IFB_QUANTIZE:
+        for (size_t m = 0; m < c->M; m++)
+            t->quantize(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
+        break;
+    }
+}
+
+if_status ifb_check(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen) {
+    const if_kernel_table *ref = if_tier_table(0);
+    if (!t || !ref) {
+        snprintf(err, errlen, "no kernel table");
+        return IF_EINVAL;
+    }
+    if_status st = ensure_packed(c, ref, err, errlen);
+    if (st == IF_OK) st = ensure_packed(c, t, err, errlen);
+    if (st != IF_OK) return st;
+    size_t G = c->K / c->gs;
+    if (c->op == IFB_QUANTIZE) {
+        memset(c->q, 0x55, c->M * c->K);
+        memset(c->s, 0x55, c->M * G * sizeof(float));
+        call_once(c, ref, 0, NULL, c->qref, c->sref);
+        call_once(c, t, 0, NULL, c->q, c->s);
+        for (size_t i = 0; i < c->M * c->K; i++)
+            if (c->q[i] != c->qref[i]) {
+                snprintf(err, errlen, "%s: quantize q[%zu] = %d, scalar %d", t->quantize_name, i,
+                         c->q[i], c->qref[i]);
+                return IF_EINVAL;
+            }
+        if (memcmp(c->s, c->sref, c->M * G * sizeof(float)) != 0) {
+            snprintf(err, errlen, "%s: quantize scales differ from scalar", t->quantize_name);
+            return IF_EINVAL;
+        }
+        return IF_OK;
+    }
+    size_t n = c->M * c->N;
+    memset(c->out, 0x55, n * sizeof(float));
+    call_once(c, ref, 0, c->ref, NULL, NULL);
+    call_once(c, t, 0, c->out, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, &c->out[i], 4);
+        memcpy(&b, &c->ref[i], 4);
+        if (a != b) {
+            snprintf(err, errlen, "%s: out[%zu, %zu] = %.9g, scalar %.9g (bits differ)",
+                     c->op == IFB_Q8_GEMV ? t->q8_gemv_name : t->q8_gemm_name, i / c->N,
+                     i % c->N, (double)c->out[i], (double)c->ref[i]);
+            return IF_EINVAL;
+        }
+    }
+    return IF_OK;
+}
+
+if_status ifb_time(ifb_case *c, const if_kernel_table *t, size_t iters, double *seconds,
+                   char *err, size_t errlen) {
+    if (!t || iters == 0) {
+        snprintf(err, errlen, "need a kernel table and iters >= 1");
+        return IF_EINVAL;
+    }
+    if_status st = ensure_packed(c, t, err, errlen);
+    if (st != IF_OK) return st;
+    double t0 = ifb_now();
+    for (size_t k = 0; k < iters; k++) {
+        call_once(c, t, c->next, c->out, c->q, c->s);
+        if (++c->next == c->copies) c->next = 0;
+    }
+    *seconds = ifb_now() - t0;
+    return IF_OK;
+}
+
+/* ---- the deliberately broken table (tests of the gate) ---- */
+
+static void broken_gemv(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+                        const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
+    if_tier_table(0)->q8_gemv(out, xq, xs, w, ws, n0, n1, K, gs);
+    if (n1 > n0) out[n1 - 1] = nextafterf(out[n1 - 1], INFINITY);
+}
+
+static void broken_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                        const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                        size_t gs) {
+    if_tier_table(0)->q8_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+    if (M && n1 > n0) out[(M - 1) * ldo + n1 - 1] = nextafterf(out[(M - 1) * ldo + n1 - 1], 0.0f);
+}
+
+static void broken_quantize(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+    if_tier_table(0)->quantize(q, s, x, K, gs);
+    if (K) q[K - 1] = (int8_t)(q[K - 1] == 127 ? 126 : q[K - 1] + 1);
+}
+
+static void broken_f32_gemv(float *out, const float *x, const float *w, size_t n0, size_t n1,
+                            size_t K) {
+    if_tier_table(0)->f32_gemv(out, x, w, n0, n1, K);
+    if (n1 > n0) out[n0] = nextafterf(out[n0], INFINITY);
+}
+
+static const if_kernel_table g_broken = {
+    "broken", "q8_gemv_broken", "q8_gemm_broken", "quantize_q8_broken", "f32_gemv_broken",
+    broken_gemv, broken_gemm, broken_quantize, broken_f32_gemv, NULL, NULL, 4, 64};
+
+const if_kernel_table *ifb_test_table(const char *name) {
+    return name && strcmp(name, "broken") == 0 ? &g_broken : NULL;
+}

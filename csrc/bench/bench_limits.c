@@ -1,0 +1,229 @@
+/* bench_limits.c - measured limits: read-only memory bandwidth and peak int8 throughput per
+ * tier, each on 1..n threads released together. */
+#define _POSIX_C_SOURCE 200809L
+#define _DARWIN_C_SOURCE 1
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isaforge_bench.h"
+
+#define MAX_THREADS 256
+
+/* ---- a tiny fork-join runner: every thread runs body(ctx, tid) once all are started ---- */
+
+typedef struct runner {
+    void (*body)(void *ctx, size_t tid);
+    void *ctx;
+    atomic_int go; /* 0 wait, 1 run, -1 give up (a thread could not be created) */
+} runner;
+
+typedef struct worker_arg {
+    runner *r;
+    size_t tid;
+} worker_arg;
+
+static void *worker(void *p) {
+    worker_arg *a = p;
+    int go;
+    while ((go = atomic_load(&a->r->go)) == 0) sched_yield();
+    if (go > 0) a->r->body(a->r->ctx, a->tid);
+    return NULL;
+}
+
+/* Run body on n threads (the caller is thread 0); 0 on success, -1 if a thread could not be
+ * created (then nothing ran). */
+static int run_threads(size_t n, void (*body)(void *, size_t), void *ctx) {
+    runner r;
+    r.body = body, r.ctx = ctx;
+    atomic_init(&r.go, 0);
+    pthread_t th[MAX_THREADS];
+    worker_arg args[MAX_THREADS];
+    size_t started = 1;
+    for (; started < n; started++) {
+        args[started] = (worker_arg){&r, started};
+        if (pthread_create(&th[started], NULL, worker, &args[started]) != 0) break;
+    }
+    atomic_store(&r.go, started == n ? 1 : -1);
+    if (started == n) body(ctx, 0);
+    for (size_t i = 1; i < started; i++) pthread_join(th[i], NULL);
+    return started == n ? 0 : -1;
+}
+
+/* ---- a spinning barrier (pthread_barrier_t is missing on macOS) ---- */
+
+typedef struct spin_barrier {
+    atomic_size_t arrived, generation;
+    size_t n;
+} spin_barrier;
+
+static void spin_barrier_init(spin_barrier *b, size_t n) {
+    atomic_init(&b->arrived, 0);
+    atomic_init(&b->generation, 0);
+    b->n = n;
+}
+
+/* Wait until all n threads arrived; reusable for the next pass. */
+static void spin_barrier_wait(spin_barrier *b) {
+    size_t gen = atomic_load(&b->generation);
+    if (atomic_fetch_add(&b->arrived, 1) + 1 == b->n) {
+        atomic_store(&b->arrived, 0);
+        atomic_fetch_add(&b->generation, 1);
+        return;
+    }
+    while (atomic_load(&b->generation) == gen) sched_yield();
+}
+
+/* ---- read-only stream ---- */
+
+typedef struct stream_ctx {
+    const uint64_t *buf;
+    size_t words, threads, reps;
+    spin_barrier *pass;      /* all threads start each pass together */
+    double *t0, *t1;         /* (reps, threads) */
+    uint64_t *sums;          /* (threads) */
+} stream_ctx;
+
+static void stream_body(void *p, size_t tid) {
+    stream_ctx *c = p;
+    size_t per = c->words / c->threads / 8 * 8;
+    const uint64_t *b = c->buf + tid * per;
+    uint64_t total = 0;
+    for (size_t r = 0; r < c->reps; r++) {
+        spin_barrier_wait(c->pass);
+        double t0 = ifb_now();
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+        for (size_t i = 0; i < per; i += 8) {
+            a0 += b[i], a1 += b[i + 1], a2 += b[i + 2], a3 += b[i + 3];
+            a4 += b[i + 4], a5 += b[i + 5], a6 += b[i + 6], a7 += b[i + 7];
+        }
+        total += a0 ^ a1 ^ a2 ^ a3 ^ a4 ^ a5 ^ a6 ^ a7;
+        c->t0[r * c->threads + tid] = t0;
+        c->t1[r * c->threads + tid] = ifb_now();
+    }
+    c->sums[tid] = total;
+}
+
+if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbps, char *err,
+                          size_t errlen) {
+    if (threads == 0 || threads > MAX_THREADS || reps == 0 || bytes < 64 * threads * 8) {
+        snprintf(err, errlen, "stream: need 1..%d threads, reps >= 1 and a large enough buffer "
+                 "(got %zu threads, %zu reps, %zu bytes)", MAX_THREADS, threads, reps, bytes);
+        return IF_EINVAL;
+    }
+    size_t words = bytes / 8;
+    uint64_t *buf = aligned_alloc(64, (words * 8 + 63) / 64 * 64);
+    double *t0 = malloc(reps * threads * sizeof(double));
+    double *t1 = malloc(reps * threads * sizeof(double));
+    uint64_t *sums = calloc(threads, sizeof(uint64_t));
+    spin_barrier pass;
+    spin_barrier_init(&pass, threads);
+    if (!buf || !t0 || !t1 || !sums) {
+        free(buf), free(t0), free(t1), free(sums);
+        snprintf(err, errlen, "stream: out of memory for %zu bytes", bytes);
+        return IF_ENOMEM;
+    }
+    for (size_t i = 0; i < words; i++) buf[i] = i * 0x9E3779B97F4A7C15ULL; /* touch every page */
+    stream_ctx c = {buf, words, threads, reps, &pass, t0, t1, sums};
+    int rc = run_threads(threads, stream_body, &c);
+    if (rc != 0) {
+        free(buf), free(t0), free(t1), free(sums);
+        snprintf(err, errlen, "stream: could not start %zu threads", threads);
+        return IF_ENOMEM;
+    }
+    size_t per = words / threads / 8 * 8;
+    double best = 0;
+    for (size_t r = 0; r < reps; r++) {
+        double lo = t0[r * threads], hi = t1[r * threads];
+        for (size_t i = 1; i < threads; i++) {
+            if (t0[r * threads + i] < lo) lo = t0[r * threads + i];
+            if (t1[r * threads + i] > hi) hi = t1[r * threads + i];
+        }
+        double g = (double)(per * 8 * threads) / (hi - lo) / 1e9;
+        if (g > best) best = g;
+    }
+    volatile uint64_t keep = 0;
+    for (size_t i = 0; i < threads; i++) keep ^= sums[i];
+    (void)keep;
+    free(buf), free(t0), free(t1), free(sums);
+    *gbps = best;
+    return IF_OK;
+}
+
+/* ---- peak int8 ---- */
+
+typedef uint64_t (*peak_loop_fn)(size_t iters, int64_t *sink);
+
+typedef struct peak_ctx {
+    peak_loop_fn fn;
+    size_t iters;
+    uint64_t macs[MAX_THREADS];
+    int64_t sink[MAX_THREADS];
+} peak_ctx;
+
+static void peak_body(void *p, size_t tid) {
+    peak_ctx *c = p;
+    c->macs[tid] = c->fn(c->iters, &c->sink[tid]);
+}
+
+static peak_loop_fn peak_fn(const char *tier) {
+    if (strcmp(tier, "scalar") == 0) return ifb_peak_loop_scalar;
+#if defined(IF_X86_TIERS)
+    if (strcmp(tier, "avx2") == 0) return ifb_peak_loop_avx2;
+    if (strcmp(tier, "avx_vnni") == 0) return ifb_peak_loop_avx_vnni;
+    if (strcmp(tier, "avx512_vnni") == 0) return ifb_peak_loop_avx512_vnni;
+    if (strcmp(tier, "amx") == 0) return ifb_peak_loop_amx;
+#endif
+    return NULL;
+}
+
+if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *gops,
+                        char *err, size_t errlen) {
+    if (!tier || threads == 0 || threads > MAX_THREADS || iters == 0) {
+        snprintf(err, errlen, "peak: need a tier, 1..%d threads and iters >= 1", MAX_THREADS);
+        return IF_EINVAL;
+    }
+    size_t idx = if_tier_count();
+    for (size_t i = 0; i < if_tier_count(); i++)
+        if (strcmp(if_tier_name(i), tier) == 0) idx = i;
+    if (idx == if_tier_count()) {
+        snprintf(err, errlen, "peak: unknown tier '%s'", tier);
+        return IF_EINVAL;
+    }
+    char why[256] = "";
+    if (!if_tier_supported(idx, why, sizeof why)) {
+        snprintf(err, errlen, "peak: tier %s cannot run here: %s", tier, why);
+        return IF_ENOTSUP;
+    }
+    peak_loop_fn fn = peak_fn(tier);
+    if (!fn) {
+        snprintf(err, errlen, "peak: no probe loop for tier %s", tier);
+        return IF_ENOTSUP;
+    }
+    peak_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "peak: out of memory");
+        return IF_ENOMEM;
+    }
+    c->fn = fn, c->iters = iters;
+    double t0 = ifb_now();
+    int rc = run_threads(threads, peak_body, c);
+    double dt = ifb_now() - t0;
+    if (rc != 0) {
+        free(c);
+        snprintf(err, errlen, "peak: could not start %zu threads", threads);
+        return IF_ENOMEM;
+    }
+    uint64_t macs = 0;
+    for (size_t i = 0; i < threads; i++) macs += c->macs[i];
+    free(c);
+    if (macs == 0) {
+        snprintf(err, errlen, "peak: the %s probe could not run (permission refused?)", tier);
+        return IF_ENOTSUP;
+    }
+    *gops = 2.0 * (double)macs / dt / 1e9;
+    return IF_OK;
+}

@@ -1,0 +1,82 @@
+/* isaforge_bench.h - the C side of `isaforge bench`: kernel timing loops, the correctness
+ * gate, memory bandwidth and peak int8 throughput probes.
+ *
+ * Timing uses clock_gettime(CLOCK_MONOTONIC) around a whole batch of calls, so the clock's
+ * cost is paid once per sample. Everything here is single-purpose measurement code: it never
+ * changes dispatch and only reads the kernel tables (if_tier_table, if_test_table,
+ * ifb_test_table). Sizes are size_t; failures return an if_status with a one-line reason. */
+#ifndef ISAFORGE_BENCH_H
+#define ISAFORGE_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "isaforge.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Seconds on the monotonic clock (arbitrary origin). */
+double ifb_now(void);
+
+/* Kernel ops that can be timed. */
+typedef enum ifb_op { IFB_Q8_GEMV = 0, IFB_Q8_GEMM = 1, IFB_QUANTIZE = 2 } ifb_op;
+
+/* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and
+ * `copies` copies of the weights; successive calls rotate over the copies (cold mode: copies
+ * whose total exceeds the last-level cache, so weights come from memory). */
+typedef struct ifb_case ifb_case;
+
+/* Create a case for `op`: GEMV (N, K), GEMM (M, N, K), quantize (M rows of K). K must be a
+ * multiple of gs; copies >= 1. */
+if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
+                          ifb_case **out, char *err, size_t errlen);
+/* Free a case (NULL allowed). */
+void ifb_case_free(ifb_case *c);
+/* Bytes of weights (int8 values + float scales) in one copy (0 for quantize). */
+size_t ifb_case_weight_bytes(const ifb_case *c);
+
+/* The correctness gate: run table t and the scalar tier on the case's first copy and compare
+ * the float bits of every output (and the int8 values for quantize). Returns IF_OK when
+ * equal; IF_EINVAL with the first differing index in `err` otherwise. */
+if_status ifb_check(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen);
+
+/* Time `iters` back-to-back calls of table t's op over the whole case (rotating the weight
+ * copies) and write the elapsed seconds. Packing (for tables that pack GEMM weights) is done
+ * before the clock starts. */
+if_status ifb_time(ifb_case *c, const if_kernel_table *t, size_t iters, double *seconds,
+                   char *err, size_t errlen);
+
+/* Test-only kernel tables: "broken" (the scalar kernels, then one output perturbed by one
+ * ulp / one int8 step), for testing that the gate refuses a disagreeing kernel; NULL for an
+ * unknown name. */
+const if_kernel_table *ifb_test_table(const char *name);
+
+/* Read-only memory bandwidth: `threads` threads each sum their share of a `bytes` buffer,
+ * `reps` passes; writes the best GB/s (1e9 bytes/s) over the passes. */
+if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbps, char *err,
+                          size_t errlen);
+
+/* Peak int8 multiply-add throughput of a tier's instruction ("scalar", "avx2" VPMADDUBSW,
+ * "avx_vnni" / "avx512_vnni" VPDPBUSD, "amx" TDPBSSD) in a tight loop of independent
+ * accumulators on `threads` threads for about `iters` inner iterations each; writes
+ * GOP/s (1 multiply-add = 2 ops). IF_ENOTSUP when the tier has no probe or cannot run here. */
+if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *gops,
+                        char *err, size_t errlen);
+
+/* Per-ISA probe loops (csrc/bench/peak_int8_<isa>.c, each compiled with only its flags):
+ * run `iters` iterations and return the number of int8 multiply-adds done; *sink receives a
+ * value derived from the accumulators so the loop cannot be removed. */
+uint64_t ifb_peak_loop_scalar(size_t iters, int64_t *sink);
+uint64_t ifb_peak_loop_avx2(size_t iters, int64_t *sink);
+uint64_t ifb_peak_loop_avx_vnni(size_t iters, int64_t *sink);
+uint64_t ifb_peak_loop_avx512_vnni(size_t iters, int64_t *sink);
+/* AMX: loads its own tile configuration; needs the XTILEDATA permission (returns 0 without
+ * doing anything when the permission cannot be obtained). */
+uint64_t ifb_peak_loop_amx(size_t iters, int64_t *sink);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ISAFORGE_BENCH_H */

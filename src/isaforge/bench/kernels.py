@@ -1,0 +1,138 @@
+"""Kernel level: GOP/s per tier per op at a model's real shapes, timed inside C (monotonic
+clock around a batch of calls), each tier checked bit for bit against scalar before it is
+timed (a disagreeing tier is reported as failed and never timed), tiers alternated, the
+warm-up cycle discarded; best and median with min-max. Cold mode rotates over weight copies
+totalling more than twice the last-level cache, so GEMV reads its weights from memory."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from .limits import bandwidth_at, peak_at
+from .machine import llc_bytes
+from .schedule import run_alternating
+
+SHAPE_MODELS = ("smollm2-135m",)
+
+
+@dataclass(frozen=True)
+class Shape:
+    op: str  # q8_gemv, q8_gemm, quantize
+    name: str  # which weight(s): "wq,wo", ...
+    M: int
+    N: int
+    K: int
+
+    @property
+    def ops(self) -> int:
+        """Operations per call: 2 per multiply-add (GEMV/GEMM); 1 per element (quantize)."""
+        return self.M * self.K if self.op == "quantize" else 2 * self.M * self.N * self.K
+
+    def bytes(self, gs: int) -> int:
+        """Bytes a call must move at least: weights + activations (+ output)."""
+        if self.op == "quantize":
+            return self.M * self.K * 5 + 4 * self.M * (self.K // gs)
+        return (self.N * self.K + 4 * self.N * (self.K // gs) + self.M * self.K
+                + 4 * self.M * (self.K // gs) + 4 * self.M * self.N)
+
+
+def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
+    """The distinct matmul shapes of a model (name from SHAPE_MODELS or a model file)."""
+    if spec == "smollm2-135m":
+        from ..synthetic import SMOLLM2_135M as c
+    else:
+        from ..model import read_model
+
+        c = read_model(spec).config
+    mats = {}
+    for name, (n, k) in (("wq", (c.dim, c.dim)), ("wk", (c.kv_dim, c.dim)),
+                         ("wv", (c.kv_dim, c.dim)), ("wo", (c.dim, c.dim)),
+                         ("w1", (c.hidden_dim, c.dim)), ("w2", (c.dim, c.hidden_dim)),
+                         ("w3", (c.hidden_dim, c.dim))):
+        mats.setdefault((n, k), []).append(name)
+    shapes = [Shape("q8_gemv", ",".join(v), 1, n, k) for (n, k), v in mats.items()]
+    shapes.append(Shape("q8_gemv", "wcls", 1, c.vocab_size, c.dim))
+    for m in ms:
+        shapes += [Shape("q8_gemm", ",".join(v), m, n, k) for (n, k), v in mats.items()]
+    shapes += [Shape("quantize", "x", 1, 0, k) for k in sorted({c.dim, c.hidden_dim})]
+    return shapes
+
+
+def _copies(weight_bytes: int, cold: bool) -> int:
+    if not cold or weight_bytes == 0:
+        return 1
+    llc = llc_bytes() or (32 << 20)
+    return max(2, math.ceil(2 * llc / weight_bytes) + 1)
+
+
+def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int = 5,
+                  cold: bool = False, min_time: float = 0.02, limits: dict | None = None,
+                  log=lambda s: None) -> list[dict]:
+    """One row per (shape, tier): status ok (samples, GOP/s) or failed (the gate's reason)."""
+    from .. import _bench
+
+    rows = []
+    for sh in shapes:
+        case = _bench.Case(sh.op, sh.M, sh.N, sh.K, gs, 1)
+        copies = _copies(case.weight_bytes, cold)
+        if copies > 1:
+            case = _bench.Case(sh.op, sh.M, sh.N, sh.K, gs, copies)
+        ok_tiers, shape_rows = [], {}
+        for t in tiers:
+            row = {"backend": "isaforge", "tier": t, "op": sh.op, "weights": sh.name, "M": sh.M,
+                   "N": sh.N, "K": sh.K, "gs": gs, "cold": cold, "copies": copies,
+                   "ops_per_call": sh.ops, "bytes_per_call": sh.bytes(gs), "status": "ok",
+                   "reason": None, "iters": 0, "samples_s": []}
+            why = case.check(t)  # the gate: before any timing
+            if why is not None:
+                row.update(status="failed", reason=f"disagrees with scalar: {why}")
+            else:
+                ok_tiers.append(t)
+            shape_rows[t] = row
+        iters = {}
+        for t in ok_tiers:  # calibrate: about min_time per sample
+            one = max(case.time(t, 1), 1e-7)
+            iters[t] = max(1, int(min_time / one))
+        log(f"kernels: {sh.op} {sh.name} M={sh.M} N={sh.N} K={sh.K}: "
+            f"{', '.join(ok_tiers) or 'no tier passed the gate'}")
+        def one_sample(t: str, case=case, iters=iters) -> float:
+            return case.time(t, iters[t]) / iters[t]
+
+        samples = run_alternating(ok_tiers, reps, one_sample)
+        for t, s in zip(ok_tiers, samples, strict=True):
+            _finish(shape_rows[t], s, iters[t], limits)
+        rows += [shape_rows[t] for t in tiers]
+    return rows
+
+
+def _finish(row: dict, samples: list[float], iters: int, limits: dict | None) -> None:
+    ops = row["ops_per_call"]
+    g = sorted(ops / s / 1e9 for s in samples)
+    row.update(iters=iters, samples_s=[float(f"{s:.6g}") for s in samples],
+               best_gops=round(g[-1], 3), median_gops=round(statistics.median(g), 3),
+               min_gops=round(g[0], 3), max_gops=round(g[-1], 3))
+    add_limit(row, limits)
+
+
+def add_limit(row: dict, limits: dict | None) -> None:
+    """Attainable GOP/s on one thread: min(peak int8 of the tier, intensity x bandwidth) for a
+    cold GEMV/GEMM; the tier's peak when hot; bandwidth for quantize."""
+    if row.get("status") != "ok" or "median_gops" not in row:
+        return
+    bw = bandwidth_at(limits, 1)
+    ai = row["ops_per_call"] / row["bytes_per_call"]
+    limit, kind = None, None
+    if row["op"] == "quantize":
+        if bw:
+            limit, kind = ai * bw, "bandwidth"
+    else:
+        peak = peak_at(limits, row["tier"], 1)
+        if peak:
+            limit, kind = peak, "peak_int8"
+        if row["cold"] and bw and (limit is None or ai * bw < limit):
+            limit, kind = ai * bw, "bandwidth"
+    row["limit_gops"] = round(limit, 3) if limit else None
+    row["limit_kind"] = kind
+    row["fraction_of_limit"] = round(row["median_gops"] / limit, 4) if limit else None

@@ -1,0 +1,332 @@
+"""`isaforge bench`: alternation and warm-up, the correctness gate, output schemas, the README
+block generated from the committed JSON, energy counters, bad input. No timing thresholds:
+timings are only checked for being present and positive."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from isaforge import _bench
+from isaforge.bench import alternate, run_alternating
+from isaforge.bench.cli import run_argv
+from isaforge.bench.energy import Rapl
+from isaforge.bench.kernels import Shape, bench_kernels
+from isaforge.bench.report import (
+    CSV_FIELDS,
+    KERNEL_CSV_FIELDS,
+    readme_block,
+    readme_current_block,
+    to_csv,
+    to_jsonl,
+    to_markdown,
+    update_readme,
+)
+from isaforge.bench.schema import validate
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = run_argv(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+# ---- alternation and warm-up ----
+
+def test_alternate_order_is_round_robin():
+    assert alternate(3, 2, warmup=1) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2),
+                                         (2, 0), (2, 1), (2, 2)]
+    assert alternate(2, 1, warmup=0) == [(0, 0), (0, 1)]
+    with pytest.raises(ValueError):
+        alternate(2, 0)
+
+
+def test_run_alternating_interleaves_and_drops_the_warmup_cycle():
+    calls = []
+
+    def measure(cfg):
+        calls.append(cfg)
+        return len(calls)  # the call number: tells which cycle a sample came from
+
+    kept = run_alternating(["A", "B", "C"], reps=3, measure=measure, warmup=1)
+    assert calls == ["A", "B", "C"] * 4  # A B C A B C ..., never AAAA BBBB
+    assert kept == [[4, 7, 10], [5, 8, 11], [6, 9, 12]]  # calls 1-3 (cycle 0) discarded
+
+
+# ---- the correctness gate ----
+
+def supported_tiers() -> list[str]:
+    return [t["name"] for t in _bench.tiers() if t["supported"]]
+
+
+@pytest.mark.parametrize("op,M,N,K", [("q8_gemv", 1, 48, 96), ("q8_gemm", 5, 48, 96),
+                                      ("quantize", 3, 0, 96)])
+def test_gate_accepts_real_tiers_and_refuses_the_broken_kernel(op, M, N, K):
+    case = _bench.Case(op, M, N, K, 32)
+    for tier in supported_tiers():
+        assert case.check(tier) is None, tier
+    why = case.check("broken")
+    assert why is not None and "scalar" in why
+    if op == "q8_gemm" and "amx" in {t["name"] for t in _bench.tiers()}:
+        assert case.check("amx_emulated") is None  # a packed-weight layout passes the gate too
+
+
+def test_broken_kernel_is_reported_failed_and_never_timed():
+    rows = bench_kernels([Shape("q8_gemv", "w", 1, 64, 64), Shape("quantize", "x", 1, 0, 64)],
+                         ["scalar", "broken"], gs=32, reps=2, min_time=1e-4)
+    by = {(r["op"], r["tier"]): r for r in rows}
+    for op in ("q8_gemv", "quantize"):
+        bad, good = by[(op, "broken")], by[(op, "scalar")]
+        assert bad["status"] == "failed" and "disagrees with scalar" in bad["reason"]
+        assert bad["samples_s"] == [] and bad["iters"] == 0 and "median_gops" not in bad
+        assert good["status"] == "ok" and len(good["samples_s"]) == 2  # warm-up dropped
+        assert all(s > 0 for s in good["samples_s"])
+
+
+def test_case_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="multiple of gs"):
+        _bench.Case("q8_gemv", 1, 16, 40, 32)
+    with pytest.raises(ValueError, match="unknown op"):
+        _bench.Case("f16_gemv", 1, 16, 32, 32)
+    with pytest.raises(ValueError, match="unknown kernel tier"):
+        _bench.Case("q8_gemv", 1, 16, 32, 32).check("nosuch")
+
+
+# ---- outputs and their schema ----
+
+@pytest.fixture(scope="module")
+def e2e_doc(stories, tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench")
+    rc, out, err = bench(str(stories / "stories260K.bin"), "-p", "8", "-n", "4", "-r", "2",
+                         "--threads", "1", "--kernel", "scalar", "-o", "json", "-q",
+                         "--save", str(d / "b.json"), "--plot", str(d / "b.png"))
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert json.loads((d / "b.json").read_text()) == doc
+    return doc, d
+
+
+def test_json_output_validates_and_keeps_every_sample(e2e_doc):
+    doc, d = e2e_doc
+    validate(doc)
+    assert [r["test"] for r in doc["results"]] == ["pp8", "tg4"]
+    for r in doc["results"]:
+        assert len(r["samples_tps"]) == 2 and r["kernel"] == "scalar" and r["threads"] == 1
+    lim = doc["limits"]
+    assert {b["threads"] for b in lim["bandwidth"]} >= {1}
+    assert any(p["tier"] == "scalar" and p["gops"] for p in lim["peak_int8"])
+    assert doc["results"][1]["limit_kind"] == "bandwidth"  # tg: bandwidth / bytes per token
+    assert doc["machine"]["tiers"][0]["name"] == "scalar"
+    assert {p["name"]: p["status"] for p in doc["peers"]} == {"llama.cpp": "skipped"}
+    assert (d / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_jsonl_csv_md_outputs(e2e_doc):
+    doc, _ = e2e_doc
+    lines = [json.loads(x) for x in to_jsonl(doc).splitlines()]
+    assert [x["type"] for x in lines] == ["run", "result", "result"]
+    validate(lines[0], "run")
+    for x in lines[1:]:
+        validate(x, "result")
+    rows = list(csv.DictReader(io.StringIO(to_csv(doc))))
+    assert list(rows[0]) == CSV_FIELDS and len(rows) == 2
+    assert [float(x) for x in rows[0]["samples_tps"].split(";")] == doc["results"][0]["samples_tps"]
+    md = to_markdown(doc).splitlines()
+    assert md[0].startswith("| model | size | params | backend | kernel | threads | test | t/s |")
+    assert md[2].split(" | ")[6] == "pp8" and md[3].split(" | ")[6] == "tg4"
+    # the report subcommand renders the same text from the saved JSON
+    _, d = e2e_doc
+    rc, out, _ = bench("report", str(d / "b.json"), "-o", "csv")
+    assert rc == 0 and out == to_csv(doc)
+
+
+def test_kernels_cli_json_validates_with_the_broken_kernel_injected():
+    rc, out, err = bench("kernels", "--ops", "quantize,q8_gemv", "--m", "2", "--kernel", "scalar",
+                         "-r", "1", "--min-time", "0.0005", "--no-limits", "-q",
+                         "--test-inject-broken", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    status = {(r["op"], r["N"], r["tier"]): r["status"] for r in doc["kernels"]
+              if r["backend"] == "isaforge"}
+    assert status[("q8_gemv", 49152, "broken")] == "failed"
+    assert status[("q8_gemv", 49152, "scalar")] == "ok"
+    assert {s for (_, _, t), s in status.items() if t == "broken"} == {"failed"}
+    assert {p["name"] for p in doc["peers"]} == {"pytorch"}
+    lines = [json.loads(x) for x in to_jsonl(doc).splitlines()]
+    assert [x["type"] for x in lines] == ["run"] + ["kernel"] * len(doc["kernels"])
+    for x in lines[1:]:
+        validate(x, "kernel")
+    rows = list(csv.DictReader(io.StringIO(to_csv(doc))))
+    assert list(rows[0]) == KERNEL_CSV_FIELDS and len(rows) == len(doc["kernels"])
+    assert "| broken |" in to_markdown(doc) and "failed: disagrees with scalar" in to_markdown(doc)
+
+
+# ---- README block == the committed JSON ----
+
+def test_readme_block_is_generated_from_the_committed_json():
+    doc = json.loads((REPO / "benchmarks/results/bench.json").read_text())
+    validate(doc)
+    assert readme_current_block(REPO / "README.md") == readme_block(doc)
+
+
+def test_update_readme_check_and_rewrite(tmp_path):
+    readme = tmp_path / "README.md"
+    shutil.copy(REPO / "README.md", readme)
+    js = str(REPO / "benchmarks/results/bench.json")
+    assert bench("report", js, "--update-readme", str(readme), "--check")[0] == 0
+    readme.write_text(readme.read_text().replace("| t/s |", "| tok/s |", 1))
+    rc, _, err = bench("report", js, "--update-readme", str(readme), "--check")
+    assert rc == 1 and "out of date" in err
+    assert bench("report", js, "--update-readme", str(readme))[0] == 0
+    assert readme.read_text() == (REPO / "README.md").read_text()
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="bench:begin"):
+        update_readme(readme, json.loads(Path(js).read_text()))
+
+
+# ---- energy ----
+
+def test_rapl_absent_and_wraparound(tmp_path):
+    r = Rapl.probe(tmp_path / "none")
+    assert not r.available and "does not exist" in r.status()["reason"]
+    pkg = tmp_path / "intel-rapl:0"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "energy_uj").write_text("999000000\n")
+    (pkg / "max_energy_range_uj").write_text("1000000000\n")
+    (tmp_path / "intel-rapl:0:0").mkdir()  # a sub-domain: not counted
+    r = Rapl.probe(tmp_path)
+    assert r.available and r.domains == [pkg / "energy_uj"]
+    before = r.read()
+    (pkg / "energy_uj").write_text("1000000\n")  # wrapped: 1 J to the top, 1 J after
+    assert r.joules(before, r.read()) == 2.0
+
+
+# ---- bad input: one line, exit 2 ----
+
+@pytest.mark.parametrize("argv,msg", [
+    (["/nonexistent/model.bin"], "no such model file"),
+    (["--threads", "0"], "expected integers >= 1"),
+    (["--kernel", "nosuch", "-p", "1", "-n", "1"], "unknown kernel tier"),
+    (["synthetic:nosuch"], "unknown synthetic model"),
+    (["kernels", "--ops", "f16"], "unknown op"),
+    (["report", "/nonexistent.json"], "No such file"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, msg):
+    rc, out, err = bench(*argv)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and msg in err
+
+
+def test_report_rejects_a_document_outside_the_schema(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text(json.dumps({"schema": "isaforge-bench/1"}))
+    rc, _, err = bench("report", str(p))
+    assert rc == 2 and "does not fit bench.schema.json" in err
+    p.write_text("{not json")
+    assert bench("report", str(p))[0] == 2
+
+
+# ---- llama.cpp peer on the same GGUF ----
+
+def test_llama_cpp_peer_runs_on_the_gguf_beside_isaforge(smollm2_gguf):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python not installed "
+                                            "(scripts/install_peers.sh)")
+    rc, out, err = bench(str(smollm2_gguf), "-p", "8", "-n", "2", "-r", "1", "--threads", "1",
+                         "--no-limits", "-q", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    assert {p["name"]: p["status"] for p in doc["peers"]} == {"llama.cpp": "ok"}
+    peer = [r for r in doc["results"] if r["backend"] == "llama.cpp"]
+    assert [r["test"] for r in peer] == ["pp8", "tg2"]
+    assert all(len(r["samples_tps"]) == 1 for r in peer)
+    ours = [r for r in doc["results"] if r["backend"] == "isaforge"]
+    if ours:  # isaforge loads GGUF: every row carries the ratio to llama.cpp
+        assert all(r["ratio_vs_llama_cpp"] for r in ours)
+    else:  # not yet: isaforge is listed as skipped with the reason, never silently dropped
+        assert [s["backend"] for s in doc["skipped"]] == ["isaforge"]
+        assert "cannot load" in doc["skipped"][0]["reason"]
+
+
+def stand_in_torch(calls: list):
+    import types
+
+    import numpy as np
+
+    return types.SimpleNamespace(
+        __version__="0-stand-in", int8=np.int8, manual_seed=lambda s: None,
+        randint=lambda lo, hi, shape, dtype: np.ones(shape, dtype),
+        randn=lambda *shape: np.ones(shape, np.float32),
+        _int_mm=lambda a, b: calls.append("mm") or a.astype(np.int32) @ b.astype(np.int32),
+        mv=lambda w, x: calls.append("mv") or w @ x)
+
+
+def test_pytorch_kernel_peer_rows_with_a_stand_in_torch(monkeypatch, stories):
+    """The PyTorch peer's plumbing (shapes, samples, schema) with a stand-in `torch` module:
+    real torch is not a test dependency."""
+    from isaforge.bench.peers import torch_kernel_rows, torch_status
+
+    calls = []
+    monkeypatch.setitem(__import__("sys").modules, "torch", stand_in_torch(calls))
+    assert torch_status()["status"] == "ok"
+    rows = torch_kernel_rows([("q8_gemm", 32, 16, 64), ("q8_gemv", 1, 16, 64),
+                              ("quantize", 1, 0, 64)], reps=2, min_time=1e-4)
+    assert [(r["op"], r["tier"]) for r in rows] == [("q8_gemm", "torch._int_mm"),
+                                                   ("q8_gemv", "torch.mv fp32")]
+    for r in rows:
+        assert r["status"] == "ok" and len(r["samples_s"]) == 2  # warm-up sample dropped
+    assert {"mm", "mv"} <= set(calls)
+    rc, out, err = bench("kernels", "--model-shapes", str(stories / "stories260K.bin"), "--m",
+                         "32", "--group-size", "4", "--ops", "q8_gemv,q8_gemm", "--kernel",
+                         "scalar", "-r", "1",
+                         "--min-time", "0.0005", "--no-limits", "-q", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    assert doc["peers"][0]["status"] == "ok"
+    theirs = [r for r in doc["kernels"] if r["backend"] == "pytorch"]
+    assert theirs and all(r["status"] == "ok" and r["median_gops"] > 0 for r in theirs)
+
+
+def test_the_main_cli_routes_bench():
+    from isaforge.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["bench", "--threads", "0"]) == 2
+    assert "expected integers >= 1" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+
+
+def test_cold_mode_rotates_over_more_weight_bytes_than_the_llc():
+    from isaforge.bench.kernels import _copies
+    from isaforge.bench.machine import llc_bytes
+
+    llc = llc_bytes() or (32 << 20)
+    for wbytes in (110_592, 373_248, 31_850_496):  # wk, wq, wcls of SmolLM2-135M (Q8 gs32)
+        n = _copies(wbytes, cold=True)
+        assert n >= 2 and n * wbytes > 2 * llc
+        assert _copies(wbytes, cold=False) == 1
+    case = _bench.Case("q8_gemv", 1, 192, 576, 32, 3)  # rotation keeps the gate on copy 0
+    assert case.weight_bytes == 192 * 576 + 4 * 192 * 18
+    assert case.check("scalar") is None and case.time("scalar", 4) > 0
+
+
+def test_every_committed_bench_json_fits_the_schema():
+    docs = [p for p in sorted((REPO / "benchmarks/results").glob("*.json"))
+            if json.loads(p.read_text()).get("schema") == "isaforge-bench/1"]
+    assert {p.name for p in docs} >= {"bench.json"}
+    for p in docs:
+        doc = json.loads(p.read_text())
+        validate(doc)
+        assert to_markdown(doc)  # and every renderer accepts it
+        assert to_csv(doc) and to_jsonl(doc)
