@@ -42,50 +42,15 @@ class ContextFullError(ValueError):
     """The prompt (or conversation) does not fit in the context."""
 
 
-def sniff_format(path: Path) -> str:
-    """"hf" (a folder), "gguf", "isaf" or "llama2c", from the first bytes (else the suffix)."""
-    if path.is_dir():
-        return "hf"
-    with open(path, "rb") as f:
-        head = f.read(10)
-    if head[:4] == b"GGUF":
-        return "gguf"
-    if len(head) == 10 and head[8:10] == b'{"':  # safetensors: u64 header size, JSON
-        return "isaf"
-    suffix = path.suffix.lower()  # a damaged file still gets its own format's error
-    return {".gguf": "gguf", ".isaf": "isaf"}.get(suffix, "llama2c")
-
-
 def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("q8" | "f32") is how non-Q8 GGUF/HF tensors are held; llama2.c
     files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c)."""
+    from .formats import read_any
+
     if quant not in QUANTS:
         raise ValueError(f"quant must be one of {', '.join(QUANTS)}, got {quant!r}")
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such model file")
-    kind = sniff_format(p)
-    if kind == "llama2c":
-        from .formats.llama2c import read_llama2c
-
-        return read_llama2c(p)
-    if kind == "isaf":
-        from .formats.isaf import read_isaf
-
-        return read_isaf(p)
-    try:
-        from .formats import read_any as reader
-    except ImportError:  # formats without the dispatcher: the readers themselves
-        reader = None
-    try:
-        if reader is None and kind == "gguf":
-            from .formats.gguf import read_gguf as reader
-        elif reader is None:
-            from .formats.hf import read_hf as reader
-    except ImportError:
-        raise ModelFormatError(f"{p}: {kind} models are not supported by this build") from None
-    return reader(p, quant)
+    return read_any(path, quant)
 
 
 def find_tokenizer(model_path: Path, vocab_size: int) -> Path:

@@ -41,6 +41,31 @@ static inline size_t attn_visible(const if_attn_job *j, size_t p, size_t bs, siz
     return (iv[1] - iv[0]) + (iv[3] - iv[2]);
 }
 
+/* The span [*lo, *hi) of keys in block [bs, be) that any query row in [rt, re) of the job
+ * sees (*lo >= *hi when none does): the keys a tile converts or packs for this block. */
+static inline void attn_tile_span(const if_attn_job *j, size_t rt, size_t re, size_t bs,
+                                  size_t be, size_t *lo, size_t *hi) {
+    size_t iv[4];
+    *lo = be;
+    *hi = bs;
+    for (size_t r = rt; r < re; r++) {
+        if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
+        size_t a = iv[1] > iv[0] ? iv[0] : iv[2], z = iv[3] > iv[2] ? iv[3] : iv[1];
+        if (a < *lo) *lo = a;
+        if (z > *hi) *hi = z;
+    }
+}
+
+/* Start a tile's online softmax for n (row, head) pairs: running max -inf, running sum 0,
+ * accumulator (n, hs) 0. */
+static inline void attn_tile_start(float *ms, float *ls, float *acc, size_t n, size_t hs) {
+    for (size_t i = 0; i < n; i++) {
+        ms[i] = -INFINITY;
+        ls[i] = 0.0f;
+    }
+    memset(acc, 0, n * hs * sizeof(float));
+}
+
 /* IEEE binary16 bits -> float32, exactly (subnormals, infinities and NaNs included). */
 static inline float attn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, f = h & 0x3ffu, bits;

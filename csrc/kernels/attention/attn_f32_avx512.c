@@ -80,20 +80,11 @@ void if_attn_f32_avx512(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
         for (size_t g = h0 / kv_mul; g * kv_mul < h1; g++) {
             const size_t ha = g * kv_mul > h0 ? g * kv_mul : h0;
             const size_t hb = (g + 1) * kv_mul < h1 ? (g + 1) * kv_mul : h1;
-            for (size_t i = 0; i < TQ * H; i++) {
-                ms[i] = -INFINITY;
-                ls[i] = 0.0f;
-            }
-            memset(acc, 0, TQ * H * hs * sizeof(float));
+            attn_tile_start(ms, ls, acc, TQ * H, hs);
             for (size_t bs = 0; bs <= last; bs += B) {
                 const size_t be = bs + B;
-                size_t lo = be, hi = bs, iv[4];
-                for (size_t r = rt; r < re; r++) {
-                    if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
-                    size_t a = iv[1] > iv[0] ? iv[0] : iv[2], z = iv[3] > iv[2] ? iv[3] : iv[1];
-                    if (a < lo) lo = a;
-                    if (z > hi) hi = z;
-                }
+                size_t lo, hi, iv[4];
+                attn_tile_span(j, rt, re, bs, be, &lo, &hi);
                 if (lo >= hi) continue;
                 for (size_t t = lo; t < hi; t++) {
                     const float *k = attn_row(j->kv, 0, t, g, hs, kb);

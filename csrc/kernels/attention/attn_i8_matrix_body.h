@@ -230,20 +230,11 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
                     }
                 }
             }
-            for (size_t i = 0; i < TQ * H; i++) {
-                ms[i] = -INFINITY;
-                ls[i] = 0.0f;
-            }
-            memset(acc, 0, TQ * H * hs * sizeof(float));
+            attn_tile_start(ms, ls, acc, TQ * H, hs);
             for (size_t bs = 0; bs <= last; bs += B) {
                 const size_t be = bs + B;
-                size_t lo = be, hi = bs;
-                for (size_t r = rt; r < re; r++) {
-                    if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
-                    size_t a = iv[1] > iv[0] ? iv[0] : iv[2], z = iv[3] > iv[2] ? iv[3] : iv[1];
-                    if (a < lo) lo = a;
-                    if (z > hi) hi = z;
-                }
+                size_t lo, hi;
+                attn_tile_span(j, rt, re, bs, be, &lo, &hi);
                 if (lo >= hi) continue;
                 /* pack the block's keys and values (zero outside [lo, hi)) */
                 memset(kp, 0, (B / 16) * ng * Gp * 16);
