@@ -643,7 +643,7 @@ static int load_model(const char *path, model_file *mf) {
         goto done;
     }
     const size_t hs = dim / heads, kv = hs * kvh;
-    if_config c = {dim, hidden, L, heads, kvh, vocab, seq, 10000.0f, 1e-5f};
+    if_config c = {dim, hidden, L, heads, kvh, vocab, seq, 10000.0f, 1e-5f, 0, 0}; /* global attention */
     mf->cfg = c;
 
     /* The whole size first: every count is below 2^44, so these sums cannot overflow. */
