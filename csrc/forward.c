@@ -37,6 +37,7 @@ struct if_model {
     float *q;      /* (ub, dim) */
     float *kb;     /* (ub, kv_dim) keys of the chunk before they go into the cache */
     float *vb;     /* (ub, kv_dim) values, likewise */
+    float *rope;   /* (ub, head_size) RoPE cos/sin of the chunk's positions, for every layer */
     float *att;    /* (n_threads, att_n) attention kernel scratch */
     size_t att_n;  /* scratch floats per thread */
     int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
@@ -198,6 +199,9 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
     const if_config *c = &m->c;
     const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim;
     float *x = m->x;
+    /* the angles depend on the position only: once per chunk, not per layer and head */
+    for (size_t r = 0; r < M; r++)
+        if_rope_angles(m->rope + r * m->head_size, m->head_size, pos0 + r, c->rope_theta);
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
@@ -211,8 +215,8 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
         matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + 1), 0);
         matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + 2), 0);
         for (size_t r = 0; r < M; r++) {
-            if_rope(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size, pos0 + r,
-                    c->rope_theta);
+            if_rope_apply(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size,
+                          m->rope + r * m->head_size);
             if_kv_store(&m->kv[l], 0, pos0 + r, k + r * kv_dim);
             if_kv_store(&m->kv[l], 1, pos0 + r, v + r * kv_dim);
         }
@@ -486,11 +490,12 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
     m->kb = calloc(ub * kv_dim, sizeof(float));
     m->vb = calloc(ub * kv_dim, sizeof(float));
+    m->rope = calloc(ub * hs, sizeof(float));
     m->kv = calloc(c.n_layers, sizeof *m->kv);
     m->xq = calloc(act_big, 1);
     m->xs = calloc(act_big, sizeof(float));
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
-        !m->kb || !m->vb || !m->kv || !m->xq || !m->xs || !m->pool ||
+        !m->kb || !m->vb || !m->rope || !m->kv || !m->xq || !m->xs || !m->pool ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
@@ -520,6 +525,7 @@ void if_model_free(if_model *m) {
     free(m->xs);
     free(m->kb);
     free(m->vb);
+    free(m->rope);
     free(m->kv);
     free(m->kc);
     free(m->vc);

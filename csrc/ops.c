@@ -18,13 +18,20 @@ void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps) {
     for (size_t j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
 }
 
-void if_rope(float *q, size_t n_q, float *k, size_t n_k, size_t head_size, size_t pos,
-             float theta) {
+void if_rope_angles(float *cs, size_t head_size, size_t pos, float theta) {
+    for (size_t i = 0; i + 1 < head_size; i += 2) {
+        float freq = 1.0f / if_powf(theta, (float)i / (float)head_size);
+        float val = (float)pos * freq;
+        cs[i] = if_cosf(val);
+        cs[i + 1] = if_sinf(val);
+    }
+}
+
+void if_rope_apply(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
+                   const float *cs) {
     for (size_t i = 0; i < n_q; i += 2) {
         size_t head_dim = i % head_size;
-        float freq = 1.0f / if_powf(theta, (float)head_dim / (float)head_size);
-        float val = (float)pos * freq;
-        float fcr = if_cosf(val), fci = if_sinf(val);
+        float fcr = cs[head_dim], fci = cs[head_dim + 1];
         float v0 = q[i], v1 = q[i + 1];
         q[i] = v0 * fcr - v1 * fci;
         q[i + 1] = v0 * fci + v1 * fcr;

@@ -7,9 +7,13 @@
 
 /* o = w * (x / sqrt(mean(x^2) + eps)), as run.c's rmsnorm. o may alias x. */
 void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps);
-/* Rotate interleaved pairs (i, i+1) of q (n_q values) and k (n_k values) for position pos. */
-void if_rope(float *q, size_t n_q, float *k, size_t n_k, size_t head_size, size_t pos,
-             float theta);
+/* RoPE angles of position pos for one head, as run.c computes them per pair: cs[i] = cos and
+ * cs[i + 1] = sin of pos * theta^(-i / head_size), i = 0, 2, 4, ... (head_size floats). */
+void if_rope_angles(float *cs, size_t head_size, size_t pos, float theta);
+/* Rotate interleaved pairs (i, i+1) of q (n_q values) and k (n_k <= n_q values) by the angles
+ * cs of if_rope_angles (every head uses the same head_size angles). */
+void if_rope_apply(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
+                   const float *cs);
 /* x = silu(x) * g elementwise (SwiGLU). */
 void if_swiglu(float *x, const float *g, size_t n);
 
