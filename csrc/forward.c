@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "isaforge.h"
+#include "kernels/kernels.h"
 #include "ops.h"
 
 #define N_MATS 7 /* wq wk wv wo w1 w2 w3 */
@@ -43,6 +44,7 @@ struct if_model {
     int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
     if_attn_fn attn;    /* one attention kernel for prefill and decode */
+    if_swiglu_fn swiglu; /* likewise one SwiGLU (every tier's gives the same bits) */
     const char *attn_name;
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
     void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
@@ -230,7 +232,7 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
         matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + 4), 1);
         matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + 6), 0);
-        if_swiglu(m->hb, m->hb2, M * hidden);
+        m->swiglu(m->hb, m->hb2, M * hidden);
         matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + 5), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
     }
@@ -486,6 +488,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     int i8 = opts->kv_type == IF_KV_I8 && m->gemm_k->attn_i8;
     m->attn = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
     m->attn_name = i8 ? m->gemm_k->attn_i8_name : m->gemm_k->attn_name;
+    m->swiglu = m->gemm_k->swiglu ? m->gemm_k->swiglu : if_swiglu_scalar;
     m->att_n = if_attn_scratch_floats(hs, c.n_heads);
     m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
     m->kb = calloc(ub * kv_dim, sizeof(float));

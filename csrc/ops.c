@@ -1,4 +1,5 @@
-/* ops.c - RMSNorm, RoPE, SwiGLU, KV cache rows; softmax lives in sampler.c with the sampler
+/* ops.c - RMSNorm, RoPE, KV cache rows (SwiGLU is a kernel op: csrc/kernels/swiglu/);
+ * softmax lives in sampler.c with the sampler
  * that shares it. */
 #include "ops.h"
 
@@ -41,15 +42,6 @@ void if_rope_apply(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
             k[i] = v0 * fcr - v1 * fci;
             k[i + 1] = v0 * fci + v1 * fcr;
         }
-    }
-}
-
-void if_swiglu(float *x, const float *g, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float val = x[i];
-        val *= (1.0f / (1.0f + if_expf(-val)));
-        val *= g[i];
-        x[i] = val;
     }
 }
 

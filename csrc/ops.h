@@ -14,7 +14,5 @@ void if_rope_angles(float *cs, size_t head_size, size_t pos, float theta);
  * cs of if_rope_angles (every head uses the same head_size angles). */
 void if_rope_apply(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
                    const float *cs);
-/* x = silu(x) * g elementwise (SwiGLU). */
-void if_swiglu(float *x, const float *g, size_t n);
 
 #endif

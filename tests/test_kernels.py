@@ -102,6 +102,31 @@ def test_quantize_equals_scalar_bits(gs):
             assert np.array_equal(s.view(np.uint32), ref_s.view(np.uint32)), (tier, gs, K)
 
 
+def test_swiglu_equals_scalar_bits():
+    """Every tier's SwiGLU (AVX-512: detmath's expf in double lanes) gives the scalar bits, on
+    normal values over 8 decades, the expf cut-offs (88.8, -104), zeros, subnormals, huge and
+    infinite values, and lengths with a tail; NaN stays NaN."""
+    rng = np.random.default_rng(7)
+    parts = [rng.normal(size=4096) * 10.0 ** e for e in range(-4, 4)]
+    edges = [0.0, -0.0, 88.7, 88.8, 88.80001, 88.9, -88.8, -103.9, -104.0, -104.00001, 104.0,
+             -200.0, 200.0, 1e30, -1e30, np.inf, -np.inf, 1e-40, -1e-40, 3.4e38, -3.4e38]
+    x0 = np.concatenate(parts + [np.array(edges)]).astype(np.float32)
+    g = rng.normal(size=x0.size).astype(np.float32)
+    g[-5:] = [0.0, -0.0, np.inf, 1e-40, -3.0]
+    for n in (x0.size, 1, 15, 16, 17, 33):
+        ref = x0[-n:].copy()
+        _native.swiglu(ref, g[-n:].copy(), "scalar")
+        for tier in TIERS:
+            got = x0[-n:].copy()
+            _native.swiglu(got, g[-n:].copy(), tier)
+            assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (tier, n)
+    nan = np.array([np.nan] * 17, np.float32)
+    for tier in ["scalar", *TIERS]:
+        out = nan.copy()
+        _native.swiglu(out, np.ones(17, np.float32), tier)
+        assert np.isnan(out).all(), tier
+
+
 GUARD_SCRIPT = textwrap.dedent('''
     import ctypes, mmap, sys
     import numpy as np

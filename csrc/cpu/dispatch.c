@@ -25,14 +25,20 @@ typedef struct tier_desc {
         if_quantize_q8_scalar, if_f32_gemv_1x1_scalar
 
 /* attention kernels: the fp32 reference, and AVX-512 (bit-identical) where available */
-#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL
-#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL
+/* ... each followed by the SwiGLU kernel (the same bits everywhere) */
+#define SWIGLU_SCALAR "swiglu_scalar", if_swiglu_scalar
+#define SWIGLU_AVX512 "swiglu_avx512", if_swiglu_avx512
+#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL, SWIGLU_SCALAR
+#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL, SWIGLU_AVX512
 /* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
-#define ATTN_AMX "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx
+#define ATTN_AMX \
+    "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx, SWIGLU_AVX512
 /* SME2: fp32 attention (exact) unless the KV cache is int8 */
-#define ATTN_SME2 "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_sme2", if_attn_i8_sme2
+#define ATTN_SME2 \
+    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_sme2", if_attn_i8_sme2, SWIGLU_SCALAR
 #define ATTN_AMX_EMULATED                                                                \
-    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated
+    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated, \
+        SWIGLU_SCALAR
 
 static const tier_desc g_tiers[] = {
     {{"scalar", SCALAR_OPS, NULL, NULL, 4, 64, ATTN_SCALAR}, 0, 1},

@@ -55,6 +55,9 @@ typedef void (*if_q8_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 typedef void (*if_f32_gemv_fn)(float *out, const float *x, const float *w, size_t n0, size_t n1,
                                size_t K);
 
+/* SwiGLU: x[i] = silu(x[i]) * g[i] for i < n, as val *= 1 / (1 + expf(-val)); val *= g. */
+typedef void (*if_swiglu_fn)(float *x, const float *g, size_t n);
+
 /* Bytes of the packed GEMM weight buffer for an (N, K) Q8 matrix with group size gs. */
 typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
 /* Pack row-major int8 weights w (N, K) into dst (if_q8_pack_size_fn bytes) once, at load. The
@@ -137,6 +140,10 @@ typedef struct if_kernel_table {
      * when the KV cache is int8, or NULL */
     const char *attn_i8_name;
     if_attn_fn attn_i8;
+    /* SwiGLU x = silu(x) * g over n floats, equal to swiglu_scalar bit for bit; NULL means
+     * the scalar one */
+    const char *swiglu_name;
+    if_swiglu_fn swiglu;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------

@@ -358,11 +358,12 @@ static PyObject *py_select_kernel(PyObject *mod, PyObject *args) {
 }
 
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
                          t->q8_gemv_name, "q8_gemm", t->q8_gemm_name, "quantize",
                          t->quantize_name, "f32_gemv", t->f32_gemv_name, "attention",
                          t->attn_name, "attention_int8_kv",
-                         t->attn_i8_name ? t->attn_i8_name : t->attn_name);
+                         t->attn_i8_name ? t->attn_i8_name : t->attn_name, "swiglu",
+                         t->swiglu_name ? t->swiglu_name : "swiglu_scalar");
 }
 
 static PyObject *py_info(PyObject *mod, PyObject *args) {
@@ -434,6 +435,31 @@ static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
             PyBuffer_Release(&sv);
         }
         PyBuffer_Release(&qv);
+    }
+    PyBuffer_Release(&xv);
+    return ret;
+}
+
+/* swiglu(x, g, tier=None): x = silu(x) * g in place with `tier`'s SwiGLU kernel (tests). */
+static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *g;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OO|z", &x, &g, &tier)) return NULL;
+    const if_kernel_table *t = table_for(tier, 1);
+    if (!t) return NULL;
+    if_swiglu_fn fn = t->swiglu ? t->swiglu : if_tier_table(0)->swiglu; /* NULL: scalar's */
+    Py_buffer xv, gv;
+    if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    PyObject *ret = NULL;
+    if (PyObject_GetBuffer(g, &gv, PyBUF_C_CONTIGUOUS) == 0) {
+        if (xv.len != gv.len || xv.len % (Py_ssize_t)sizeof(float)) {
+            PyErr_SetString(PyExc_ValueError, "swiglu: x and g must be float32 of one length");
+        } else {
+            fn(xv.buf, gv.buf, (size_t)xv.len / sizeof(float));
+            ret = Py_NewRef(Py_None);
+        }
+        PyBuffer_Release(&gv);
     }
     PyBuffer_Release(&xv);
     return ret;
@@ -590,6 +616,7 @@ static PyMethodDef module_methods[] = {
     {"attention", py_attention, METH_VARARGS,
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
      "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
+    {"swiglu", py_swiglu, METH_VARARGS, "swiglu(x, g, tier=None): x = silu(x) * g in place"},
     {"quantize_q8", py_quantize_q8, METH_VARARGS,
      "quantize_q8(x_f32, gs, q_out_i8, s_out_f32, tier=None): activation quantization."},
     {"q8_gemm", py_q8_gemm, METH_VARARGS,

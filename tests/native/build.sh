@@ -41,7 +41,7 @@ X86_SOURCES=(
     "$K/quantize/quantize_q8_avx512.c:avx512" "$K/q8_gemv/q8_gemv_1x16_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_4x32_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_16x16_amx.c:amx" "$K/q8_gemm/q8_gemm_16x16_amx_pack.c:"
-    "$K/attention/attn_f32_avx512.c:avx512"
+    "$K/attention/attn_f32_avx512.c:avx512" "$K/swiglu/swiglu_avx512.c:avx512"
     "$K/attention/attn_i8_amx.c:amx" "$K/attention/attn_i8_amx_emulated.c:"
 )
 # Arm tiers, likewise (aarch64 target only; zig cc spells -march=armv8.2-a+dotprod as
