@@ -309,33 +309,10 @@ def test_gguf_requantized_to_another_group_size(tmp_path):
 
 
 def test_hf_folder_round_trip(tmp_path):
-    from safetensors.numpy import save_file
+    from test_hf import CFG, hf_tensors, write_folder
 
-    d, h, v, kv = 64, 96, 50, 32
-    rng = np.random.default_rng(3)
-
-    def m(r, k):
-        return (rng.standard_normal((r, k)) / np.sqrt(k)).astype(np.float32)
-
-    t = {"model.embed_tokens.weight": m(v, d), "model.norm.weight": np.ones(d, np.float32)}
-    for i in range(2):
-        p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = rng.uniform(0.5, 1.5, d).astype(np.float32)
-        t[p + "post_attention_layernorm.weight"] = rng.uniform(0.5, 1.5, d).astype(np.float32)
-        for n, s in {"self_attn.q_proj": (d, d), "self_attn.k_proj": (kv, d),
-                     "self_attn.v_proj": (kv, d), "self_attn.o_proj": (d, d),
-                     "mlp.gate_proj": (h, d), "mlp.up_proj": (h, d),
-                     "mlp.down_proj": (d, h)}.items():
-            t[p + n + ".weight"] = m(*s)
-    folder = tmp_path / "hf"
-    folder.mkdir()
-    save_file(t, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d,
-        "intermediate_size": h, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": v, "max_position_embeddings": 64,
-        "rope_theta": 500.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-        "hidden_act": "silu"}))
+    cfg = dict(CFG, tie_word_embeddings=True)
+    folder = write_folder(tmp_path / "hf", cfg, hf_tensors(cfg, seed=3))
     (folder / "tokenizer.json").write_text('{"model": {"type": "BPE", "vocab": {}}}')
     (folder / "tokenizer_config.json").write_text('{"chat_template": "{{ messages }}"}')
     for quant in ("q8", "f32"):

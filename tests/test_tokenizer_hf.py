@@ -228,8 +228,8 @@ def test_spm_special_fragments_and_decode():
     assert no_prefix.decode_tokens(no_prefix.encode("ab c")) == "ab c"
 
 
-def test_spm_equals_run_c_on_tok512(stories):
-    """stories260K's tok512 as a GGUF "llama" vocabulary encodes as llama2.c's run.c."""
+def _tok512_as_gguf_llama(stories):
+    """llama2.c's tok512 and the same vocabulary as GGUF "llama" tokenizer metadata."""
     ref = Llama2cTokenizer.load(stories / "tok512.bin", 512)
     texts, types = [], []
     for i in range(512):
@@ -240,6 +240,12 @@ def test_spm_equals_run_c_on_tok512(stories):
           "tokenizer.ggml.scores": [ref.score(i) for i in range(512)],
           "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 1,
           "tokenizer.ggml.eos_token_id": 2}
+    return ref, md
+
+
+def test_spm_equals_run_c_on_tok512(stories):
+    """stories260K's tok512 as a GGUF "llama" vocabulary encodes as llama2.c's run.c."""
+    ref, md = _tok512_as_gguf_llama(stories)
     tok = load_tokenizer(md, "tok512.gguf")
     for text in ["Once upon a time", "Lily and Tom went to the park. They saw a big dog!",
                  "  two spaces\nand a newline\ttab", "émoji 😀 and 中文", "a", "x" * 40,
@@ -388,16 +394,7 @@ def test_pre_tokenizers_match_live_llama_cpp(smollm2_md, tmp_path, pre):
 def test_spm_matches_live_llama_cpp(stories, tmp_path):
     """stories260K's tok512 as a SentencePiece GGUF vocabulary, against llama.cpp."""
     pytest.importorskip("llama_cpp")
-    ref = Llama2cTokenizer.load(stories / "tok512.bin", 512)
-    texts, types = [], []
-    for i in range(512):
-        p = ref.piece(i).decode("utf-8")
-        texts.append(p.replace(" ", "▁"))
-        types.append(2 if i == 0 else 3 if i in (1, 2) else 6 if p.startswith("<0x") else 1)
-    md = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": texts,
-          "tokenizer.ggml.scores": [ref.score(i) for i in range(512)],
-          "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 1,
-          "tokenizer.ggml.eos_token_id": 2}
+    ref, md = _tok512_as_gguf_llama(stories)
     corpus = [c["text"] for c in CASES] + _fuzz_texts(150, seed=7)
     corpus += ["<s>Once</s> upon<unk>a time", " <s> spaced </s> ", "x<s>"]
     _compare_live(md, tmp_path / "tok512.gguf", corpus, add_bos=True)
