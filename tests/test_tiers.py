@@ -130,8 +130,12 @@ def test_objects_contain_their_isa_instructions_and_scalar_none():
         text = disasm(objs[name])
         assert "vpmaddubsw" in text and "vpdpbusd" not in text, name
     assert "tdpbssd" in disasm(objs["q8_gemm_16x16_amx.c.o"])
+    assert "%zmm" in disasm(objs["swiglu_avx512.c.o"])
+    text = disasm(objs["swiglu_avx2.c.o"])
+    assert "%ymm" in text and "%zmm" not in text
     for name in ("q8_gemv_1x1_scalar.c.o", "q8_gemm_1x1_scalar.c.o",
-                 "quantize_q8_scalar.c.o", "q8_gemm_16x16_amx_pack.c.o"):
+                 "quantize_q8_scalar.c.o", "q8_gemm_16x16_amx_pack.c.o",
+                 "swiglu_scalar.c.o", "attn_f32_scalar.c.o"):
         text = disasm(objs[name])
         for insn in ("vpdpbusd", "tdpbssd", "vpmaddubsw", "%ymm", "%zmm"):
             assert insn not in text, (name, insn)

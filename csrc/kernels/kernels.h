@@ -23,8 +23,9 @@ void if_q8_gemm_1x1_scalar(IF_GEMM_ARGS);
 void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K);
 
-/* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, and AVX-512 (same bits) */
+/* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
 void if_swiglu_scalar(float *x, const float *g, size_t n);
+void if_swiglu_avx2(float *x, const float *g, size_t n);
 void if_swiglu_avx512(float *x, const float *g, size_t n);
 
 /* attention (csrc/kernels/attention/): the fp32 reference kernel, any cache type */
