@@ -24,13 +24,13 @@ typedef struct tier_desc {
         "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_1x1_scalar,           \
         if_quantize_q8_scalar, if_f32_gemv_1x1_scalar
 
-/* attention kernels: the fp32 reference, and AVX-512 (bit-identical) where available */
+/* attention kernels: the fp32 reference, and AVX2 / AVX-512 (bit-identical) where available */
 /* ... each followed by the SwiGLU kernel (the same bits everywhere) */
 #define SWIGLU_SCALAR "swiglu_scalar", if_swiglu_scalar
 #define SWIGLU_AVX2 "swiglu_avx2", if_swiglu_avx2
 #define SWIGLU_AVX512 "swiglu_avx512", if_swiglu_avx512
 #define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL, SWIGLU_SCALAR
-#define ATTN_SCALAR_SWIGLU_AVX2 "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL, SWIGLU_AVX2
+#define ATTN_AVX2 "attn_f32_avx2", if_attn_f32_avx2, NULL, NULL, SWIGLU_AVX2
 #define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL, SWIGLU_AVX512
 /* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
 #define ATTN_AMX \
@@ -47,11 +47,11 @@ static const tier_desc g_tiers[] = {
 #if defined(IF_X86_TIERS)
     {{"avx2", "q8_gemv_1x8_avx2", "q8_gemm_4x16_avx2", "quantize_q8_avx2", "f32_gemv_1x1_scalar",
       if_q8_gemv_1x8_avx2, if_q8_gemm_4x16_avx2, if_quantize_q8_avx2, if_f32_gemv_1x1_scalar,
-      NULL, NULL, 16, 64, ATTN_SCALAR_SWIGLU_AVX2},
+      NULL, NULL, 16, 64, ATTN_AVX2},
      IF_FEAT_AVX2 | IF_FEAT_FMA, 1},
     {{"avx_vnni", "q8_gemv_1x8_avx_vnni", "q8_gemm_4x16_avx_vnni", "quantize_q8_avx2",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x8_avx_vnni, if_q8_gemm_4x16_avx_vnni,
-      if_quantize_q8_avx2, if_f32_gemv_1x1_scalar, NULL, NULL, 16, 64, ATTN_SCALAR_SWIGLU_AVX2},
+      if_quantize_q8_avx2, if_f32_gemv_1x1_scalar, NULL, NULL, 16, 64, ATTN_AVX2},
      IF_FEAT_AVX2 | IF_FEAT_FMA | IF_FEAT_AVX_VNNI, 1},
     {{"avx512_vnni", "q8_gemv_1x16_avx512_vnni", "q8_gemm_4x32_avx512_vnni", "quantize_q8_avx512",
       "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_4x32_avx512_vnni,

@@ -37,6 +37,9 @@ void if_attn_f32_scalar(IF_ATTN_ARGS);
 /* AVX-512 fp32 attention (-mavx512f): scores 16 keys per zmm, P.V 16 head dims per zmm,
  * no FMA; equals if_attn_f32_scalar bit for bit */
 void if_attn_f32_avx512(IF_ATTN_ARGS);
+/* fp32 attention with AVX2 (8-wide, same float order, no FMA); equals if_attn_f32_scalar bit
+ * for bit */
+void if_attn_f32_avx2(IF_ATTN_ARGS);
 /* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD, and the same body
  * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
 void if_attn_i8_amx(IF_ATTN_ARGS);

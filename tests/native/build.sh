@@ -37,6 +37,7 @@ X86_FLAGS_amx="-mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mfma"
 X86_SOURCES=(
     "$K/quantize/quantize_q8_avx2.c:avx2" "$K/q8_gemv/q8_gemv_1x8_avx2.c:avx2"
     "$K/q8_gemm/q8_gemm_4x16_avx2.c:avx2" "$K/swiglu/swiglu_avx2.c:avx2"
+    "$K/attention/attn_f32_avx2.c:avx2"
     "$K/q8_gemv/q8_gemv_1x8_avx_vnni.c:avx_vnni" "$K/q8_gemm/q8_gemm_4x16_avx_vnni.c:avx_vnni"
     "$K/quantize/quantize_q8_avx512.c:avx512" "$K/q8_gemv/q8_gemv_1x16_avx512_vnni.c:avx512"
     "$K/q8_gemm/q8_gemm_4x32_avx512_vnni.c:avx512"
