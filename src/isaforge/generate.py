@@ -111,23 +111,10 @@ def generate_tokens(engine, prompt_tokens: list[int], steps: int, sampler: Sampl
     t0 = time.perf_counter()
     logits = engine.prefill(prompt_tokens, 0)
     stats.prefill_s = time.perf_counter() - t0
-    token, pos = prompt_tokens[-1], n - 1
-    while True:
-        nxt = sampler.sample(logits)
-        if stats.new_tokens == 0:
-            stats.ttft_s = time.perf_counter() - stats.started
-        stats.new_tokens += 1
-        pos += 1
-        if nxt in stop_ids:
-            return
-        yield token, nxt
-        token = nxt
-        if pos >= steps:
-            return
-        t1 = time.perf_counter()
-        logits = engine.forward(token, pos)
-        stats.decode_s += time.perf_counter() - t1
-        stats.decode_tokens += 1
+    prev = prompt_tokens[-1]  # sampled tokens go to positions n .. steps - 1 (run.c's pos)
+    for nxt in sample_tokens(engine, logits, n, steps - n + 1, sampler, stop_ids, stats, []):
+        yield prev, nxt
+        prev = nxt
 
 
 def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
@@ -147,10 +134,11 @@ def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
 def sample_tokens(engine, logits: np.ndarray, pos: int, limit: int, sampler: Sampler,
                   stop_ids: tuple[int, ...], stats: Stats, cached: list[int]) -> Iterator[int]:
     """Sample up to `limit` tokens after a prefill that left `logits` for position `pos`.
-    Each yielded token is then run at the next position (while the context has room) and
-    appended to `cached`, the list of tokens whose K/V are in the cache. Ends before a stop id."""
+    Each yielded token but the last is then run at the next position (while the context has
+    room) and appended to `cached`, the list of tokens whose K/V are in the cache. Ends before
+    a stop id."""
     seq_len = engine.config.seq_len
-    for _ in range(limit):
+    for i in range(limit):
         nxt = sampler.sample(logits)
         if stats.new_tokens == 0:
             stats.ttft_s = time.perf_counter() - stats.started
@@ -158,7 +146,7 @@ def sample_tokens(engine, logits: np.ndarray, pos: int, limit: int, sampler: Sam
         if nxt in stop_ids:
             return
         yield nxt
-        if pos >= seq_len:
+        if i + 1 == limit or pos >= seq_len:  # nothing will read this token's logits
             return
         t1 = time.perf_counter()
         logits = engine.forward(nxt, pos)
