@@ -4,9 +4,11 @@ mid-prefill, a sliding window over a rolled ring cache with sinks, a window at p
 and chunks with partial query tiles and partial key blocks.
 
 Bounds, relative to the output's largest magnitude: fp32 caches 1e-5 (measured <= 6e-7);
-fp16 caches 1e-3 (measured <= 8.5e-4); int8 caches 1% (measured <= 0.98%; see
-test_int8_vs_f16_ratio for the ratio to fp16). Kernels of different tiers equal the scalar
-kernel bit for bit, for every cache type."""
+fp16 caches 1e-3 (measured <= 8.5e-4); int8 caches 1% (measured <= 0.98%; equal to the
+error of the int8 storage itself, see test_int8_error_is_the_int8_storage_error, and more
+than 5x fp16's for any int8 layout smaller than fp16, see
+test_no_int8_cache_smaller_than_fp16_is_within_5x_of_fp16). Kernels of different tiers
+equal the scalar kernel bit for bit, for every cache type."""
 
 from __future__ import annotations
 
@@ -66,12 +68,19 @@ CASES = [
 ]
 
 
-def run(case, kv: str, tier: str, seed: int = 0, q_scale: float = 1.0):
-    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
+def case_data(case, seed: int = 0, q_scale: float = 1.0):
+    """A case's q, k, v: standard normal (q times q_scale), float32."""
+    _, nh, nkv, hs, pos0, n, *_ = case
     rng = np.random.default_rng(seed)
     q = (rng.normal(size=(n, nh * hs)) * q_scale).astype(np.float32)
     k = rng.normal(size=(pos0 + n, nkv * hs)).astype(np.float32)
     v = rng.normal(size=(pos0 + n, nkv * hs)).astype(np.float32)
+    return q, k, v
+
+
+def run(case, kv: str, tier: str, seed: int = 0, q_scale: float = 1.0):
+    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
+    q, k, v = case_data(case, seed, q_scale)
     out = np.full((n, nh * hs), np.nan, np.float32)
     _native.attention(q, k, v, pos0, nh, nkv, hs, window, sinks, cap, KV_CACHE_TYPES[kv], out,
                       tier)
@@ -99,17 +108,59 @@ def test_attention_matches_float64_oracle(case, kv, tier):
     assert err <= bound
 
 
+def int8_storage(x: np.ndarray, g: int) -> np.ndarray:
+    """x stored as int8 per group of g values with an exact float32 absmax/127 scale, read
+    back in float64: what an int8 cache keeps, before any kernel arithmetic."""
+    y = x.astype(np.float64).reshape(x.shape[0], -1, g)
+    s = (np.abs(y).max(-1, keepdims=True) / 127).astype(np.float32).astype(np.float64)
+    return (np.round(np.divide(y, s, out=np.zeros_like(y), where=s > 0)) * s).reshape(x.shape)
+
+
+def storage_error(case, store) -> float:
+    """Error of float64 attention over a cache whose K and V went through store()."""
+    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
+    q, k, v = case_data(case)
+    want = reference.attention(q, k, v, pos0, nh, nkv, window, sinks)
+    return rel_err(reference.attention(q, store(k), store(v), pos0, nh, nkv, window, sinks), want)
+
+
+def f16_storage(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float16).astype(np.float64)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_int8_vs_f16_ratio(case):
-    """int8 (per position, head, 32 dims) against fp16. The int8 step is max|x|/127 of its
-    group where fp16 keeps 11 significant bits of each value, so roughly 16x the fp16 error is
-    expected; measured 9-21x on these cases. Bound: 25x. (Issue 7 asks for 5x, which an int8
-    cache with per-group scales cannot meet; the int8 path does meet its 1% bound above.)"""
-    e16 = rel_err(*run(case, "f16", "scalar"))
+def test_int8_error_is_the_int8_storage_error(case):
+    """The int8 kernels (scalar, matrix engine) add no error of their own beyond what storing
+    K and V as int8 costs: their error equals float64 attention over the int8-stored cache
+    within 1% (measured 0.999-1.001). The matrix path's two-plane q and P (hi + lo/254,
+    hi + lo/255) keep its Q.K^T and P.V products at ~15 bits, below the storage error."""
+    hs = case[3]
+    g = 32
+    while hs % g:
+        g //= 2  # the kernels' group (ops.c)
+    ideal = storage_error(case, lambda x: int8_storage(x, g))
     for tier in ["scalar"] + MATRIX:
         e8 = rel_err(*run(case, "int8", tier))
-        print(f"{case[0]}: f16 {e16:.3g} int8 ({tier}) {e8:.3g} ratio {e8 / e16:.2f}")
-        assert e16 < e8 <= 25 * e16
+        print(f"{case[0]}: int8 ({tier}) {e8:.4g}, int8 storage alone {ideal:.4g}")
+        assert abs(e8 / ideal - 1) <= 0.01
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_no_int8_cache_smaller_than_fp16_is_within_5x_of_fp16(case):
+    """Why issue 7's "int8 paths never more than 5x the fp16 path's error" cannot hold: even
+    with exact arithmetic, storing K and V as int8 with per-group scales costs more than 5x
+    the fp16 cache's error for every group size whose cache is smaller than fp16's (g >= 3
+    values per scale even with 16-bit scales; g >= 5 with float32 ones). Measured 6.0-29.7x
+    here. (fp16 keeps ~12.2 bits of a Gaussian value: rms error 2^-12.2 sigma; Shannon's
+    rate-distortion bound gives any 8-bit-per-value code at least 2^-8 sigma, ~19x.) The
+    int8 cache's own bound is the 1% of test_attention_matches_float64_oracle."""
+    hs = case[3]
+    e16 = storage_error(case, f16_storage)
+    assert rel_err(*run(case, "f16", "scalar")) <= 1.01 * e16  # the fp16 path is its storage
+    for g in (g for g in range(3, hs + 1) if hs % g == 0):
+        e8 = storage_error(case, lambda x, g=g: int8_storage(x, g))
+        print(f"{case[0]}: g={g} int8 storage {e8:.3g} = {e8 / e16:.1f}x fp16 {e16:.3g}")
+        assert e8 > 5 * e16
 
 
 @pytest.mark.parametrize("kv", list(KV_CACHE_TYPES))
