@@ -4,9 +4,9 @@ mid-prefill, a sliding window over a rolled ring cache with sinks, a window at p
 and chunks with partial query tiles and partial key blocks.
 
 Bounds, relative to the output's largest magnitude: fp32 caches 1e-5 (measured <= 6e-7);
-fp16 caches 1e-3 (measured <= 8.5e-4); int8 caches 1% (measured <= 0.98%; equal to the
-error of the int8 storage itself, see test_int8_error_is_the_int8_storage_error, and more
-than 5x fp16's for any int8 layout smaller than fp16, see
+fp16 caches 1e-3 (measured <= 8.5e-4); int8 caches 1% (measured <= 0.98%: the error of
+the int8 storage itself, see test_int8_paths_add_little_to_the_int8_storage_error, which
+is more than 5x fp16's for any int8 layout smaller than fp16, see
 test_no_int8_cache_smaller_than_fp16_is_within_5x_of_fp16). Kernels of different tiers
 equal the scalar kernel bit for bit, for every cache type."""
 
@@ -129,20 +129,27 @@ def f16_storage(x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_int8_error_is_the_int8_storage_error(case):
-    """The int8 kernels (scalar, matrix engine) add no error of their own beyond what storing
-    K and V as int8 costs: their error equals float64 attention over the int8-stored cache
-    within 1% (measured 0.999-1.001). The matrix path's two-plane q and P (hi + lo/254,
-    hi + lo/255) keep its Q.K^T and P.V products at ~15 bits, below the storage error."""
-    hs = case[3]
+def test_int8_paths_add_little_to_the_int8_storage_error(case):
+    """The int8 kernels' own error, against float64 attention over the same int8-stored K and
+    V (int8_storage reproduces the cache's quantizer), stays below a quarter of the fp16
+    path's error (measured: scalar <= 0.002x, the int8 Q.K^T / u8 P.V matrix path <= 0.11x;
+    issue 7 asks for <= 5x). The matrix path's two-plane q and P (hi + lo/254, hi + lo/255)
+    keep its integer products at ~15 bits. So what the int8 cache costs is its storage."""
+    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
     g = 32
     while hs % g:
         g //= 2  # the kernels' group (ops.c)
-    ideal = storage_error(case, lambda x: int8_storage(x, g))
+    q, k, v = case_data(case)
+    scale = np.abs(reference.attention(q, k, v, pos0, nh, nkv, window, sinks)).max()
+    stored = reference.attention(
+        q, int8_storage(k, g), int8_storage(v, g), pos0, nh, nkv, window, sinks
+    )
+    e16 = storage_error(case, f16_storage)
     for tier in ["scalar"] + MATRIX:
-        e8 = rel_err(*run(case, "int8", tier))
-        print(f"{case[0]}: int8 ({tier}) {e8:.4g}, int8 storage alone {ideal:.4g}")
-        assert abs(e8 / ideal - 1) <= 0.01
+        out, _ = run(case, "int8", tier)
+        own = float(np.abs(out - stored).max() / scale)
+        print(f"{case[0]}: int8 ({tier}) own error {own:.3g} = {own / e16:.3f}x fp16 {e16:.3g}")
+        assert own <= 0.25 * e16
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
