@@ -353,28 +353,50 @@ static int pack_weights(if_model *m) {
     return 1;
 }
 
-/* Allocate the KV cache of type `type`: a plain array over the context, or with a sliding
- * window a ring of n_sinks + window + ub - 1 slots (a chunk's rows go in before its
- * attention, so the ring must also hold the window of the chunk's first row). */
+/* The KV cache's shape for a config, prefill chunk ub and type: slots per layer (a plain
+ * array over the context, or with a sliding window a ring of n_sinks + window + ub - 1
+ * slots: a chunk's rows go in before its attention, so the ring must also hold the window of
+ * the chunk's first row), int8 group (0 for float caches) and bytes per element. */
+static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
+                        size_t *group, size_t *el) {
+    const size_t hs = c->dim / c->n_heads;
+    *cap = c->seq_len;
+    if (c->sliding_window && c->n_sinks + c->sliding_window + ub - 1 < *cap)
+        *cap = c->n_sinks + c->sliding_window + ub - 1;
+    *group = 0;
+    *el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
+    if (type == IF_KV_I8)
+        for (*group = 32; hs % *group;) *group /= 2;
+}
+
+size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type) {
+    if (!c->n_heads || c->dim % c->n_heads || !c->seq_len ||
+        (type != IF_KV_F32 && type != IF_KV_F16 && type != IF_KV_I8))
+        return 0;
+    size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH, cap, group, el, n, t;
+    if (ub > c->seq_len) ub = c->seq_len;
+    kv_geometry(c, ub, type, &cap, &group, &el);
+    if (!mul_ok(c->n_layers, cap, &t) || !mul_ok(t, c->dim / c->n_heads * c->n_kv_heads, &n) ||
+        n > SIZE_MAX / 2 / (el + sizeof(float)))
+        return 0;
+    return 2 * n * el + (group ? 2 * (n / group) * sizeof(float) : 0);
+}
+
+/* Allocate the KV cache of type `type` (shape: kv_geometry). */
 static int alloc_cache(if_model *m, if_kv_type type) {
     const if_config *c = &m->c;
-    size_t cap = c->seq_len;
-    if (c->sliding_window && c->n_sinks + c->sliding_window + m->ub - 1 < cap)
-        cap = c->n_sinks + c->sliding_window + m->ub - 1;
-    size_t group = 0, el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
-    if (type == IF_KV_I8)
-        for (group = 32; m->head_size % group;) group /= 2;
+    size_t cap, group, el;
+    kv_geometry(c, m->ub, type, &cap, &group, &el);
     size_t n = c->n_layers * cap * m->kv_dim; /* overflow checked by the caller */
     m->kc = calloc(n, el);
     m->vc = calloc(n, el);
     if (!m->kc || !m->vc) return 0;
-    m->kv_bytes = 2 * n * el;
     if (group) {
         m->ksc = calloc(n / group, sizeof(float));
         m->vsc = calloc(n / group, sizeof(float));
         if (!m->ksc || !m->vsc) return 0;
-        m->kv_bytes += 2 * (n / group) * sizeof(float);
     }
+    m->kv_bytes = if_kv_cache_bytes(c, m->ub, type);
     for (size_t l = 0; l < c->n_layers; l++) {
         size_t off = l * cap * m->kv_dim;
         if_kv_layer kv = {type,
@@ -452,7 +474,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
         return IF_EINVAL;
 
-    size_t ub = ubatch ? ubatch : 512;
+    size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH;
     if (ub > c.seq_len) ub = c.seq_len;
     if (n_threads < 1) n_threads = 1;
     size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;

@@ -128,6 +128,19 @@ def test_json_output_validates_and_keeps_every_sample(e2e_doc):
     assert doc["machine"]["tiers"][0]["name"] == "scalar"
     assert {p["name"]: p["status"] for p in doc["peers"]} == {"llama.cpp": "skipped"}
     assert (d / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    s = doc["settings"]  # stories260K: 5 layers x 512 positions x kv_dim 32 x K and V
+    assert (s["kv_cache"], s["ctx"], s["kv_cache_bytes"]) == ("f32", 512, 5 * 512 * 32 * 2 * 4)
+    assert s["ubatch_effective"] == 8  # the 8-token prompt is one chunk (default ubatch 512)
+
+
+def test_int8_kv_cache_is_benchmarked_and_reported(stories):
+    rc, out, err = bench(str(stories / "stories260K.bin"), "-p", "8", "-n", "2", "-r", "1",
+                         "--threads", "1", "--kernel", "scalar", "--kv-cache", "int8", "-q",
+                         "--no-limits")
+    assert rc == 0, err
+    # int8: a byte per value and a float scale per group of 8 (head size 8)
+    assert f"KV cache: int8, {5 * 512 * 32 * 2 * 1.5 / 2**20:.1f} MiB per isaforge engine " \
+           "(context 512)" in out
 
 
 def test_jsonl_csv_md_outputs(e2e_doc):

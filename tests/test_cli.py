@@ -95,6 +95,23 @@ def test_info_json_reports_scalar_tier():
     assert text.returncode == 0 and b"decode (GEMV, M=1)" in text.stdout
 
 
+def test_info_with_a_model_reports_its_kv_cache_per_type(stories):
+    model = str(stories / "stories260K.bin")
+    r = cli("info", model, "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)["model"]
+    # 5 layers x 512 positions x kv_dim 32, K and V; int8 adds a float per 8 values (head 8)
+    n = 5 * 512 * 32 * 2
+    assert (m["format"], m["n_layers"], m["head_size"], m["ctx"]) == ("llama2c-v0", 5, 8, 512)
+    assert m["kv_cache_bytes"] == {"f32": 4 * n, "f16": 2 * n, "int8": n + 4 * n // 8}
+    text = cli("info", model, "--ctx", "128").stdout.decode()
+    assert "KV cache:   at ctx 128: f32 160.0 KiB, f16 80.0 KiB, int8 60.0 KiB" in text
+    run = cli(*run_args(stories, None, "-t", "0", "--steps", "3", "--kv-cache", "int8"))
+    assert f"KV cache: int8 ({m['kv_cache_bytes']['int8'] / 2**20:.1f} MiB)" in run.stderr.decode()
+    assert_clean_error(cli("info", model, "--ctx", "600"), b"ctx 600 exceeds", b"512")
+    assert_clean_error(cli("info", str(stories / "tok512.bin")), b"tok512.bin")
+
+
 # ---- bad input: one line on stderr, exit 2, no traceback ----
 
 def assert_clean_error(r, *needles: bytes):

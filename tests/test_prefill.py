@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isaforge.engine import Engine, select_kernel
+from isaforge.engine import Engine, kv_cache_bytes, select_kernel
 from isaforge.formats.llama2c import read_llama2c
 from isaforge.synthetic import SMOLLM2_135M, random_q8_model
 from isaforge.types import Config, LoadedModel
@@ -128,6 +128,21 @@ def test_int8_and_f16_caches_stay_close_to_f32(stories):
     assert errs["f16"] < errs["int8"] < 0.15 and agree["int8"] >= 0.9
 
 
+@pytest.mark.parametrize("kv", ["f32", "f16", "int8"])
+@pytest.mark.parametrize("window,sinks,ubatch", [(0, 0, 0), (0, 0, 5), (24, 4, 8), (40, 0, 0),
+                                                 (500, 2, 3)])
+def test_kv_cache_bytes_without_an_engine_equals_the_engines(kv, window, sinks, ubatch):
+    """What `isaforge info MODEL` and bench report is what the engine then allocates; a
+    sliding window makes it a ring of sinks + window + ubatch - 1 slots when that is smaller."""
+    m = small_smollm2(layers=2, seq_len=256, sliding_window=window, n_sinks=sinks)
+    c = m.config
+    got = kv_cache_bytes(c, kv, ubatch)
+    assert got == Engine(m, threads=1, ubatch=ubatch, kv_cache=kv).kv_cache_bytes
+    slots = min(c.seq_len, sinks + window + (ubatch or 512) - 1) if window else c.seq_len
+    per_value = {"f32": 4, "f16": 2, "int8": 1 + 4 / 32}[kv]
+    assert got == 2 * c.n_layers * slots * c.kv_dim * per_value
+
+
 def test_kv_cache_sizes_and_bad_options():
     m = small_smollm2(layers=1, seq_len=64)
     c = m.config
@@ -138,6 +153,8 @@ def test_kv_cache_sizes_and_bad_options():
             == 2 * c.seq_len * c.kv_dim * (1 + 4 / 32))
     with pytest.raises(ValueError, match="kv_cache"):
         Engine(m, kv_cache="q4")
+    with pytest.raises(ValueError, match="kv_cache"):
+        kv_cache_bytes(c, "q4")
     with pytest.raises(ValueError, match="ubatch"):
         Engine(m, ubatch=-1)
     with pytest.raises(ValueError, match="n_sinks"):

@@ -235,6 +235,9 @@ typedef struct if_weights {
 
 typedef struct if_model if_model;
 
+/* Prefill chunk rows (ubatch) when a caller passes 0. */
+#define IF_DEFAULT_UBATCH 512
+
 /* Validate config and weights (shapes, group sizes, non-NULL pointers), take the kernels
  * currently selected by dispatch, pack the Q8 weights once if the prefill kernel wants a
  * packed layout, and allocate the run state. The weight memory is borrowed: it must outlive
@@ -255,6 +258,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
                                size_t errlen);
 /* Bytes of the model's KV cache (keys, values and int8 scales). */
 size_t if_model_kv_bytes(const if_model *m);
+/* Bytes a model with config c, prefill chunk `ubatch` (0: 512) and cache type `type` would
+ * allocate for its KV cache (what if_model_kv_bytes then reports); 0 if the config is
+ * invalid or the size overflows. Allocates nothing. */
+size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type);
 /* The attention kernel the model runs (decode and prefill alike), e.g. "attn_f32_avx512". */
 const char *if_model_attn_name(const if_model *m);
 

@@ -106,6 +106,31 @@ static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const c
     return w->s != NULL;
 }
 
+/* cfg: (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, rope_theta,
+ * norm_eps[, sliding_window, n_sinks]) as engine.py builds it. 0 with an exception set. */
+static int parse_config(PyObject *cfg, if_config *c) {
+    Py_ssize_t v[7], window = 0, sinks = 0;
+    double theta, eps;
+    if (!PyArg_ParseTuple(cfg, "nnnnnnndd|nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                          &theta, &eps, &window, &sinks))
+        return 0;
+    if (window < 0 || sinks < 0) {
+        PyErr_SetString(PyExc_ValueError, "sliding_window and n_sinks must be >= 0");
+        return 0;
+    }
+    for (int i = 0; i < 7; i++) {
+        if (v[i] <= 0) {
+            PyErr_SetString(PyExc_ValueError, "config values must be positive");
+            return 0;
+        }
+    }
+    if_config x = {(size_t)v[0], (size_t)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4],
+                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps, (size_t)window,
+                   (size_t)sinks};
+    *c = x;
+    return 1;
+}
+
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
                              "matrices", "n_threads", "ubatch", "kv_type", NULL};
@@ -119,24 +144,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nni", kwlist, &cfg, &tok, &rms_final,
                                      &rms_att, &rms_ffn, &mats, &n_threads, &ubatch, &kv_type))
         return -1;
-    Py_ssize_t v[7], window = 0, sinks = 0;
-    double theta, eps;
-    if (!PyArg_ParseTuple(cfg, "nnnnnnndd|nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                          &theta, &eps, &window, &sinks))
-        return -1;
-    if (window < 0 || sinks < 0) {
-        PyErr_SetString(PyExc_ValueError, "sliding_window and n_sinks must be >= 0");
-        return -1;
-    }
-    for (int i = 0; i < 7; i++) {
-        if (v[i] <= 0) {
-            PyErr_SetString(PyExc_ValueError, "config values must be positive");
-            return -1;
-        }
-    }
-    if_config c = {(size_t)v[0], (size_t)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4],
-                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps, (size_t)window,
-                   (size_t)sinks};
+    if_config c;
+    if (!parse_config(cfg, &c)) return -1;
     self->cfg = c;
     size_t L = c.n_layers;
     if (!PyList_Check(rms_att) || !PyList_Check(rms_ffn) || !PyList_Check(mats) ||
@@ -612,7 +621,26 @@ done:
     return ret;
 }
 
+static PyObject *py_kv_cache_bytes(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *cfg;
+    Py_ssize_t ubatch;
+    int kv_type;
+    if (!PyArg_ParseTuple(args, "Oni", &cfg, &ubatch, &kv_type)) return NULL;
+    if_config c;
+    if (!parse_config(cfg, &c)) return NULL;
+    size_t n = ubatch < 0 ? 0 : if_kv_cache_bytes(&c, (size_t)ubatch, (if_kv_type)kv_type);
+    if (!n) {
+        PyErr_SetString(PyExc_ValueError, "invalid config, ubatch or KV cache type, or the "
+                                          "KV cache size overflows");
+        return NULL;
+    }
+    return PyLong_FromSize_t(n);
+}
+
 static PyMethodDef module_methods[] = {
+    {"kv_cache_bytes", py_kv_cache_bytes, METH_VARARGS,
+     "kv_cache_bytes(cfg, ubatch, kv_type) -> bytes the model's KV cache would take."},
     {"attention", py_attention, METH_VARARGS,
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
      "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
@@ -644,6 +672,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(&ModelType);
     if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
         Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -147,7 +147,16 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="Q8 group size (default: largest power of two <= 64 dividing dim and "
                         "hidden_dim)")
 
-    i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op")
+    i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op; "
+                                    "with MODEL also its shapes and KV cache sizes")
+    i.add_argument("model", nargs="?", default=None,
+                   help="a model file or folder: report its shapes and what its KV cache takes "
+                        "as f32, f16 and int8 (nothing is allocated)")
+    i.add_argument("--ctx", type=_positive_int, default=None,
+                   help="context for the KV cache sizes (default: as `run`, the model's, at "
+                        "most 4096)")
+    i.add_argument("--ubatch", type=_positive_int, default=0,
+                   help="prefill chunk (default 512; sizes a sliding-window ring)")
     i.add_argument("--json", action="store_true")
     bench_cli.add_parser(sub)  # `isaforge bench`
     return p
@@ -383,6 +392,25 @@ class _ProgressBar:
         sys.stderr.flush()
 
 
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
+    """A model's shapes and its KV cache bytes per cache type at the context `run` uses."""
+    from .engine import KV_CACHE_TYPES, kv_cache_bytes
+    from .model import read_model, with_ctx
+
+    loaded = read_model(path)
+    c = with_ctx(loaded, ctx).config
+    return {"path": str(loaded.path), "format": loaded.format, "n_layers": c.n_layers,
+            "dim": c.dim, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
+            "head_size": c.dim // c.n_heads, "vocab_size": c.vocab_size,
+            "model_ctx": loaded.config.seq_len, "ctx": c.seq_len,
+            "sliding_window": c.sliding_window, "n_sinks": c.n_sinks,
+            "kv_cache_bytes": {t: kv_cache_bytes(c, t, ubatch) for t in KV_CACHE_TYPES}}
+
+
 def _cmd_info(a) -> int:
     from .engine import runtime_info, select_kernel
     from .settings import default_threads, getenv
@@ -391,6 +419,8 @@ def _cmd_info(a) -> int:
     info = runtime_info()
     info["threads_default"] = default_threads()
     info["override"] = getenv("KERNEL") or None
+    if a.model is not None:
+        info["model"] = _model_info(a.model, a.ctx, a.ubatch)
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -409,8 +439,19 @@ def _cmd_info(a) -> int:
         print(f"{label}: tier {k['tier']}: {k['q8_gemv'] if phase == 'decode' else k['q8_gemm']}, "
               f"{k['quantize']}, {k['f32_gemv']}, attention {k['attention']} "
               f"(int8 KV cache: {k['attention_int8_kv']})")
-    print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
-          "saves memory; `isaforge run` prints its size")
+    mi = info.get("model")
+    if mi:
+        print(f"model:      {mi['path']} ({mi['format']}): {mi['n_layers']} layers, dim "
+              f"{mi['dim']}, {mi['n_heads']} heads / {mi['n_kv_heads']} KV heads of "
+              f"{mi['head_size']}, vocab {mi['vocab_size']}, context {mi['model_ctx']}"
+              + (f", sliding window {mi['sliding_window']} + {mi['n_sinks']} sinks"
+                 if mi["sliding_window"] else ""))
+        print(f"KV cache:   at ctx {mi['ctx']}: " + ", ".join(
+            f"{t} {_bytes(n)}" for t, n in mi["kv_cache_bytes"].items())
+              + " (--kv-cache; f32 is the default)")
+    else:
+        print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
+              "saves memory; `isaforge info MODEL` gives the sizes")
     print(f"threads:    {info['threads_default']} (physical cores; --threads to change)")
     if info["override"]:
         print(f"override:   ISAFORGE_KERNEL={info['override']}")

@@ -27,6 +27,23 @@ def runtime_info() -> dict:
     return _native.info()
 
 
+def _config_tuple(c: Config) -> tuple:
+    return (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
+            float(c.rope_theta), float(c.norm_eps), c.sliding_window, c.n_sinks)
+
+
+def _kv_type(kv_cache: str) -> int:
+    if kv_cache not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_TYPES)}, got {kv_cache!r}")
+    return KV_CACHE_TYPES[kv_cache]
+
+
+def kv_cache_bytes(config: Config, kv_cache: str = "f32", ubatch: int = 0) -> int:
+    """Bytes the KV cache of an Engine over `config` (context config.seq_len) would take,
+    counted by the C core that allocates it; nothing is allocated."""
+    return _native.kv_cache_bytes(_config_tuple(config), ubatch, _kv_type(kv_cache))
+
+
 def _matrix_spec(w) -> tuple:
     if isinstance(w, Q8Tensor):
         rows, cols = w.q.shape
@@ -51,9 +68,7 @@ class Engine:
 
     def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
                  kv_cache: str = "f32"):
-        if kv_cache not in KV_CACHE_TYPES:
-            raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_TYPES)}, "
-                             f"got {kv_cache!r}")
+        kv_type = _kv_type(kv_cache)
         if ubatch < 0:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
@@ -66,14 +81,12 @@ class Engine:
                 mats.append(_matrix_spec(getattr(w, name)[layer]))
         mats.append(_matrix_spec(w.wcls))
         self._arrays = mats  # keep every borrowed array referenced
-        cfg = (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-               c.seq_len, float(c.rope_theta), float(c.norm_eps), c.sliding_window, c.n_sinks)
+        cfg = _config_tuple(c)
         self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
-                                threads or default_threads(), ubatch,
-                                KV_CACHE_TYPES[kv_cache])
+                                threads or default_threads(), ubatch, kv_type)
         self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
 

@@ -351,6 +351,20 @@ class Model:
                              stats, self._cached)
 
 
+def with_ctx(loaded: LoadedModel, ctx: int | None) -> LoadedModel:
+    """loaded with the context load() runs it at: ctx (at most the model's), or by default
+    min(the model's, DEFAULT_CTX). The KV cache is sized by it."""
+    if ctx is not None and ctx < 1:
+        raise ValueError(f"ctx must be >= 1, got {ctx}")
+    model_ctx = loaded.config.seq_len
+    if ctx is not None and ctx > model_ctx:
+        raise ValueError(f"ctx {ctx} exceeds the model's context length {model_ctx}")
+    n_ctx = ctx if ctx is not None else min(model_ctx, DEFAULT_CTX)
+    if n_ctx == model_ctx:
+        return loaded
+    return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
+
+
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
          threads: int | None = None, kernel: str | None = None, quant: str = "q8",
          ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
@@ -366,19 +380,12 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
       (default), "f16" or "int8" (per position, head and group of head dims)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    if ctx is not None and ctx < 1:
+    if ctx is not None and ctx < 1:  # before pulling or reading anything
         raise ValueError(f"ctx must be >= 1, got {ctx}")
     select_kernel(kernel)
     if path is None:
         from .pull import ensure_model
 
         path = ensure_model()
-    loaded = read_model(path, quant)
-    model_ctx = loaded.config.seq_len
-    if ctx is not None and ctx > model_ctx:
-        raise ValueError(f"ctx {ctx} exceeds the model's context length {model_ctx}")
-    n_ctx = ctx if ctx is not None else min(model_ctx, DEFAULT_CTX)
-    if n_ctx != model_ctx:
-        loaded = dataclasses.replace(
-            loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
+    loaded = with_ctx(read_model(path, quant), ctx)
     return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache)

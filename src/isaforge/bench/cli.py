@@ -93,6 +93,8 @@ def _e2e_parser() -> _Parser:
                    help="kernel tiers: auto (best per op), all (every supported tier) or a "
                         "comma-separated list")
     p.add_argument("--ubatch", type=_nonneg, default=0, help="prefill chunk (0: the default)")
+    p.add_argument("--kv-cache", choices=("f32", "f16", "int8"), default="f32",
+                   help="KV cache type of isaforge's engines (default f32)")
     p.add_argument("--group-size", type=_pos, default=32, help="Q8 group size of synthetic models")
     _common(p)
     return p
@@ -186,6 +188,8 @@ def _log(a):
 
 
 def _run_e2e(argv: list[str]) -> int:
+    from .. import _native
+    from ..engine import kv_cache_bytes
     from ..settings import default_threads
     from .e2e import E2ERun, load_model
     from .limits import measure_limits
@@ -212,7 +216,7 @@ def _run_e2e(argv: list[str]) -> int:
         counts = sorted({1, os.cpu_count() or 1, *threads})
         limits = measure_limits(list(dict.fromkeys(lt)), counts, log=log)
     run = E2ERun(loaded, info, a.n_prompt, a.n_gen, a.reps, threads, kernels, a.ubatch, gguf,
-                 reason, log)
+                 reason, log, kv_cache=a.kv_cache)
     results, peers, skipped_backends = run.run(limits)
     if not gguf:
         peers = [{"name": "llama.cpp", "status": "skipped", "version": None,
@@ -221,8 +225,12 @@ def _run_e2e(argv: list[str]) -> int:
 
     settings = {"n_prompt": a.n_prompt, "n_gen": a.n_gen, "reps": a.reps, "warmup_cycles": 1,
                 "threads": threads, "kernels": kernels, "ubatch": a.ubatch,
-                "ubatch_effective": a.ubatch or 64, "order": "alternating",
-                "group_size": a.group_size if a.model.startswith("synthetic:") else None}
+                "ubatch_effective": min(a.ubatch or _native.DEFAULT_UBATCH, a.n_prompt) or None,
+                "order": "alternating",
+                "group_size": a.group_size if a.model.startswith("synthetic:") else None,
+                "kv_cache": a.kv_cache, "ctx": loaded.config.seq_len if loaded else None,
+                "kv_cache_bytes": kv_cache_bytes(loaded.config, a.kv_cache, a.ubatch)
+                if loaded else None}
     doc = _doc("e2e", argv, a, machine, asdict(info), settings, results=results,
                peers=peers, skipped=skipped + skipped_backends, limits=limits)
     _emit(doc, a)

@@ -141,6 +141,7 @@ class E2ERun:
     isaforge_reason: str | None = None
     log: Callable[[str], None] = field(default=lambda s: None)  # progress lines
     rapl: Rapl = field(default_factory=Rapl.probe)
+    kv_cache: str = "f32"
 
     def build(self) -> tuple[list[Config], dict, list[dict]]:
         from ..engine import Engine, select_kernel
@@ -157,7 +158,8 @@ class E2ERun:
                 for k in self.kernels:
                     for t in self.threads:
                         select_kernel(None if k == "auto" else k)
-                        eng = Engine(self.loaded, threads=t, ubatch=self.ubatch)
+                        eng = Engine(self.loaded, threads=t, ubatch=self.ubatch,
+                                     kv_cache=self.kv_cache)
                         kt = eng.kernels
                         ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
                               "decode_q8_gemv": kt["decode"]["q8_gemv"],

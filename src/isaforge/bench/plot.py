@@ -100,7 +100,7 @@ def _roofline(ax, doc: dict, colors: dict) -> None:
             ai = m["ops_per_token_decode"] / m["weight_bytes_per_token"]
             g = r["mean_tps"] * m["ops_per_token_decode"] / 1e9
         else:
-            ub = doc.get("settings", {}).get("ubatch_effective") or 64
+            ub = doc.get("settings", {}).get("ubatch_effective") or 1
             ai = m["ops_per_token_prefill"] * ub / m["weight_bytes_per_token"]
             g = r["mean_tps"] * m["ops_per_token_prefill"] / 1e9
         if g > 0 and not math.isnan(g):

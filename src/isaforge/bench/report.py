@@ -105,6 +105,9 @@ def footer_lines(doc: dict) -> list[str]:
     elif s:
         out.append(f"settings: {s.get('reps')} repetitions after 1 warm-up cycle, configurations "
                    f"alternating; ubatch {s.get('ubatch') or 'default'}")
+        if s.get("kv_cache_bytes"):
+            out.append(f"KV cache: {s['kv_cache']}, {s['kv_cache_bytes'] / 2**20:.1f} MiB per "
+                       f"isaforge engine (context {s['ctx']})")
     out += limits_lines(doc)
     for p in doc.get("peers", []):
         out.append(f"peer {p['name']}: " + (f"ran (version {p.get('version')})"
