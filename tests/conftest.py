@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from isaforge.types import Config
+
 REPO = Path(__file__).resolve().parents[1]
 STORIES = REPO.parent / "shared" / "models" / "stories260K"
 MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")  # per-layer matrices, in file order
+# a tiny model for synthetic weights: 4 query heads share 2 kv heads (kv_dim 8), own classifier
+TINY_GQA = Config(dim=16, hidden_dim=24, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=32,
+                  seq_len=8, shared_classifier=False)
 
 
 @pytest.fixture(scope="session")

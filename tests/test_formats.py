@@ -5,12 +5,13 @@ from __future__ import annotations
 import mmap
 import re
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import MATS
+from conftest import MATS, TINY_GQA
 from isaforge.formats import (
     read_llama2c,
     v2_tensors_of,
@@ -48,16 +49,7 @@ def v0_bytes(c: Config, t: dict, rope: np.ndarray) -> bytes:
 
 
 def tiny_model(rng: np.random.Generator, shared: bool = False) -> tuple[Config, dict]:
-    c = Config(
-        dim=16,
-        hidden_dim=24,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        vocab_size=32,
-        seq_len=8,
-        shared_classifier=shared,
-    )
+    c = replace(TINY_GQA, shared_classifier=shared)
     L, d, h, kv, v = c.n_layers, c.dim, c.hidden_dim, c.kv_dim, c.vocab_size
     shapes = {
         "tok_embeddings": (v, d),

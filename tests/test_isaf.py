@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import re
 import struct
 from dataclasses import replace
 from pathlib import Path
@@ -210,9 +211,12 @@ def rewrite(src: Path, dst: Path, edit) -> Path:
 
 
 def fails(path: Path, match: str) -> None:
-    with pytest.raises(ModelFormatError, match=match) as e:
+    """read_isaf(path) raises ModelFormatError "{path}: {reason}", `match` found in the reason
+    (not in the path: tmp_path holds the test's name, e.g. "truncated")."""
+    with pytest.raises(ModelFormatError) as e:
         read_isaf(path)
-    assert str(path) in str(e.value)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: ") and re.search(match, msg[len(f"{path}: "):]), msg
 
 
 def test_truncated_anywhere(stories_isaf, tmp_path):
@@ -221,26 +225,43 @@ def test_truncated_anywhere(stories_isaf, tmp_path):
                       | {len(raw) - 1}):
         p = tmp_path / f"cut{cut}.isaf"
         p.write_bytes(raw[:cut])
-        fails(p, "too short|truncated|past the end|not valid JSON")
+        fails(p, r"^file is truncated: \d+ bytes, a safetensors header needs 8$"
+                 r"|^safetensors header length \d+ exceeds the file \(\d+ bytes\)$"
+                 r"|^tensor \S+ data \[\d+, \d+\) lies beyond the end of the file \(size "
+                 r"\d+; truncated\?\)$")
 
 
 def test_lying_offsets(stories_isaf, tmp_path):
     def grow(h, info):
         a, b = h["layers.0.wq.q"]["data_offsets"]
         h["layers.0.wq.q"]["data_offsets"] = [a, b + 10**9]
-    fails(rewrite(stories_isaf, tmp_path / "a.isaf", grow), "do not hold")
+    fails(rewrite(stories_isaf, tmp_path / "a.isaf", grow),
+          r"tensor layers\.0\.wq\.q: data_offsets \[\d+, \d+\] span 1000004096 bytes, "
+          r"but shape \[64, 64\] of I8 needs 4096")
 
     def move(h, info):
         e = h["wcls.q"]
         size = e["data_offsets"][1] - e["data_offsets"][0]
         e["data_offsets"] = [10**9, 10**9 + size]
-    fails(rewrite(stories_isaf, tmp_path / "b.isaf", move), "past the end")
+    fails(rewrite(stories_isaf, tmp_path / "b.isaf", move),
+          r"tensor wcls\.q data \[\d+, \d+\) lies beyond the end of the file")
 
     def misalign(h, info):
         e = h["rms_final"]
         a, b = e["data_offsets"]
         e["data_offsets"] = [a + 2, b + 2]
-    fails(rewrite(stories_isaf, tmp_path / "c.isaf", misalign), "aligned")
+    # the shifted tensor now also overlaps the next one, which the safetensors checks catch
+    fails(rewrite(stories_isaf, tmp_path / "c.isaf", misalign),
+          r"tensors rms_final and layers\.0\.wq\.scales overlap in the file")
+
+    # misaligned without overlapping: the data starts 2 bytes past the 64-byte boundary
+    raw = stories_isaf.read_bytes()
+    (n,) = struct.unpack_from("<Q", raw)
+    head = raw[8:8 + n].rstrip(b" ")
+    head += b" " * (-(8 + len(head)) % 64 + 2)
+    p = tmp_path / "d.isaf"
+    p.write_bytes(struct.pack("<Q", len(head)) + head + raw[8 + n:])
+    fails(p, r"tensor 'tok_embeddings' at byte \d+ is not 4-byte aligned")
 
 
 @pytest.mark.parametrize("edit,match", [
@@ -255,8 +276,16 @@ def test_lying_offsets(stories_isaf, tmp_path):
     (lambda h, i: i["config"].update(bogus=1), "unknown keys"),
     (lambda h, i: i.pop("metadata"), "'metadata' is missing"),
     (lambda h, i: h.pop("layers.1.w3.scales"), "missing tensors: layers.1.w3.scales"),
-    (lambda h, i: h.update(extra=h["rms_final"]), "unexpected tensor 'extra'"),
-    (lambda h, i: h["rms_final"].update(dtype="F16"), "unsupported dtype 'F16'"),
+    # a second entry for rms_final's bytes: the safetensors overlap check fires first
+    (lambda h, i: h.update(extra=h["rms_final"]), "tensors extra and rms_final overlap"),
+    (lambda h, i: h.update(extra={"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}),
+     "unexpected tensor 'extra'"),
+    # F16 over F32's bytes: the size check (shape x dtype) fires first
+    (lambda h, i: h["rms_final"].update(dtype="F16"),
+     r"tensor rms_final: data_offsets \[\d+, \d+\] span 256 bytes, but shape \[64\] of F16 "
+     "needs 128"),
+    (lambda h, i: h["rms_final"].update(dtype="F16", shape=[128]),
+     "tensor 'rms_final': unsupported dtype 'F16'"),
     (lambda h, i: h["rms_att"].update(shape=[64, 5]), "expected F32"),
 ])
 def test_bad_metadata(stories_isaf, tmp_path, edit, match):
@@ -268,7 +297,14 @@ def test_absurd_header_size(stories_isaf, tmp_path):
     struct.pack_into("<Q", raw, 0, 2**40)
     p = tmp_path / "big.isaf"
     p.write_bytes(raw)
-    fails(p, "implausible safetensors header size")
+    fails(p, "safetensors header length 1099511627776 exceeds the file")
+
+
+def test_header_size_cap(stories_isaf, monkeypatch):
+    import isaforge.formats.isaf as isaf
+
+    monkeypatch.setattr(isaf, "MAX_HEADER", 1000)  # read_isaf passes its cap to the parser
+    fails(stories_isaf, r"safetensors header length \d+ is too large")
 
 
 def test_cli_errors(stories, tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import STORIES as MODEL_DIR
+from conftest import TINY_GQA
 from isaforge.formats import read_llama2c
 from isaforge.quant import quantize_model, quantize_q8
 from isaforge.reference import (
@@ -142,16 +143,7 @@ def _expand_kv(c: Config, w: Weights) -> tuple[Config, Weights]:
 
 def test_gqa_equals_repeated_kv_heads(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
-    c = Config(
-        dim=16,
-        hidden_dim=24,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        vocab_size=32,
-        seq_len=8,
-        shared_classifier=False,
-    )
+    c = TINY_GQA  # vocab 32, seq_len 8, unshared classifier
     L, d, h, kv = c.n_layers, c.dim, c.hidden_dim, c.kv_dim
 
     def r(*s: int) -> np.ndarray:

@@ -53,14 +53,18 @@ class SafeTensor:
     file: str
 
 
-def parse_safetensors_header(path: str | os.PathLike, buf) -> tuple[dict[str, SafeTensor],
-                                                                    dict]:
-    """Validate a safetensors header in `buf` (the whole file): ({name: tensor}, metadata)."""
+def parse_safetensors_header(path: str | os.PathLike, buf, max_header: int = MAX_HEADER
+                             ) -> tuple[dict[str, SafeTensor], dict]:
+    """Validate a safetensors header in `buf` (the whole file): ({name: tensor}, metadata).
+    Checked: header length (within the file, at most `max_header` bytes), JSON object,
+    __metadata__ an object, each entry's dtype, shape and data_offsets, sizes = shape x dtype,
+    every tensor inside the file, no two overlapping. Shared by the HF and .isaf readers;
+    raises ModelFormatError naming `path` and the reason."""
     size = len(buf)
     if size < 8:
         raise _fail(path, f"file is truncated: {size} bytes, a safetensors header needs 8")
     (n,) = struct.unpack_from("<Q", buf, 0)
-    if n > size - 8 or n > MAX_HEADER:
+    if n > size - 8 or n > max_header:
         raise _fail(path, f"safetensors header length {n} exceeds the file ({size} bytes)"
                     if n > size - 8 else f"safetensors header length {n} is too large")
     try:

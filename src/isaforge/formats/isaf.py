@@ -33,12 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
+from isaforge.formats.hf import SafeTensor, parse_safetensors_header
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 VERSION = 1
 LAYOUT = "rowmajor-q8-v1"
 ALIGN = 64
-MAX_HEADER = 256 << 20
+MAX_HEADER = 256 << 20  # header cap given to parse_safetensors_header (HF files: 100 MiB)
 MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
 SCHEMES = ("q8", "f32")
 _DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
@@ -205,23 +206,9 @@ def _config_from(path, d) -> Config:
     return Config(**kw)
 
 
-def _parse_header(path, head: bytes, size: int) -> tuple[dict, dict, int]:
-    """(isaforge metadata, tensor entries, data start) after validating the header."""
-    if size < 8:
-        raise _fail(path, f"file too short for a safetensors header ({size} bytes)")
-    (n,) = struct.unpack_from("<Q", head)
-    if n < 2 or n > MAX_HEADER:
-        raise _fail(path, f"implausible safetensors header size {n}")
-    if 8 + n > size:
-        raise _fail(path, f"file is truncated: the header needs {8 + n} bytes, file has {size}")
-    try:
-        header = json.loads(head[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise _fail(path, f"safetensors header is not valid JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise _fail(path, "safetensors header is not a JSON object")
-    meta = header.pop("__metadata__", None)
-    if not isinstance(meta, dict) or not isinstance(meta.get("isaforge"), str):
+def _isaf_info(path, meta: dict) -> dict:
+    """The isaforge metadata of a parsed safetensors header, after checking format/version."""
+    if not isinstance(meta.get("isaforge"), str):
         raise _fail(path, "not an isaforge .isaf file (no __metadata__['isaforge'])")
     try:
         info = json.loads(meta["isaforge"])
@@ -232,7 +219,7 @@ def _parse_header(path, head: bytes, size: int) -> tuple[dict, dict, int]:
     if info.get("version") != VERSION:
         raise _fail(path, f"unsupported .isaf version {info.get('version')!r} "
                           f"(this isaforge reads version {VERSION}); re-run isaforge convert")
-    return info, header, 8 + n
+    return info
 
 
 def read_isaf(path: str | os.PathLike) -> LoadedModel:
@@ -242,11 +229,10 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        head = f.read(8)
-        if len(head) == 8:
-            n = struct.unpack("<Q", head)[0]
-            head += f.read(min(n, MAX_HEADER))
-        info, header, start = _parse_header(path, head, size)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    try:
+        header, meta = parse_safetensors_header(path, b"" if mm is None else mm, MAX_HEADER)
+        info = _isaf_info(path, meta)
         c = _config_from(path, info.get("config"))
         q = info.get("quantization")
         if not isinstance(q, dict) or q.get("scheme") not in SCHEMES:
@@ -265,10 +251,13 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
         expected = _expected(c, scheme, gs if scheme == "q8" else 0, info["wcls"] == "wcls")
-        spans = _check_tensors(path, header, expected, start, size)
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    t = {name: np.frombuffer(mm, _DTYPES[dt], int(np.prod(shape)), start + a).reshape(shape)
-         for name, (dt, shape, a) in spans.items()}
+        found = _check_tensors(path, header, expected)
+    except BaseException:
+        if mm is not None:
+            mm.close()
+        raise
+    t = {name: np.frombuffer(mm, _DTYPES[e.dtype], math.prod(e.shape), e.offset).reshape(e.shape)
+         for name, e in found.items()}
 
     def matrix(name: str):
         return Q8Tensor(t[f"{name}.q"], t[f"{name}.scales"], gs) if scheme == "q8" else t[name]
@@ -280,44 +269,30 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
     return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
 
 
-def _check_tensors(path, header: dict, expected: dict, start: int, size: int) -> dict:
-    """name -> (dtype, shape, offset in data) for the expected tensors, after checking every
-    entry's dtype, shape, extent (within the file) and alignment."""
-    spans = {}
+def _check_tensors(path, header: dict[str, SafeTensor], expected: dict
+                   ) -> dict[str, SafeTensor]:
+    """The expected tensors of a header parse_safetensors_header has checked (dtypes, sizes,
+    extents, overlaps), after the .isaf checks: every entry of a dtype isaforge maps, no
+    unexpected names, each expected tensor with its dtype and shape, aligned, none missing."""
     for name, e in header.items():
-        if not isinstance(e, dict) or not isinstance(e.get("data_offsets"), list) \
-                or len(e["data_offsets"]) != 2 or not isinstance(e.get("shape"), list):
-            raise _fail(path, f"tensor {name!r}: malformed entry {e!r}")
-        dt, shape, (a, b) = e.get("dtype"), e["shape"], e["data_offsets"]
-        if dt not in _DTYPES:
-            raise _fail(path, f"tensor {name!r}: unsupported dtype {dt!r}")
-        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                   for x in (*shape, a, b)):
-            raise _fail(path, f"tensor {name!r}: bad shape {shape} or offsets {[a, b]}")
-        nbytes = math.prod(shape) * _DTYPES[dt].itemsize
-        if b < a or b - a != nbytes:
-            raise _fail(path, f"tensor {name!r}: offsets {[a, b]} do not hold {dt} {shape} "
-                              f"({nbytes} bytes)")
-        if start + b > size:
-            raise _fail(path, f"tensor {name!r} ends at byte {start + b}, past the end of the "
-                              f"file ({size} bytes): truncated or lying header")
+        if e.dtype not in _DTYPES:
+            raise _fail(path, f"tensor {name!r}: unsupported dtype {e.dtype!r}")
         if name.startswith("__pad"):
             continue
         if name not in expected:
             raise _fail(path, f"unexpected tensor {name!r}")
         want = expected[name]
-        if (dt, tuple(shape)) != (want[0], want[1]):
-            raise _fail(path, f"tensor {name!r} is {dt} {shape}, expected {want[0]} "
+        if (e.dtype, e.shape) != (want[0], want[1]):
+            raise _fail(path, f"tensor {name!r} is {e.dtype} {list(e.shape)}, expected {want[0]} "
                               f"{list(want[1])}")
-        if (start + a) % _DTYPES[dt].itemsize:
-            raise _fail(path, f"tensor {name!r} at byte {start + a} is not "
-                              f"{_DTYPES[dt].itemsize}-byte aligned")
-        spans[name] = (dt, tuple(shape), a)
-    missing = [n for n in expected if n not in spans]
+        if e.offset % _DTYPES[e.dtype].itemsize:
+            raise _fail(path, f"tensor {name!r} at byte {e.offset} is not "
+                              f"{_DTYPES[e.dtype].itemsize}-byte aligned")
+    missing = [n for n in expected if n not in header]
     if missing:
         raise _fail(path, f"missing tensors: {', '.join(missing[:5])}"
                           + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-    return spans
+    return {n: header[n] for n in expected}
 
 
 # ---------------------------------------------------------------------------------------------
