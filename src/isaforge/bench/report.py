@@ -189,7 +189,8 @@ def readme_block(doc: dict) -> str:
     lines += [f"- {x}" for x in footer_lines(doc)]
     lines += ["", textwrap.fill(
         "Re-run it: `isaforge bench [MODEL] [-p 512] [-n 128] [-r 5] [--threads 1,2] [--kernel "
-        "all] [--kv-cache f32|f16|int8] [-o md|json|csv|jsonl] [--save FILE.json] [--plot out.png]` (a `.gguf` MODEL "
+        "all] [--kv-cache f32|f16|int8] [-o md|json|csv|jsonl] [--save FILE.json] "
+        "[--plot out.png]` (a `.gguf` MODEL "
         "also runs llama.cpp on the same file, interleaved, with the ratio; install it with "
         "`bash scripts/install_peers.sh`); kernel level: `isaforge bench kernels [--cold]` "
         "(GOP/s per tier per op at SmolLM2-135M's shapes, each tier checked bit for bit "
