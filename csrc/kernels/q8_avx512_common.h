@@ -269,8 +269,16 @@ IFZ_INLINE __m128 ifz_add_lanes(__m128 acc, __m512 p, size_t cnt, const int C) {
     IFZ_UNROLL
     for (int b = 0; b < C / 4 + (C % 4 != 0); b++) {
         if (C != 16 && (size_t)b * 4 >= cnt) break;
+#ifdef __clang__
+        /* clang wants the lane index as a literal before unrolling (b < 4: C <= 16) */
+        const __m128 q = b == 0   ? _mm512_castps512_ps128(p)
+                         : b == 1 ? _mm512_extractf32x4_ps(p, 1)
+                         : b == 2 ? _mm512_extractf32x4_ps(p, 2)
+                                  : _mm512_extractf32x4_ps(p, 3);
+#else
         const __m128 q = b == 0 ? _mm512_castps512_ps128(p)
                                 : _mm512_extractf32x4_ps(p, b & 3);
+#endif
         const __m128 l[4] = {q, _mm_movehdup_ps(q), _mm_movehl_ps(q, q), _mm_shuffle_ps(q, q, 3)};
         IFZ_UNROLL
         for (int i = 0; i < 4; i++)

@@ -7,7 +7,8 @@
 #                `python3 -m ziglang cc`); portable sources only (no IF_X86_TIERS). Run it
 #                with qemu-aarch64 (scripts/arm_toolchain.sh provides both).
 #   native       this machine's `cc` (or $CC) against the system libc, with the x86 tier files
-#                (each with its own ISA flags, as CMakeLists.txt) when the host is x86-64.
+#                (each with its own ISA flags from csrc/sources.txt, as CMakeLists.txt) when the
+#                host is x86-64.
 #   x86_64-musl  static x86_64-linux-musl binary with Zig: same sources as `native` on x86-64
 #                but musl's libm, to tell a libm difference from an architecture difference.
 # Writes OUT_DIR/if_native_test-TARGET, OUT_DIR/attn_native_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
@@ -24,41 +25,36 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(aarch64)
 
 cd "$ROOT"
-# Shared code and the scalar kernels: everything that builds on any architecture.
-PORTABLE=(csrc/forward.c csrc/ops.c csrc/detmath.c csrc/sampler.c csrc/threadpool.c csrc/cpu/features.c
-    csrc/cpu/dispatch.c)
-PORTABLE+=($(ls csrc/kernels/*/*_scalar.c | sort))
-# x86 tiers, one translation unit per ISA and op, with the flags CMakeLists.txt gives them.
-K=csrc/kernels
-X86_FLAGS_avx2="-mavx2 -mfma"
-X86_FLAGS_avx_vnni="-mavx2 -mfma -mavxvnni"
-X86_FLAGS_avx512="-mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma"
-X86_FLAGS_amx="-mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mfma"
-X86_SOURCES=(
-    "$K/quantize/quantize_q8_avx2.c:avx2" "$K/q8_gemv/q8_gemv_1x8_avx2.c:avx2"
-    "$K/q8_gemm/q8_gemm_4x16_avx2.c:avx2" "$K/swiglu/swiglu_avx2.c:avx2"
-    "$K/attention/attn_f32_avx2.c:avx2"
-    "$K/q8_gemv/q8_gemv_1x8_avx_vnni.c:avx_vnni" "$K/q8_gemm/q8_gemm_4x16_avx_vnni.c:avx_vnni"
-    "$K/quantize/quantize_q8_avx512.c:avx512" "$K/q8_gemv/q8_gemv_1x16_avx512_vnni.c:avx512"
-    "$K/q8_gemm/q8_gemm_4x32_avx512_vnni.c:avx512"
-    "$K/q8_gemm/q8_gemm_16x16_amx.c:amx" "$K/q8_gemm/q8_gemm_16x16_amx_pack.c:"
-    "$K/attention/attn_f32_avx512.c:avx512" "$K/swiglu/swiglu_avx512.c:avx512"
-    "$K/attention/attn_i8_amx.c:amx" "$K/attention/attn_i8_amx_emulated.c:"
-)
-# Arm tiers, likewise (aarch64 target only; zig cc spells -march=armv8.2-a+dotprod as
-# -mcpu=generic+dotprod)
-ARM_FLAGS_neon="-mcpu=generic"
-ARM_FLAGS_dotprod="-mcpu=generic+dotprod"
-ARM_FLAGS_i8mm="-mcpu=generic+dotprod+i8mm"
-ARM_FLAGS_sme2="-mcpu=generic+sme2"
-ARM_SOURCES=(
-    "$K/quantize/quantize_q8_neon.c:neon" "$K/q8_gemv/q8_gemv_1x4_neon.c:neon"
-    "$K/q8_gemm/q8_gemm_4x4_neon.c:neon"
-    "$K/q8_gemv/q8_gemv_1x4_dotprod.c:dotprod" "$K/q8_gemm/q8_gemm_4x4_dotprod.c:dotprod"
-    "$K/q8_gemm/q8_gemm_2x4_i8mm.c:i8mm"
-    "$K/q8_gemv/q8_gemv_1xvl_sme2.c:sme2" "$K/q8_gemm/q8_gemm_vlxvl_sme2.c:sme2"
-    "$K/sme_abi.c:sme2" "$K/attention/attn_i8_sme2.c:sme2"
-)
+# The kernel core's sources and each ISA group's flags: csrc/sources.txt, the list CMakeLists.txt
+# reads. `flags GROUP ARCH FLAG...` defines a group (GROUP_ARCH_<group>, GROUP_FLAGS_<group>),
+# `zigflags GROUP FLAG...` its flags for zig cc (GROUP_ZIGFLAGS_<group>), `GROUP PATH` a source
+# (SOURCES, "GROUP PATH" in the manifest's order).
+SOURCES=()
+manifest_error() {
+    echo "build.sh: csrc/sources.txt: $1" >&2
+    exit 2
+}
+while read -r -a f || [ ${#f[@]} -gt 0 ]; do
+    if [ ${#f[@]} -eq 0 ] || [[ ${f[0]} == \#* ]]; then continue; fi
+    case ${f[0]} in
+    flags | zigflags) group=${f[1]:-} ;;
+    *) group=${f[0]} ;;
+    esac
+    [[ $group =~ ^[a-z0-9_]+$ ]] && [ ${#f[@]} -ge 2 ] || manifest_error "bad line '${f[*]}'"
+    case ${f[0]} in
+    flags)
+        [[ ${f[2]:-} =~ ^(any|x86|arm)$ ]] || manifest_error "group $group: ARCH is not any/x86/arm"
+        eval "GROUP_ARCH_$group=\${f[2]}"
+        eval "GROUP_FLAGS_$group=\${f[*]:3}"
+        ;;
+    zigflags) eval "GROUP_ZIGFLAGS_$group=\${f[*]:2}" ;;
+    *)
+        eval "[ -n \"\${GROUP_ARCH_$group:-}\" ]" ||
+            manifest_error "group '$group' has no flags line before it"
+        SOURCES+=("$group ${f[1]}")
+        ;;
+    esac
+done <csrc/sources.txt
 CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include)
 LIBS=(-lm -lpthread)
 
@@ -81,41 +77,28 @@ build() {
     [ "$name" != aarch64 ] && defs+=(-D_DEFAULT_SOURCE)
     [ "$x86" = 1 ] && defs+=(-DIF_X86_TIERS=1)
     [ "$name" = aarch64 ] && defs+=(-DIF_ARM_TIERS=1)
-    for src in "${PORTABLE[@]}"; do
+    local entry group arch zig=0
+    [ "$ccfn" = zig_cc ] && zig=1
+    for entry in "${SOURCES[@]}"; do
+        group=${entry%% *}
+        src=${entry#* }
+        eval "arch=\$GROUP_ARCH_$group flags=\$GROUP_FLAGS_$group"
+        # the x86 groups only in x86-64 builds with the tiers, the Arm groups only for aarch64
+        if [ "$arch" = x86 ] && [ "$x86" != 1 ]; then continue; fi
+        if [ "$arch" = arm ] && [ "$name" != aarch64 ]; then continue; fi
+        [ $zig = 1 ] && eval "flags=\${GROUP_ZIGFLAGS_$group-\$flags}"
         o="$obj/$(echo "$src" | tr / _).o"
-        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" -c "$src" -o "$o"
+        # shellcheck disable=SC2086 # flags is a list
+        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"
         objs+=("$o")
-    done
-    if [ "$x86" = 1 ]; then
-        local entry set
-        for entry in "${X86_SOURCES[@]}"; do
-            src=${entry%%:*}
-            set=${entry#*:}
-            flags=""
-            [ -n "$set" ] && eval "flags=\$X86_FLAGS_$set"
-            o="$obj/$(echo "$src" | tr / _).o"
-            # shellcheck disable=SC2086 # flags is a list
-            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"
-            objs+=("$o")
-        done
-    fi
-    if [ "$name" = aarch64 ]; then
-        local entry set
-        for entry in "${ARM_SOURCES[@]}"; do
-            src=${entry%%:*}
-            set=${entry#*:}
-            eval "flags=\$ARM_FLAGS_$set"
-            o="$obj/$(echo "$src" | tr / _).o"
-            # shellcheck disable=SC2086 # flags is a list
-            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -c "$src" -o "$o"
-            objs+=("$o")
+        if [ "$arch" = arm ]; then
             # the assembly of the same compile, for the instruction-count test
             mkdir -p "$OUT/asm-$name"
             # shellcheck disable=SC2086
             "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $flags -S "$src" \
                 -o "$OUT/asm-$name/$(basename "$src" .c).s"
-        done
-    fi
+        fi
+    done
     local drv
     for drv in if_native_test attn_native_test; do
         o="$obj/$drv.o"
