@@ -203,6 +203,17 @@ Q8C_INLINE __m256i q8c_isum_rows32(const int8_t *const wr[8], const int8_t *xq, 
     return q8c_hsum8(v);
 }
 
+/* v[r] lane q = isum of quad q (q < nq; later lanes 0) of the 32 bytes at k of row r and x */
+Q8C_INLINE void q8c_dot_chunk(__m256i v[8], const int8_t *const wr[8], const int8_t *xq, size_t k,
+                              size_t nq, uintptr_t pf) {
+    q8c_prefetch256(pf + 8 * k);
+    const __m256i x = q8c_load_bytes(xq + k, nq);
+    const __m256i ax = _mm256_abs_epi8(x);
+    for (int r = 0; r < 8; r++)
+        v[r] = q8c_dot(_mm256_setzero_si256(), ax,
+                       _mm256_sign_epi8(q8c_load_bytes(wr[r] + k, nq), x));
+}
+
 /* Isums of groups [g0, g0 + gb) for any gs % 4 == 0, via quads; is[j] lane = row. */
 Q8C_INLINE void q8c_isum_quads(__m256i is[8], const int8_t *const wr[8], const int8_t *xq,
                                size_t g0, size_t gb, size_t gs, uintptr_t pf) {
@@ -211,13 +222,8 @@ Q8C_INLINE void q8c_isum_quads(__m256i is[8], const int8_t *const wr[8], const i
     size_t gi = 0, qi = 0;
     for (size_t k = k0; k < k1; k += 32) {
         const size_t nq = (k1 - k) / 4 < 8 ? (k1 - k) / 4 : 8;
-        q8c_prefetch256(pf + 8 * k);
-        const __m256i x = q8c_load_bytes(xq + k, nq);
-        const __m256i ax = _mm256_abs_epi8(x);
         __m256i v[8];
-        for (int r = 0; r < 8; r++)
-            v[r] = q8c_dot(_mm256_setzero_si256(), ax,
-                           _mm256_sign_epi8(q8c_load_bytes(wr[r] + k, nq), x));
+        q8c_dot_chunk(v, wr, xq, k, nq, pf);
         q8c_tr8_epi32(v);
         for (size_t i = 0; i < nq; i++) {
             is[gi] = _mm256_add_epi32(is[gi], v[i]);
@@ -238,13 +244,8 @@ Q8C_INLINE void q8c_isum_small(__m256i is[8], const int8_t *const wr[8], const i
     size_t j = 0;
     for (size_t k = k0; k < k1; k += 32) {
         const size_t nq = (k1 - k) / 4 < 8 ? (k1 - k) / 4 : 8;
-        q8c_prefetch256(pf + 8 * k);
-        const __m256i x = q8c_load_bytes(xq + k, nq);
-        const __m256i ax = _mm256_abs_epi8(x);
         __m256i v[8];
-        for (int r = 0; r < 8; r++)
-            v[r] = q8c_dot(_mm256_setzero_si256(), ax,
-                           _mm256_sign_epi8(q8c_load_bytes(wr[r] + k, nq), x));
+        q8c_dot_chunk(v, wr, xq, k, nq, pf);
         if (gs == 4) { /* lane i of v[r] = group i of row r */
             q8c_tr8_epi32(v);
             for (int i = 0; i < 8; i++) is[j + i] = v[i];
