@@ -478,9 +478,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     if (ub > c.seq_len) ub = c.seq_len;
     if (n_threads < 1) n_threads = 1;
     size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
+    size_t cap, kv_group, kv_el;
+    kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
+    const size_t att_each = if_attn_scratch_floats(hs, c.n_heads, c.n_heads / c.n_kv_heads, cap);
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(ub, big, &act_big) ||
-        !mul_ok(n_threads, if_attn_scratch_floats(hs, c.n_heads), &att_n) ||
+        !mul_ok(ub, big, &act_big) || !att_each || !mul_ok(n_threads, att_each, &att_n) ||
         cache_n > SIZE_MAX / sizeof(float) / 2) {
         ERR("run state size overflows");
         return IF_ENOMEM;
@@ -511,7 +513,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->attn = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
     m->attn_name = i8 ? m->gemm_k->attn_i8_name : m->gemm_k->attn_name;
     m->swiglu = m->gemm_k->swiglu ? m->gemm_k->swiglu : if_swiglu_scalar;
-    m->att_n = if_attn_scratch_floats(hs, c.n_heads);
+    m->att_n = att_each;
     m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
     m->kb = calloc(ub * kv_dim, sizeof(float));
     m->vb = calloc(ub * kv_dim, sizeof(float));

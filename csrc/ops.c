@@ -91,17 +91,18 @@ void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
     }
 }
 
-size_t if_attn_scratch_floats(size_t head_size, size_t n_heads) {
-    const size_t B = IF_ATTN_KEY_BLOCK, TQ = IF_ATTN_Q_TILE;
-    /* state (m, l, acc) per tile row and head; scores of every tile row and head; three
-     * (B, head_size) blocks (keys, values, transposed keys); room for int8 copies; slack for
-     * 64-byte alignment of each piece */
-    const size_t f32 = TQ * n_heads * (head_size + 2) + TQ * n_heads * B + 3 * B * head_size +
-                       TQ * n_heads * head_size + B * head_size + 8 * 16;
+size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, size_t keys) {
+    const size_t B = IF_ATTN_KEY_BLOCK, TQ = IF_ATTN_Q_TILE, hs = head_size;
+    if (!hs || !n_heads || !kv_mul || hs > ((size_t)1 << 20) || n_heads > ((size_t)1 << 20) ||
+        keys > SIZE_MAX / 64 / TQ / ((size_t)1 << 20))
+        return 0;
+    /* the fp32 kernels: a row of scores (keys rounded up to 16) per tile row and head of one
+     * kv group; one block's scores; three (B, head_size) blocks (transposed keys, values,
+     * one key); slack for alignment */
+    const size_t G = n_heads < kv_mul ? n_heads : kv_mul, ld = (keys + 15) / 16 * 16;
+    const size_t f32 = TQ * G * ld + B + 3 * B * hs + 8 * 16;
     /* the int8 matrix-engine kernels (attn_i8_matrix_body.h): floats, then bytes / 4 */
-    const size_t hs = head_size, i8 = TQ * n_heads * (2 * hs + 3) + TQ * B + 2 * B * hs +
-                                      2 * TQ + 3 * hs + 512 +
-                                      (n_heads * TQ * 4 * hs + 2 * B * hs + 512 * hs + TQ * B +
-                                       2 * hs) / 4 + 64;
+    const size_t i8 = TQ * n_heads * (2 * hs + 3) + TQ * B + 2 * B * hs + 2 * TQ + 3 * hs + 512 +
+                      (n_heads * TQ * 4 * hs + 2 * B * hs + 512 * hs + TQ * B + 2 * hs) / 4 + 64;
     return f32 + i8;
 }

@@ -98,24 +98,29 @@ typedef struct if_attn_job {
     const if_kv_layer *kv;
 } if_attn_job;
 
-/* Keys per block of the online softmax. Blocks are aligned to absolute positions, so a query's
- * float operations do not depend on how the prompt was chunked. */
+/* Keys per block: the kernels walk the cache in blocks of this many keys aligned to absolute
+ * positions, converting each block once per query tile and kv group. */
 #define IF_ATTN_KEY_BLOCK 64
 /* Query rows per tile (the kernels share each key block across a tile's rows and heads). */
 #define IF_ATTN_Q_TILE 16
 
 /* Attention for rows [r0, r1) and query heads [h0, h1) of job j. `scratch` holds
- * if_attn_scratch_floats(head_size, h1 - h0) floats. The per-output contract (fp32 tiers):
- * for each key block b (IF_ATTN_KEY_BLOCK keys aligned to absolute position) with visible
- * keys V_b, in order: s_t = (sum_i q_i * k_t,i, i in order) / sqrtf(head_size); m' = max(m,
- * max s_t); a = expf(m - m'); l = l * a + (sum over t in V_b of p_t = expf(s_t - m'), in
- * order); acc_i = acc_i * a, then acc_i += p_t * v_t,i for t in order; finally out_i =
- * acc_i / l. Cached int8/fp16 values are first converted to float (int8: (float)q * s). */
+ * if_attn_scratch_floats(head_size, h1 - h0, n_heads / n_kv_heads, kv->cap) floats. The
+ * per-output contract of the fp32 tiers is llama2.c run.c's arithmetic, for each row and head
+ * over the keys V it sees, in key order: s_t = (sum_i q_i * k_t,i, i in order) /
+ * sqrtf(head_size); m = max s_t; p_t = expf(s_t - m); sum = sum of p_t in order; p_t /= sum;
+ * out_i = ((0 + p_t0 * v_t0,i) + p_t1 * v_t1,i) + ..., t in order. Cached int8/fp16 values are
+ * first converted to float (int8: (float)q * s). A row's result depends on nothing but its
+ * query and its keys: not on the tiling, the chunking or the other rows. The int8
+ * matrix-engine kernels (attn_i8) keep an online softmax of their own, bounded, not exact. */
 typedef void (*if_attn_fn)(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1,
                            float *scratch);
 
-/* Scratch floats an attention kernel needs for `n_heads` heads of one query tile. */
-size_t if_attn_scratch_floats(size_t head_size, size_t n_heads);
+/* Scratch floats an attention kernel needs for `n_heads` query heads of one query tile, heads
+ * sharing a kv head in groups of `kv_mul`, over a cache of `keys` slots (each row and head of a
+ * tile keeps a row of scores as long as the keys it sees, at most `keys`). 0 if that
+ * overflows. */
+size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, size_t keys);
 
 /* One ISA tier's kernels. */
 typedef struct if_kernel_table {

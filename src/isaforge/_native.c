@@ -594,7 +594,7 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
         ks = calloc((size_t)cap * kv_dim / group, sizeof(float));
         vs = calloc((size_t)cap * kv_dim / group, sizeof(float));
     }
-    size_t sn = if_attn_scratch_floats(hs, (size_t)nh);
+    size_t sn = if_attn_scratch_floats(hs, (size_t)nh, (size_t)(nh / nkv), (size_t)cap);
     scratch = malloc(sn * sizeof(float));
     if (!kc || !vc || !scratch || (group && (!ks || !vs))) {
         PyErr_NoMemory();

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     void *kc = calloc(cap * kv_dim, el), *vc = calloc(cap * kv_dim, el);
     float *ks = group ? calloc(cap * kv_dim / group, sizeof(float)) : NULL;
     float *vs = group ? calloc(cap * kv_dim / group, sizeof(float)) : NULL;
-    float *scratch = malloc(if_attn_scratch_floats(hs, nh) * sizeof(float));
+    float *scratch = malloc(if_attn_scratch_floats(hs, nh, nh / nkv, cap) * sizeof(float));
     if (!kc || !vc || !scratch || (group && (!ks || !vs))) return fail("out of memory");
     if_kv_layer kv = {(if_kv_type)kv_type, kc, vc, ks, vs, cap, kv_dim, group,
                       window ? sinks : 0};

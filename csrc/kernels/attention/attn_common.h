@@ -1,13 +1,15 @@
 /* attn_common.h - what every attention kernel shares (internal, static inline so each kernel
- * file compiles it with its own flags): which keys of a block a query row sees, and reading
- * cached keys/values back as float32 (exact conversions, so every tier sees the same floats).
+ * file compiles it with its own flags): which keys of a block a query row sees, where they sit
+ * in the row's scores, and reading cached keys/values back as float32 (exact conversions, so
+ * every tier sees the same floats).
  *
  * Tiling: a kernel call covers query rows [r0, r1) and query heads [h0, h1). Rows go in tiles
  * of IF_ATTN_Q_TILE, heads by kv group (the heads sharing one kv head), so one key block is
  * converted once and used by every row and head of the tile (GQA sharing). Key blocks are
- * IF_ATTN_KEY_BLOCK absolute positions [b*B, (b+1)*B); each row's online-softmax step for a
- * block covers exactly the keys of that block it may see, so the float operations of one
- * output depend only on its position and the cache, never on the tiling or the chunking. */
+ * IF_ATTN_KEY_BLOCK absolute positions [b*B, (b+1)*B). The fp32 kernels keep one row of
+ * scores per (row, head) of a tile, indexed by the key's ordinal among the keys that row sees
+ * (attn_row_keys), and compute every output exactly as run.c does, whatever the tiling or
+ * the chunking. */
 #ifndef ISAFORGE_ATTN_COMMON_H
 #define ISAFORGE_ATTN_COMMON_H
 
@@ -40,6 +42,21 @@ static inline size_t attn_visible(const if_attn_job *j, size_t p, size_t bs, siz
     }
     return (iv[1] - iv[0]) + (iv[3] - iv[2]);
 }
+
+/* The keys visible to the query at position p, in order: the sinks t < *ns, then the window
+ * t >= *w0 (without a window: *ns = *w0 = 0, every t <= p). Key t's ordinal, its place in the
+ * row's scores, is t below *ns and *ns + t - *w0 from *w0 on. Returns how many keys (>= 1:
+ * a query always sees itself), never more than the cache's slots (kv->cap). */
+static inline size_t attn_row_keys(const if_attn_job *j, size_t p, size_t *ns, size_t *w0) {
+    size_t iv[4];
+    const size_t n = attn_visible(j, p, 0, p + 1, iv);
+    *ns = iv[1];
+    *w0 = iv[2];
+    return n;
+}
+
+/* Scores per (row, head) row of a tile, padded to 16 floats (64 bytes). */
+static inline size_t attn_score_ld(const if_attn_job *j) { return (j->kv->cap + 15) / 16 * 16; }
 
 /* The span [*lo, *hi) of keys in block [bs, be) that any query row in [rt, re) of the job
  * sees (*lo >= *hi when none does): the keys a tile converts or packs for this block. */
