@@ -193,8 +193,15 @@ static float sin_or_cos(float y, int want_cos) {
         const uint32_t xi = f32_bits(y);
         r = reduce_large(xi, &n);
         q = (int)((unsigned)n + (xi >> 31)) & 3; /* a negative x: sin(-x) = -sin(x) */
+    } else if (y != y) {
+        return y + y; /* NaN: quieted, as glibc's (y - y) / (y - y) */
     } else {
-        return (y - y) / (y - y); /* inf or NaN: NaN */
+        /* +-inf: glibc's (y - y) / (y - y) makes the CPU's default NaN, 0xffc00000 on x86-64
+         * but 0x7fc00000 on aarch64: these bits on every CPU */
+        const uint32_t nan_bits = 0xffc00000u;
+        float nan;
+        memcpy(&nan, &nan_bits, sizeof nan);
+        return nan;
     }
     /* sin in quadrant q: sin r, cos r, -sin r, -cos r (cos: one quadrant on). The sin
      * polynomial gets r negated in quadrants 1 and 2, the cos polynomial's value is negated

@@ -365,6 +365,21 @@ def test_libm_identical_across_architectures_with_the_same_libc(toolchain, drive
     assert ta.read_bytes() == tx.read_bytes()
 
 
+def test_core_math_gives_the_recorded_glibc_bits_on_musl_and_aarch64(toolchain, drivers):
+    """The core's expf/sinf/cosf (csrc/detmath.c) on aarch64 (under qemu) and on x86-64 with
+    Zig's musl give the glibc results recorded in tests/data/detmath_glibc.bin: the C library
+    and the architecture change nothing (tests/test_detmath.py checks the glibc build)."""
+    rec = str(REPO / "tests" / "data" / "detmath_glibc.bin")
+    aarch64 = drivers["aarch64"].with_name("detmath_test-aarch64")
+    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", CPUS["cortex-a76"][0],
+                        str(aarch64), "recorded", rec], capture_output=True, text=True,
+                       timeout=900, env=_env())
+    assert r.returncode == 0 and "mismatches 0 (musl aarch64)" in r.stdout, r.stdout + r.stderr
+    musl = drivers["x86_64-musl"].with_name("detmath_test-x86_64-musl")
+    r = subprocess.run([str(musl), "recorded", rec], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "mismatches 0 (musl x86_64)" in r.stdout, r.stdout + r.stderr
+
+
 # ---------------------------------------------------------------------------------------------
 # the driver's own model reader: both classifier layouts, and files it must refuse
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# build.sh OUT_DIR [TARGET...] - build the native test drivers (if_native_test.c and
-# attn_native_test.c) from csrc/.
+# build.sh OUT_DIR [TARGET...] - build the native test drivers (if_native_test.c,
+# attn_native_test.c and detmath_test.c) from csrc/.
 #
 # TARGET (default: aarch64):
 #   aarch64      static aarch64-linux-musl binary with Zig's clang ($ISAFORGE_ZIG_CC, else
@@ -11,7 +11,7 @@
 #                host is x86-64.
 #   x86_64-musl  static x86_64-linux-musl binary with Zig: same sources as `native` on x86-64
 #                but musl's libm, to tell a libm difference from an architecture difference.
-# Writes OUT_DIR/if_native_test-TARGET, OUT_DIR/attn_native_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
+# Writes OUT_DIR/if_native_test-TARGET, OUT_DIR/attn_native_test-TARGET, OUT_DIR/detmath_test-TARGET (and, for aarch64, OUT_DIR/asm-aarch64/*.s: the
 # assembly of each Arm tier file, from the same compiler and flags). ISAFORGE_NATIVE_X86_TIERS=0 leaves the x86 tier files
 # out of the x86-64 builds (scalar tier only).
 set -euo pipefail
@@ -99,11 +99,28 @@ build() {
                 -o "$OUT/asm-$name/$(basename "$src" .c).s"
         fi
     done
-    local drv
-    for drv in if_native_test attn_native_test; do
+    # detmath_test's checks of the vector exp copies: detmath_lanes.c once per x86 vector
+    # width, with the flags of the group whose kernels include that copy
+    local lanes=()
+    if [ "$x86" = 1 ]; then
+        # shellcheck disable=SC2086 # the groups' flags are lists
+        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" $GROUP_FLAGS_avx2 -DLANES=8 \
+            -c tests/native/detmath_lanes.c -o "$obj/detmath_lanes8.o"
+        # shellcheck disable=SC2086
+        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" $GROUP_FLAGS_avx512 -DLANES=16 \
+            -c tests/native/detmath_lanes.c -o "$obj/detmath_lanes16.o"
+        lanes=("$obj/detmath_lanes8.o" "$obj/detmath_lanes16.o")
+    fi
+    local drv more ddefs
+    for drv in if_native_test attn_native_test detmath_test; do
         o="$obj/$drv.o"
-        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" -c "tests/native/$drv.c" -o "$o"
-        "$ccfn" "${extra[@]}" -o "$OUT/$drv-$name" "${objs[@]}" "$o" "${LIBS[@]}"
+        more=() ddefs=()
+        if [ "$drv" = detmath_test ]; then
+            more=("${lanes[@]}")
+            [ "$x86" = 1 ] && ddefs=(-DIF_X86_TIERS=1)
+        fi
+        "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${ddefs[@]}" -c "tests/native/$drv.c" -o "$o"
+        "$ccfn" "${extra[@]}" -o "$OUT/$drv-$name" "${objs[@]}" "${more[@]}" "$o" "${LIBS[@]}"
         echo "built $OUT/$drv-$name" >&2
     done
     rm -rf "$obj"
