@@ -3,7 +3,7 @@ oracle reference.attention, on the cases that stress the bookkeeping: a global l
 mid-prefill, a sliding window over a rolled ring cache with sinks, a window at position 0,
 and chunks with partial query tiles and partial key blocks.
 
-Bounds, relative to the output's largest magnitude: fp32 caches 1e-5 (measured <= 6e-7);
+Bounds, relative to the output's largest magnitude: fp32 caches 1e-5 (measured <= 7.6e-7);
 fp16 caches 1e-3 (measured <= 8.5e-4); int8 caches 1% (measured <= 0.98%: the error of
 the int8 storage itself, see test_int8_paths_add_little_to_the_int8_storage_error, which
 is more than 5x fp16's for any int8 layout smaller than fp16, see
@@ -132,8 +132,9 @@ def f16_storage(x: np.ndarray) -> np.ndarray:
 def test_int8_paths_add_little_to_the_int8_storage_error(case):
     """The int8 kernels' own error, against float64 attention over the same int8-stored K and
     V (int8_storage reproduces the cache's quantizer), stays below a quarter of the fp16
-    path's error (measured: scalar <= 0.002x, the int8 Q.K^T / u8 P.V matrix path <= 0.11x;
-    issue 7 asks for <= 5x). The matrix path's two-plane q and P (hi + lo/254, hi + lo/255)
+    path's error (measured: scalar <= 0.003x, the int8 Q.K^T / u8 P.V matrix path <= 0.11x;
+    this and the 1% bound are the int8 paths' bounds since issue 12 withdrew issue 7's
+    "within 5x of fp16", which no int8 cache can meet: see the next test). The matrix path's two-plane q and P (hi + lo/254, hi + lo/255)
     keep its integer products at ~15 bits. So what the int8 cache costs is its storage."""
     _, nh, nkv, hs, pos0, n, window, sinks, cap = case
     g = 32
@@ -154,7 +155,8 @@ def test_int8_paths_add_little_to_the_int8_storage_error(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_no_int8_cache_smaller_than_fp16_is_within_5x_of_fp16(case):
-    """Why issue 7's "int8 paths never more than 5x the fp16 path's error" cannot hold: even
+    """Why issue 7's "int8 paths never more than 5x the fp16 path's error" (withdrawn by issue
+    12) cannot hold: even
     with exact arithmetic, storing K and V as int8 with per-group scales costs more than 5x
     the fp16 cache's error for every group size whose cache is smaller than fp16's (g >= 3
     values per scale even with 16-bit scales; g >= 5 with float32 ones). Measured 6.0-29.7x
