@@ -134,8 +134,9 @@ def test_int8_paths_add_little_to_the_int8_storage_error(case):
     V (int8_storage reproduces the cache's quantizer), stays below a quarter of the fp16
     path's error (measured: scalar <= 0.003x, the int8 Q.K^T / u8 P.V matrix path <= 0.11x;
     this and the 1% bound are the int8 paths' bounds since issue 12 withdrew issue 7's
-    "within 5x of fp16", which no int8 cache can meet: see the next test). The matrix path's two-plane q and P (hi + lo/254, hi + lo/255)
-    keep its integer products at ~15 bits. So what the int8 cache costs is its storage."""
+    "within 5x of fp16", which no int8 cache can meet: see the next test). The matrix path's
+    two-plane q and P (hi + lo/254, hi + lo/255) keep its integer products at ~15 bits. So
+    what the int8 cache costs is its storage."""
     _, nh, nkv, hs, pos0, n, window, sinks, cap = case
     g = 32
     while hs % g:

@@ -219,13 +219,16 @@ def test_real_default_model_answers_in_english(smollm2_gguf):
     assert r.stdout == (b"The waves of the ocean's abyssus stretch out their arms in an endless "
                         b"expanse, a silent testament to the unforgiving beauty that lies "
                         b"beneath.\n")
-    # without the repetition penalty (the default 1.1 for GGUF models) greedy text differs
+    # without the repetition penalty (the default 1.1 for GGUF models) greedy text differs.
+    # (Since the run.c-order attention the 9th token is " beauty", not " and": the two were
+    # 0.08 apart before and are 0.04 apart now, a near-tie that the Q8 path's int8 activations
+    # flip; the fp32 path's logits moved by 3e-6 of the largest.)
     r = cli("run", "Write a haiku about the sea.", "-t", "0", "-n", "40", "--repeat-penalty", "1")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == (b"The waves of the sea, a silent and unforgiving beauty,\n"
-                        b"A reminder of the unending power of the ocean,\n"
-                        b"A poem that will not be forgotten,\n"
-                        b"A haiku of\n")
+    assert r.stdout == (b"The waves of the sea, a silent beauty,\n"
+                        b"A gentle lapping of the ocean's edge,\n"
+                        b"A reminder of the beauty that lies beneath,\n"
+                        b"A reminder of the ocean's power,\n")
 
 
 def test_real_model_chat_two_turns(smollm2_gguf):

@@ -35,21 +35,7 @@
 #include "../../csrc/cpu/cpu.h"
 #include "../../csrc/detmath.h"
 
-#if defined(__x86_64__)
-#define ARCH "x86_64"
-#elif defined(__aarch64__)
-#define ARCH "aarch64"
-#else
-#define ARCH "other"
-#endif
-
-#if defined(__GLIBC__)
-#define LIBC "glibc"
-#elif defined(__linux__)
-#define LIBC "musl"
-#else
-#define LIBC "other"
-#endif
+#include "platform.h"
 
 #if defined(IF_X86_TIERS)
 uint64_t detmath_exp8_mismatches(uint64_t first, uint64_t stride, uint64_t *n);

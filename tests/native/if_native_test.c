@@ -43,21 +43,7 @@
 #endif
 #endif
 
-#if defined(__x86_64__)
-#define ARCH "x86_64"
-#elif defined(__aarch64__)
-#define ARCH "aarch64"
-#else
-#define ARCH "other"
-#endif
-
-#if defined(__GLIBC__)
-#define LIBC "glibc"
-#elif defined(__linux__)
-#define LIBC "musl" /* the only other libc this is built with (zig cc -target *-linux-musl) */
-#else
-#define LIBC "other"
-#endif
+#include "platform.h"
 
 static double now_s(void) {
     struct timespec ts;
