@@ -415,7 +415,7 @@ static int alloc_cache(if_model *m, if_kv_type type) {
 
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen) {
-    if_model_opts o = {n_threads, ubatch, IF_KV_F32};
+    if_model_opts o = {n_threads, ubatch, IF_KV_F32, {NULL, NULL}};
     return if_model_create_opts(cfg, w, &o, out, err, errlen);
 }
 
@@ -428,8 +428,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         ERR("unknown KV cache type %d", (int)opts->kv_type);
         return IF_EINVAL;
     }
-    if_status st = if_dispatch_ready(err, errlen);
-    if (st != IF_OK) return st;
+    if_kernel_set ks = opts->kernels;
+    if (!ks.gemv || !ks.gemm) {
+        if_status st = if_kernels_choose(NULL, 0, &ks, err, errlen);
+        if (st != IF_OK) return st;
+    }
     const if_config c = *cfg;
     if (!c.dim || !c.hidden_dim || !c.n_layers || !c.n_heads || !c.n_kv_heads ||
         !c.vocab_size || !c.seq_len) {
@@ -495,8 +498,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->kv_dim = kv_dim;
     m->group_size = gs;
     m->ub = ub;
-    m->gemv_k = if_dispatch_gemv();
-    m->gemm_k = if_dispatch_gemm();
+    m->gemv_k = ks.gemv;
+    m->gemm_k = ks.gemm;
     m->layers = malloc(c.n_layers * sizeof *m->layers);
     if (m->layers) memcpy(m->layers, w->layers, c.n_layers * sizeof *m->layers);
     m->w.layers = m->layers;

@@ -194,7 +194,7 @@ if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *
         return IF_EINVAL;
     }
     char why[256] = "";
-    if (!if_tier_supported(idx, why, sizeof why)) {
+    if (!if_tier_supported(idx, 0, why, sizeof why)) {
         snprintf(err, errlen, "peak: tier %s cannot run here: %s", tier, why);
         return IF_ENOTSUP;
     }

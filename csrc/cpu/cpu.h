@@ -37,7 +37,10 @@ uint32_t if_feature_bit(const char *name);
 /* All known feature names, comma-separated. */
 const char *if_feature_names(void);
 
-/* Detect once (thread-safe after the first call returns) and return the result. */
+/* Detect once (pthread_once: any thread may call it, the first call detects, the others wait
+ * for it) and return the result. */
 const if_cpu_info *if_cpu_detect(void);
+/* How many times the detection ran (1): for tests/native/detect_test.c. */
+int if_cpu_detect_runs(void);
 
 #endif

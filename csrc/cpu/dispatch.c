@@ -1,11 +1,15 @@
 /* dispatch.c - ISA tiers, their priority, and the kernels chosen for each op.
  *
  * Tiers are listed once, lowest priority first, with the CPU features each one needs. The
- * best supported tier is chosen separately for decode (GEMV, M = 1) and prefill (GEMM,
- * M > 1): matrix engines win at M > 1, dot products at M = 1. ISAFORGE_KERNEL=<tier> (or a
- * `tier` argument) forces one tier for every op; a tier this CPU cannot run is an error,
- * never a silent fallback. ISAFORGE_DISABLE_FEATURES=a,b hides features (names as in
- * if_cpu_features()) from dispatch, like NPY_DISABLE_CPU_FEATURES; unknown names are errors. */
+ * choice is a value, not process state: if_kernels_choose is a pure function of the CPU's
+ * features (detected once), the features the caller hides and the tier it asks for, and each
+ * model keeps the kernel set it was created with. The best supported tier is chosen
+ * separately for decode (GEMV, M = 1) and prefill (GEMM, M > 1): matrix engines win at M > 1,
+ * dot products at M = 1. A forced tier this CPU cannot run is an error, never a silent
+ * fallback. Hidden features (names as in if_cpu_features(), like NPY_DISABLE_CPU_FEATURES)
+ * count as missing; unknown names are errors. The environment (ISAFORGE_KERNEL,
+ * ISAFORGE_DISABLE_FEATURES) is read in one place, if_kernels_from_env, for programs without a
+ * settings layer of their own; the Python package passes its settings in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,11 +103,6 @@ static const if_kernel_table g_amx_emulated = {
     if_q8_gemm_pack_amx, 16, 16, ATTN_AMX_EMULATED};
 #endif
 
-static const if_kernel_table *g_gemv = &g_tiers[0].table;
-static const if_kernel_table *g_gemm = &g_tiers[0].table;
-static int g_selected;
-static char g_disabled[256];
-
 size_t if_tier_count(void) { return N_TIERS; }
 
 const char *if_tier_name(size_t i) { return i < N_TIERS ? g_tiers[i].table.tier : NULL; }
@@ -118,46 +117,55 @@ const if_kernel_table *if_test_table(const char *name) {
     return NULL;
 }
 
-/* Feature bits named in ISAFORGE_DISABLE_FEATURES; -1 (with err) for an unknown name. */
-static int64_t disabled_mask(char *err, size_t errlen) {
-    const char *env = getenv("ISAFORGE_DISABLE_FEATURES");
-    if (!env || !env[0]) return 0;
-    int64_t mask = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", env);
-    for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
-        uint32_t bit = if_feature_bit(tok);
+if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t errlen) {
+    *mask = 0;
+    for (const char *p = names; p && *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        size_t n = strcspn(p, ", ");
+        if (n == 0) break;
+        char tok[32];
+        uint32_t bit = 0;
+        if (n < sizeof tok) {
+            memcpy(tok, p, n);
+            tok[n] = '\0';
+            bit = if_feature_bit(tok);
+        }
         if (!bit) {
             if (err && errlen)
                 snprintf(err, errlen,
-                         "ISAFORGE_DISABLE_FEATURES: unknown feature '%s' (known: %s)", tok,
-                         if_feature_names());
-            return -1;
+                         "ISAFORGE_DISABLE_FEATURES: unknown feature '%.*s' (known: %s)",
+                         (int)(n < 64 ? n : 64), p, if_feature_names());
+            return IF_EINVAL;
         }
-        mask |= bit;
+        *mask |= bit;
+        p += n;
     }
-    return mask;
+    return IF_OK;
 }
 
-static uint32_t usable_flags(void) {
-    int64_t off = disabled_mask(NULL, 0);
-    return if_cpu_detect()->flags & ~(uint32_t)(off < 0 ? 0 : off);
+const char *if_features_string(uint32_t mask, char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = '\0';
+    for (uint32_t b = 1; b && len < n; b <<= 1)
+        if (mask & b)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", if_feature_name(b));
+    return buf;
 }
 
-int if_tier_supported(size_t i, char *why, size_t whylen) {
+int if_tier_supported(size_t i, uint32_t disabled, char *why, size_t whylen) {
     if (i >= N_TIERS) {
         if (why && whylen) snprintf(why, whylen, "no such tier");
         return 0;
     }
-    uint32_t missing = g_tiers[i].requires & ~usable_flags();
+    const uint32_t have = if_cpu_detect()->flags;
+    const uint32_t missing = g_tiers[i].requires & ~(have & ~disabled);
     if (missing) {
         if (why && whylen) {
             int off = snprintf(why, whylen, "missing");
-            uint32_t hw_missing = g_tiers[i].requires & ~if_cpu_detect()->flags;
             for (uint32_t b = 1; b && off > 0 && (size_t)off < whylen; b <<= 1) {
                 if (!(missing & b)) continue;
                 off += snprintf(why + off, whylen - (size_t)off, " %s%s", if_feature_name(b),
-                                (hw_missing & b) ? "" : " (disabled)");
+                                (have & b) ? " (disabled)" : "");
             }
             const char *notes = if_cpu_detect()->notes;
             if (notes[0] && (size_t)off < whylen)
@@ -169,65 +177,55 @@ int if_tier_supported(size_t i, char *why, size_t whylen) {
     return 1;
 }
 
-if_status if_dispatch_select(const char *tier, char *err, size_t errlen) {
-    if (disabled_mask(err, errlen) < 0) return IF_EINVAL;
-    if (tier == NULL) tier = getenv("ISAFORGE_KERNEL");
-    if (tier == NULL || tier[0] == '\0' || strcmp(tier, "auto") == 0) {
-        size_t best = 0, best_decode = 0;
-        for (size_t i = 0; i < N_TIERS; i++) {
-            if (!if_tier_supported(i, NULL, 0)) continue;
-            best = i;
-            if (g_tiers[i].decode) best_decode = i;
-        }
-        g_gemv = &g_tiers[best_decode].table;
-        g_gemm = &g_tiers[best].table;
-        g_selected = 1;
-        return IF_OK;
-    }
+if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_table **out,
+                       char *err, size_t errlen) {
+    *out = if_test_table(name);
+    if (*out) return IF_OK;
     for (size_t i = 0; i < N_TIERS; i++) {
-        if (strcmp(tier, g_tiers[i].table.tier) != 0) continue;
+        if (strcmp(name, g_tiers[i].table.tier) != 0) continue;
         char why[200];
-        if (!if_tier_supported(i, why, sizeof why)) {
+        if (!if_tier_supported(i, disabled, why, sizeof why)) {
             if (err && errlen)
-                snprintf(err, errlen, "kernel tier '%s' is not supported on this CPU: %s", tier,
+                snprintf(err, errlen, "kernel tier '%s' is not supported on this CPU: %s", name,
                          why);
             return IF_ENOTSUP;
         }
-        g_gemv = g_gemm = &g_tiers[i].table;
-        g_selected = 1;
+        *out = &g_tiers[i].table;
         return IF_OK;
     }
     if (err && errlen) {
-        int off = snprintf(err, errlen, "unknown kernel tier '%s'; compiled tiers:", tier);
+        int off = snprintf(err, errlen, "unknown kernel tier '%s'; compiled tiers:", name);
         for (size_t i = 0; i < N_TIERS && off > 0 && (size_t)off < errlen; i++)
             off += snprintf(err + off, errlen - (size_t)off, " %s", g_tiers[i].table.tier);
     }
     return IF_EINVAL;
 }
 
-if_status if_dispatch_ready(char *err, size_t errlen) {
-    return g_selected ? IF_OK : if_dispatch_select(NULL, err, errlen);
-}
-
-const if_kernel_table *if_dispatch_gemv(void) {
-    if (!g_selected) if_dispatch_select(NULL, NULL, 0);
-    return g_gemv;
-}
-
-const if_kernel_table *if_dispatch_gemm(void) {
-    if (!g_selected) if_dispatch_select(NULL, NULL, 0);
-    return g_gemm;
-}
-
-const char *if_disabled_features(void) {
-    g_disabled[0] = '\0';
-    int64_t off = disabled_mask(NULL, 0);
-    if (off <= 0) return g_disabled;
-    size_t len = 0;
-    for (uint32_t b = 1; b; b <<= 1) {
-        if (!(off & b) || len >= sizeof g_disabled) continue;
-        len += (size_t)snprintf(g_disabled + len, sizeof g_disabled - len, "%s%s",
-                                len ? "," : "", if_feature_name(b));
+if_status if_kernels_choose(const char *tier, uint32_t disabled, if_kernel_set *out, char *err,
+                            size_t errlen) {
+    if (tier == NULL || tier[0] == '\0' || strcmp(tier, "auto") == 0) {
+        size_t best = 0, best_decode = 0;
+        for (size_t i = 0; i < N_TIERS; i++) {
+            if (!if_tier_supported(i, disabled, NULL, 0)) continue;
+            best = i;
+            if (g_tiers[i].decode) best_decode = i;
+        }
+        out->gemv = &g_tiers[best_decode].table;
+        out->gemm = &g_tiers[best].table;
+        return IF_OK;
     }
-    return g_disabled;
+    const if_kernel_table *t;
+    if_status st = if_tier_find(tier, disabled, &t, err, errlen);
+    if (st != IF_OK) return st;
+    out->gemv = out->gemm = t;
+    return IF_OK;
+}
+
+if_status if_kernels_from_env(if_kernel_set *out, uint32_t *disabled, char *err,
+                              size_t errlen) {
+    uint32_t mask;
+    if_status st = if_features_mask(getenv("ISAFORGE_DISABLE_FEATURES"), &mask, err, errlen);
+    if (st != IF_OK) return st;
+    if (disabled) *disabled = mask;
+    return if_kernels_choose(getenv("ISAFORGE_KERNEL"), mask, out, err, errlen);
 }

@@ -7,11 +7,15 @@
  * macOS. */
 #include "cpu.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+/* filled once by detect_once (pthread_once), read-only afterwards */
 static if_cpu_info g_info;
-static int g_done;
+static char g_all_names[256];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_runs; /* times detect_once ran: 1 (for the test that checks it) */
 
 static void add_name(if_cpu_info *ci, uint32_t bit, const char *name) {
     if (!(ci->flags & bit)) return;
@@ -157,18 +161,12 @@ uint32_t if_feature_bit(const char *name) {
 }
 
 const char *if_feature_names(void) {
-    static char all[256];
-    if (!all[0]) {
-        size_t len = 0;
-        for (size_t i = 0; i < N_NAMES && len < sizeof all; i++)
-            len += (size_t)snprintf(all + len, sizeof all - len, "%s%s", i ? "," : "",
-                                    g_names[i].name);
-    }
-    return all;
+    if_cpu_detect();
+    return g_all_names;
 }
 
-const if_cpu_info *if_cpu_detect(void) {
-    if (g_done) return &g_info;
+static void detect_once(void) {
+    g_runs++;
     if_cpu_info ci;
     memset(&ci, 0, sizeof ci);
     detect(&ci);
@@ -180,8 +178,20 @@ const if_cpu_info *if_cpu_detect(void) {
     if (!ci.name[0]) snprintf(ci.name, sizeof ci.name, "unknown");
     for (size_t i = 0; i < N_NAMES; i++) add_name(&ci, g_names[i].bit, g_names[i].name);
     g_info = ci;
-    g_done = 1;
+    size_t len = 0;
+    for (size_t i = 0; i < N_NAMES && len < sizeof g_all_names; i++)
+        len += (size_t)snprintf(g_all_names + len, sizeof g_all_names - len, "%s%s",
+                                i ? "," : "", g_names[i].name);
+}
+
+const if_cpu_info *if_cpu_detect(void) {
+    pthread_once(&g_once, detect_once);
     return &g_info;
+}
+
+int if_cpu_detect_runs(void) {
+    if_cpu_detect();
+    return g_runs;
 }
 
 const char *if_cpu_features(void) { return if_cpu_detect()->features; }

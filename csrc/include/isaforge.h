@@ -159,8 +159,9 @@ typedef struct if_kernel_table {
 size_t if_tier_count(void);
 /* Name of compiled tier i (0 = scalar, rising priority), or NULL if out of range. */
 const char *if_tier_name(size_t i);
-/* 1 if compiled tier i can run on this CPU and OS, else 0; a reason goes to `why`. */
-int if_tier_supported(size_t i, char *why, size_t whylen);
+/* 1 if compiled tier i can run on this CPU and OS with the IF_FEAT_* bits `disabled` hidden,
+ * else 0; a reason goes to `why`. */
+int if_tier_supported(size_t i, uint32_t disabled, char *why, size_t whylen);
 /* Comma-separated list of CPU features found (e.g. "sse2,avx2,avx512f"). */
 const char *if_cpu_features(void);
 /* CPU model string (or "unknown"). */
@@ -171,20 +172,35 @@ const if_kernel_table *if_tier_table(size_t i);
 
 /* Test-only kernel tables by name ("amx_emulated"), or NULL. */
 const if_kernel_table *if_test_table(const char *name);
-/* Features hidden by ISAFORGE_DISABLE_FEATURES, comma-separated ("" if none). */
-const char *if_disabled_features(void);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
 const char *if_cpu_notes(void);
 
-/* Choose the kernels: `tier` NULL or "" or "auto" picks the best supported tier per op
- * (honouring the ISAFORGE_KERNEL environment variable when `tier` is NULL); a tier name
- * forces that tier for every op and fails with IF_ENOTSUP if this CPU lacks it. */
-if_status if_dispatch_select(const char *tier, char *err, size_t errlen);
-/* Select automatically (honouring ISAFORGE_KERNEL) unless a choice was already made. */
-if_status if_dispatch_ready(char *err, size_t errlen);
-/* The kernels currently selected for decode (M = 1) and prefill (M > 1). */
-const if_kernel_table *if_dispatch_gemv(void);
-const if_kernel_table *if_dispatch_gemm(void);
+/* Feature names (comma- or space-separated, as if_cpu_features() prints them; NULL or "": none)
+ * as IF_FEAT_* bits in *mask; IF_EINVAL naming an unknown one. */
+if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t errlen);
+/* The names of the IF_FEAT_* bits in `mask`, comma-separated, into buf (n bytes); returns buf. */
+const char *if_features_string(uint32_t mask, char *buf, size_t n);
+
+/* The kernels one model runs: decode (GEMV, M = 1) and prefill (GEMM, M > 1) tables. */
+typedef struct if_kernel_set {
+    const if_kernel_table *gemv;
+    const if_kernel_table *gemm;
+} if_kernel_set;
+
+/* The one tier lookup by name: a compiled tier this CPU runs with `disabled` hidden, or a
+ * test table; IF_ENOTSUP (with the missing features) or IF_EINVAL (unknown name). */
+if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_table **out,
+                       char *err, size_t errlen);
+/* Choose a kernel set, a pure function of this CPU's features, the hidden `disabled` bits and
+ * `tier`: NULL, "" or "auto" picks the best supported tier for decode and for prefill; a tier
+ * name forces it for both (if_tier_find's errors). No global state: each model keeps its own. */
+if_status if_kernels_choose(const char *tier, uint32_t disabled, if_kernel_set *out, char *err,
+                            size_t errlen);
+/* if_kernels_choose with ISAFORGE_KERNEL and ISAFORGE_DISABLE_FEATURES from the environment
+ * (the hidden bits also in *disabled unless NULL): the C core's one reader of the environment,
+ * for programs without settings of their own (the test drivers); Python passes its settings. */
+if_status if_kernels_from_env(if_kernel_set *out, uint32_t *disabled, char *err,
+                              size_t errlen);
 
 /* ---------------------------------------------------------------------------------------
  * Thread pool (csrc/threadpool.c).
@@ -255,6 +271,7 @@ typedef struct if_model_opts {
     size_t n_threads; /* >= 1 */
     size_t ubatch;    /* prefill chunk rows, 0 for the default (512) */
     if_kv_type kv_type;
+    if_kernel_set kernels; /* the model's kernels (if_kernels_choose); NULL tables: automatic */
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */

@@ -16,22 +16,15 @@ static PyObject *raise_status(if_status st, const char *err) {
     return NULL;
 }
 
-/* A kernel table by name: a compiled tier (supported here), or a test table. */
+/* A kernel table by name: the benchmark's test tables, else if_tier_find's (a compiled tier
+ * this CPU runs, or a core test table). */
 static const if_kernel_table *table_named(const char *name) {
     const if_kernel_table *t = ifb_test_table(name);
-    if (!t) t = if_test_table(name);
     if (t) return t;
-    for (size_t i = 0; i < if_tier_count(); i++) {
-        if (strcmp(if_tier_name(i), name) != 0) continue;
-        char why[256] = "";
-        if (!if_tier_supported(i, why, sizeof why)) {
-            PyErr_Format(PyExc_RuntimeError, "kernel tier '%s' cannot run here: %s", name, why);
-            return NULL;
-        }
-        return if_tier_table(i);
-    }
-    PyErr_Format(PyExc_ValueError, "unknown kernel tier '%s'", name);
-    return NULL;
+    char err[256] = "";
+    if_status st = if_tier_find(name, 0, &t, err, sizeof err);
+    if (st != IF_OK) raise_status(st, err);
+    return st == IF_OK ? t : NULL;
 }
 
 /* ---- Case ---- */
@@ -145,12 +138,18 @@ static PyTypeObject CaseType = {
 /* ---- module functions ---- */
 
 static PyObject *py_tiers(PyObject *mod, PyObject *args) {
-    (void)mod, (void)args;
+    (void)mod;
+    const char *names = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &names)) return NULL;
+    uint32_t disabled;
+    char err[256] = "";
+    if_status st = if_features_mask(names, &disabled, err, sizeof err);
+    if (st != IF_OK) return raise_status(st, err);
     PyObject *list = PyList_New(0);
     if (!list) return NULL;
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256] = "";
-        int ok = if_tier_supported(i, why, sizeof why);
+        int ok = if_tier_supported(i, disabled, why, sizeof why);
         const if_kernel_table *t = if_tier_table(i);
         PyObject *d = Py_BuildValue("{s:s,s:O,s:s,s:s,s:s,s:s,s:s}", "name", t->tier,
                                     "supported", ok ? Py_True : Py_False, "reason", why,
@@ -207,8 +206,8 @@ static PyObject *py_now(PyObject *mod, PyObject *args) {
 }
 
 static PyMethodDef module_methods[] = {
-    {"tiers", py_tiers, METH_NOARGS,
-     "tiers() -> [{name, supported, reason, q8_gemv, q8_gemm, quantize, f32_gemv}]"},
+    {"tiers", py_tiers, METH_VARARGS,
+     "tiers(disabled=None) -> [{name, supported, reason, q8_gemv, q8_gemm, quantize, f32_gemv}]"},
     {"stream_read", py_stream_read, METH_VARARGS,
      "stream_read(bytes, threads, reps) -> best read-only GB/s"},
     {"peak_int8", py_peak_int8, METH_VARARGS,

@@ -133,16 +133,19 @@ static int parse_config(PyObject *cfg, if_config *c) {
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
-                             "matrices", "n_threads", "ubatch", "kv_type", NULL};
+                             "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
+                             NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
     Py_ssize_t n_threads = 1, ubatch = 0;
     int kv_type = IF_KV_F32;
+    const char *tier = NULL, *disabled = NULL;
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nni", kwlist, &cfg, &tok, &rms_final,
-                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch, &kv_type))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizz", kwlist, &cfg, &tok, &rms_final,
+                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch, &kv_type,
+                                     &tier, &disabled))
         return -1;
     if_config c;
     if (!parse_config(cfg, &c)) return -1;
@@ -182,9 +185,15 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     if (!parse_matrix(self, PyList_GET_ITEM(mats, 7 * L), &w.wcls, "classifier")) return -1;
     w.layers = self->layers;
     char err[ERRLEN] = "";
-    if_status st;
     if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
-                          (if_kv_type)kv_type};
+                          (if_kv_type)kv_type, {NULL, NULL}};
+    uint32_t mask;
+    if_status st = if_features_mask(disabled, &mask, err, sizeof err);
+    if (st == IF_OK) st = if_kernels_choose(tier, mask, &opts.kernels, err, sizeof err);
+    if (st != IF_OK) {
+        raise_status(st, err);
+        return -1;
+    }
     Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
         raise_status(st, err);
@@ -356,14 +365,14 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *py_select_kernel(PyObject *mod, PyObject *args) {
-    (void)mod;
-    const char *tier = NULL;
-    if (!PyArg_ParseTuple(args, "|z", &tier)) return NULL;
+/* The kernel set for (tier, disabled names), as if_kernels_choose makes it; 0 with an exception
+ * set on an error. */
+static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uint32_t *mask) {
     char err[ERRLEN] = "";
-    if_status st = if_dispatch_select(tier, err, sizeof err);
-    if (st != IF_OK) return raise_status(st, err);
-    Py_RETURN_NONE;
+    if_status st = if_features_mask(disabled, mask, err, sizeof err);
+    if (st == IF_OK) st = if_kernels_choose(tier, *mask, ks, err, sizeof err);
+    if (st != IF_OK) raise_status(st, err);
+    return st == IF_OK;
 }
 
 static PyObject *table_dict(const if_kernel_table *t) {
@@ -377,12 +386,16 @@ static PyObject *table_dict(const if_kernel_table *t) {
 
 static PyObject *py_info(PyObject *mod, PyObject *args) {
     (void)mod;
-    (void)args;
+    const char *tier = NULL, *disabled = NULL;
+    if (!PyArg_ParseTuple(args, "|zz", &tier, &disabled)) return NULL;
+    if_kernel_set ks;
+    uint32_t mask;
+    if (!choose(tier, disabled, &ks, &mask)) return NULL;
     PyObject *tiers = PyList_New(0);
     if (!tiers) return NULL;
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256];
-        int ok = if_tier_supported(i, why, sizeof why);
+        int ok = if_tier_supported(i, mask, why, sizeof why);
         PyObject *t = Py_BuildValue("{s:s,s:O,s:s}", "name", if_tier_name(i), "supported",
                                     ok ? Py_True : Py_False, "reason", why);
         if (!t || PyList_Append(tiers, t) != 0) {
@@ -392,31 +405,30 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
         }
         Py_DECREF(t);
     }
-    PyObject *gemv = table_dict(if_dispatch_gemv()), *gemm = table_dict(if_dispatch_gemm());
+    char names[256];
     PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:N,s:N,s:N}", "version",
                                 ISAFORGE_VERSION, "cpu", if_cpu_name(), "features",
-                                if_cpu_features(), "disabled", if_disabled_features(), "notes",
-                                if_cpu_notes(), "tiers", tiers, "decode", gemv, "prefill", gemm);
+                                if_cpu_features(), "disabled",
+                                if_features_string(mask, names, sizeof names), "notes",
+                                if_cpu_notes(), "tiers", tiers, "decode", table_dict(ks.gemv),
+                                "prefill", table_dict(ks.gemm));
     return d;
 }
 
-/* The kernel table of a supported tier by name (NULL: the dispatched decode/prefill one). */
+/* The kernel table of a tier by name (if_tier_find: a supported compiled tier or a test
+ * table; NULL: the automatic choice's decode/prefill table). */
 static const if_kernel_table *table_for(const char *tier, int prefill) {
-    if (!tier) return prefill ? if_dispatch_gemm() : if_dispatch_gemv();
-    const if_kernel_table *test = if_test_table(tier);
-    if (test) return test;
-    for (size_t i = 0; i < if_tier_count(); i++) {
-        if (strcmp(if_tier_name(i), tier) != 0) continue;
-        char why[256];
-        if (!if_tier_supported(i, why, sizeof why)) {
-            PyErr_Format(PyExc_RuntimeError, "kernel tier '%s' is not supported here: %s", tier,
-                         why);
-            return NULL;
-        }
-        return if_tier_table(i);
+    if (!tier) {
+        if_kernel_set ks;
+        uint32_t mask;
+        if (!choose(NULL, NULL, &ks, &mask)) return NULL;
+        return prefill ? ks.gemm : ks.gemv;
     }
-    PyErr_Format(PyExc_ValueError, "unknown kernel tier '%s'", tier);
-    return NULL;
+    const if_kernel_table *t;
+    char err[ERRLEN] = "";
+    if_status st = if_tier_find(tier, 0, &t, err, sizeof err);
+    if (st != IF_OK) raise_status(st, err);
+    return st == IF_OK ? t : NULL;
 }
 
 static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
@@ -654,9 +666,10 @@ static PyMethodDef module_methods[] = {
     {"random_u32", py_random_u32, METH_VARARGS, "random_u32(state) -> (u32, state)"},
     {"random_f32", py_random_f32, METH_VARARGS, "random_f32(state) -> (f32, state)"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x_f32): in place, as run.c"},
-    {"select_kernel", py_select_kernel, METH_VARARGS,
-     "select_kernel(tier=None): choose kernels (None: auto / ISAFORGE_KERNEL)."},
-    {"info", py_info, METH_NOARGS, "info() -> dict: CPU, features, tiers, chosen kernels"},
+    {"info", py_info, METH_VARARGS,
+     "info(tier=None, disabled=None) -> dict: CPU, features, tiers (supported with the "
+     "`disabled` feature names hidden) and the kernels that (tier, disabled) chooses; "
+     "ValueError/RuntimeError for an unknown/unsupported tier or an unknown feature"},
     {NULL, NULL, 0, NULL},
 };
 

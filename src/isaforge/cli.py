@@ -412,10 +412,9 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
 
 
 def _cmd_info(a) -> int:
-    from .engine import runtime_info, select_kernel
+    from .engine import runtime_info
     from .settings import default_threads, getenv
 
-    select_kernel(None)
     info = runtime_info()
     info["threads_default"] = default_threads()
     info["override"] = getenv("KERNEL") or None

@@ -8,23 +8,36 @@ from __future__ import annotations
 import numpy as np
 
 from . import _native
-from .settings import default_threads
+from .settings import default_threads, disabled_features, kernel_tier
 from .types import Config, LoadedModel, Q8Tensor
 
 F32, Q8 = 0, 1
 KV_CACHE_TYPES = {"f32": 0, "f16": 1, "int8": 2}  # if_kv_type
 
 
+_default_tier: str | None = None  # select_kernel's choice for engines made without `kernel`
+
+
 def select_kernel(tier: str | None) -> None:
-    """Force a kernel tier for every op ("auto" or None: best per op, honouring
-    ISAFORGE_KERNEL). Raises ValueError for an unknown tier, RuntimeError for an
-    unsupported one."""
-    _native.select_kernel(tier)
+    """The kernel tier of engines made from now on without their own `kernel` ("auto": the best
+    per op; None: back to ISAFORGE_KERNEL, else auto). Engines that exist keep their kernels:
+    the choice is a value each engine holds, not process state. Raises ValueError for an
+    unknown tier, RuntimeError for an unsupported one."""
+    global _default_tier
+    _native.info(tier or kernel_tier(), disabled_features())  # validates
+    _default_tier = tier
 
 
-def runtime_info() -> dict:
-    """CPU model, features found, compiled tiers and the kernels chosen per op."""
-    return _native.info()
+def chosen_tier(kernel: str | None = None) -> str | None:
+    """The tier an engine made with `kernel` runs: kernel, else select_kernel's, else
+    ISAFORGE_KERNEL's (None: automatic)."""
+    return kernel or _default_tier or kernel_tier()
+
+
+def runtime_info(kernel: str | None = None) -> dict:
+    """CPU model, features found (and hidden by ISAFORGE_DISABLE_FEATURES), compiled tiers and
+    the kernels an engine made with `kernel` would run per op."""
+    return _native.info(chosen_tier(kernel), disabled_features())
 
 
 def _config_tuple(c: Config) -> tuple:
@@ -64,10 +77,11 @@ class Engine:
     """C run state (activations, KV cache, thread pool) over borrowed weights.
 
     ubatch: prompt rows per prefill chunk (0: the core's default, 512). kv_cache: "f32",
-    "f16" or "int8" (per position, head and group of head dims)."""
+    "f16" or "int8" (per position, head and group of head dims). kernel: the kernel tier for
+    every op (None: chosen_tier's), fixed for the engine's life."""
 
     def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
-                 kv_cache: str = "f32"):
+                 kv_cache: str = "f32", kernel: str | None = None):
         kv_type = _kv_type(kv_cache)
         if ubatch < 0:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
@@ -86,7 +100,8 @@ class Engine:
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
-                                threads or default_threads(), ubatch, kv_type)
+                                threads or default_threads(), ubatch, kv_type,
+                                chosen_tier(kernel), disabled_features())
         self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import Engine, select_kernel
+from .engine import Engine, runtime_info
 from .generate import (
     Sampler,
     Stats,
@@ -128,11 +128,11 @@ class Model:
     """A loaded model ready to generate. Built by `isaforge.load`."""
 
     def __init__(self, loaded: LoadedModel, tokenizer, threads: int | None = None,
-                 ubatch: int = 0, kv_cache: str = "f32"):
+                 ubatch: int = 0, kv_cache: str = "f32", kernel: str | None = None):
         self.loaded = loaded
         self.config = loaded.config
         self.tokenizer = tokenizer
-        self.engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache)
+        self.engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
         self.last_stats: Stats | None = None
         self._cached: list[int] = []  # tokens whose K/V sit in the cache at positions 0..
 
@@ -373,19 +373,20 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; None = the default model
       (SmolLM2-135M-Instruct), pulled into the cache on first use.
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
-      their own tokenizer). kernel: force a kernel tier ("scalar", ...; None: the best, or
-      ISAFORGE_KERNEL). quant: "q8" (default) or "f32", how GGUF/HF tensors that are not Q8
-      already are held. ctx: context length (KV cache size); default min(model's, 4096).
+      their own tokenizer). kernel: force a kernel tier for this model ("scalar", ...; None:
+      the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "q8" (default) or
+      "f32", how GGUF/HF tensors that are not Q8 already are held. ctx: context length (KV
+      cache size); default min(model's, 4096).
     ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
       (default), "f16" or "int8" (per position, head and group of head dims)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if ctx is not None and ctx < 1:  # before pulling or reading anything
         raise ValueError(f"ctx must be >= 1, got {ctx}")
-    select_kernel(kernel)
+    runtime_info(kernel)  # an unknown or unsupported tier fails before anything is read
     if path is None:
         from .pull import ensure_model
 
         path = ensure_model()
     loaded = with_ctx(read_model(path, quant), ctx)
-    return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache)
+    return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache, kernel)

@@ -30,6 +30,17 @@ def physical_cores() -> int:
     return max(1, len(cores))
 
 
+def kernel_tier() -> str | None:
+    """ISAFORGE_KERNEL: a kernel tier every new engine runs (None or "auto": the best per op)."""
+    return getenv("KERNEL") or None
+
+
+def disabled_features() -> str:
+    """ISAFORGE_DISABLE_FEATURES: CPU features (comma-separated names as `isaforge info`
+    prints them) that kernel selection treats as missing."""
+    return getenv("DISABLE_FEATURES")
+
+
 def default_threads() -> int:
     """ISAFORGE_THREADS if set, else the number of physical cores."""
     value = getenv("THREADS")

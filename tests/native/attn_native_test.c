@@ -23,14 +23,8 @@ static int fail(const char *msg) {
 int main(int argc, char **argv) {
     if (argc != 4) return fail("usage: attn_native_test TIER IN OUT");
     const if_kernel_table *t = NULL;
-    for (size_t i = 0; i < if_tier_count(); i++) {
-        if (strcmp(if_tier_name(i), argv[1]) != 0) continue;
-        char why[256];
-        if (!if_tier_supported(i, why, sizeof why)) return fail(why);
-        t = if_tier_table(i);
-    }
-    if (!t) t = if_test_table(argv[1]);
-    if (!t) return fail("unknown tier");
+    char why[256] = "";
+    if (if_tier_find(argv[1], 0, &t, why, sizeof why) != IF_OK) return fail(why);
     FILE *f = fopen(argv[2], "rb");
     if (!f) return fail("cannot open input");
     uint64_t h[9];

@@ -103,11 +103,14 @@ static uint32_t fbits(float f) {
  * ------------------------------------------------------------------------------------------- */
 
 static int cmd_info(void) {
-    char err[256] = "";
+    char err[256] = "", names[256];
+    if_kernel_set ks;
+    uint32_t disabled = 0;
+    const if_status chosen = if_kernels_from_env(&ks, &disabled, err, sizeof err);
     printf("arch=%s\nlibc=%s\n", ARCH, LIBC);
     printf("cpu=%s\n", if_cpu_name());
     printf("features=%s\n", if_cpu_features());
-    printf("disabled=%s\n", if_disabled_features());
+    printf("disabled=%s\n", if_features_string(disabled, names, sizeof names));
     printf("notes=%s\n", if_cpu_notes());
 #if defined(__aarch64__) && defined(__linux__)
     unsigned long hw1 = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
@@ -127,15 +130,15 @@ static int cmd_info(void) {
 #endif
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256] = "";
-        int ok = if_tier_supported(i, why, sizeof why);
+        int ok = if_tier_supported(i, disabled, why, sizeof why);
         printf("tier.%s=%s%s%s\n", if_tier_name(i), ok ? "supported" : "unsupported",
                why[0] ? ": " : "", why);
     }
-    if (if_dispatch_select(NULL, err, sizeof err) != IF_OK) {
+    if (chosen != IF_OK) {
         printf("error=%s\n", err);
         return 2;
     }
-    const if_kernel_table *d = if_dispatch_gemv(), *p = if_dispatch_gemm();
+    const if_kernel_table *d = ks.gemv, *p = ks.gemm;
     printf("decode=%s\ndecode.q8_gemv=%s\ndecode.quantize=%s\n", d->tier, d->q8_gemv_name,
            d->quantize_name);
     printf("prefill=%s\nprefill.q8_gemm=%s\nprefill.quantize=%s\n", p->tier, p->q8_gemm_name,
@@ -429,9 +432,16 @@ static int cmd_conformance(int argc, char **argv) {
     }
     tier_ref tiers[32];
     size_t n_tiers = 0;
+    if_kernel_set ks;
+    uint32_t disabled = 0;
+    char err[256] = "";
+    if (if_kernels_from_env(&ks, &disabled, err, sizeof err) != IF_OK) {
+        fprintf(stderr, "conformance: %s\n", err);
+        return 2;
+    }
     for (size_t i = 0; i < if_tier_count() && n_tiers < 30; i++) {
         char why[256];
-        if (!if_tier_supported(i, why, sizeof why)) {
+        if (!if_tier_supported(i, disabled, why, sizeof why)) {
             printf("skip tier %s: %s\n", if_tier_name(i), why);
             continue;
         }
@@ -767,12 +777,13 @@ static int cmd_forward(int argc, char **argv) {
         tokens[i] = (int32_t)((i < 5 ? (size_t)fixed[i] : i * 37) % vocab);
 
     char err[256] = "";
-    if (if_dispatch_select(NULL, err, sizeof err) != IF_OK) {
+    if_model_opts opts = {1, 0, IF_KV_F32, {NULL, NULL}};
+    if (if_kernels_from_env(&opts.kernels, NULL, err, sizeof err) != IF_OK) {
         fprintf(stderr, "forward: %s\n", err);
         return 2;
     }
     if_model *m = NULL;
-    if (if_model_create(&mf.cfg, &mf.w, 1, 0, &m, err, sizeof err) != IF_OK) {
+    if (if_model_create_opts(&mf.cfg, &mf.w, &opts, &m, err, sizeof err) != IF_OK) {
         fprintf(stderr, "forward: if_model_create: %s\n", err);
         model_file_free(&mf);
         return 2;
@@ -794,7 +805,7 @@ static int cmd_forward(int argc, char **argv) {
     /* prefill over the same tokens must give the decode logits bit for bit */
     if_model *m2 = NULL;
     float *all = xmalloc(n * vocab * sizeof(float));
-    if (if_model_create(&mf.cfg, &mf.w, 1, 0, &m2, err, sizeof err) != IF_OK ||
+    if (if_model_create_opts(&mf.cfg, &mf.w, &opts, &m2, err, sizeof err) != IF_OK ||
         if_model_prefill(m2, tokens, n, 0, NULL, all, err, sizeof err) != IF_OK) {
         fprintf(stderr, "forward: prefill: %s\n", err);
         return 1;

@@ -135,8 +135,9 @@ def _report_parser() -> _Parser:
 def _tiers(spec: str) -> tuple[list[str], list[dict]]:
     """(tier names to run, skipped tiers with reasons)."""
     from .. import _bench
+    from ..settings import disabled_features
 
-    known = {t["name"]: t for t in _bench.tiers()}
+    known = {t["name"]: t for t in _bench.tiers(disabled_features())}
     if spec == "auto":
         return ["auto"], []
     if spec == "all":

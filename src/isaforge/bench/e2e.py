@@ -144,7 +144,7 @@ class E2ERun:
     kv_cache: str = "f32"
 
     def build(self) -> tuple[list[Config], dict, list[dict]]:
-        from ..engine import Engine, select_kernel
+        from ..engine import Engine
         from .peers import LlamaCppRunner, llama_cpp_status
 
         configs, runners = [], {}
@@ -154,26 +154,22 @@ class E2ERun:
         if self.n_gen > 0:
             tests.append(("tg", f"tg{self.n_gen}", self.n_gen))
         if self.loaded is not None:
-            try:
-                for k in self.kernels:
-                    for t in self.threads:
-                        select_kernel(None if k == "auto" else k)
-                        eng = Engine(self.loaded, threads=t, ubatch=self.ubatch,
-                                     kv_cache=self.kv_cache)
-                        kt = eng.kernels
-                        ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
-                              "decode_q8_gemv": kt["decode"]["q8_gemv"],
-                              "prefill_q8_gemm": kt["prefill"]["q8_gemm"],
-                              "quantize": kt["prefill"]["quantize"]}
-                        name = k if k != "auto" else (
-                            ks["prefill"] if ks["decode"] == ks["prefill"]
-                            else f"{ks['prefill']}/{ks['decode']}")
-                        runners[("isaforge", k, t)] = eng
-                        for _, test, n in tests:
-                            configs.append(Config("isaforge", name, t, test, n, ks,
-                                                  ("isaforge", k, t)))
-            finally:
-                select_kernel(None)
+            for k in self.kernels:
+                for t in self.threads:
+                    eng = Engine(self.loaded, threads=t, ubatch=self.ubatch,
+                                 kv_cache=self.kv_cache, kernel=None if k == "auto" else k)
+                    kt = eng.kernels
+                    ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
+                          "decode_q8_gemv": kt["decode"]["q8_gemv"],
+                          "prefill_q8_gemm": kt["prefill"]["q8_gemm"],
+                          "quantize": kt["prefill"]["quantize"]}
+                    name = k if k != "auto" else (
+                        ks["prefill"] if ks["decode"] == ks["prefill"]
+                        else f"{ks['prefill']}/{ks['decode']}")
+                    runners[("isaforge", k, t)] = eng
+                    for _, test, n in tests:
+                        configs.append(Config("isaforge", name, t, test, n, ks,
+                                              ("isaforge", k, t)))
         peer = llama_cpp_status() if self.gguf_path else None
         if peer and peer["status"] == "ok":
             for t in self.threads:

@@ -56,10 +56,9 @@ def machine_info() -> dict:
     import numpy as np
 
     from .. import _bench
-    from ..engine import runtime_info, select_kernel
-    from ..settings import physical_cores
+    from ..engine import runtime_info
+    from ..settings import disabled_features, physical_cores
 
-    select_kernel(None)
     info = runtime_info()
     commit, dirty = git_commit()
     return {
@@ -70,7 +69,7 @@ def machine_info() -> dict:
         "logical_cores": os.cpu_count() or 1,
         "physical_cores": physical_cores(),
         "llc_bytes": llc_bytes(),
-        "tiers": _bench.tiers(),
+        "tiers": _bench.tiers(disabled_features()),
         "auto": {"decode": info["decode"], "prefill": info["prefill"]},
         "isaforge_version": info["version"],
         "git_commit": commit,
