@@ -16,7 +16,7 @@
 #include "kernels/kernels.h"
 #include "ops.h"
 
-#define N_MATS 7 /* wq wk wv wo w1 w2 w3 */
+#define N_MATS IF_N_LAYER_MATRICES /* IF_LAYER_MATRICES, in its order */
 
 struct if_model {
     if_config c;
@@ -213,9 +213,9 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
         /* q, k, v; the chunk's k and v rows go into the cache (converted to its type)
          * before attention, which then reads every key through the cache */
         float *k = m->kb, *v = m->vb;
-        matmul(m, m->q, dim, m->xb, M, &L->wq, packed_of(m, pk + 0), 1);
-        matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + 1), 0);
-        matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + 2), 0);
+        matmul(m, m->q, dim, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 1);
+        matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
+        matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
         for (size_t r = 0; r < M; r++) {
             if_rope_apply(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size,
                           m->rope + r * m->head_size);
@@ -225,15 +225,15 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
 
         attention(m, l, pos0, M);
 
-        matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + 3), 1);
+        matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];
 
         for (size_t r = 0; r < M; r++)
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
-        matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + 4), 1);
-        matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + 6), 0);
+        matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 1);
+        matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
         m->swiglu(m->hb, m->hb2, M * hidden);
-        matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + 5), 1);
+        matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
     }
     for (size_t r = 0; r < M; r++) if_rmsnorm(x + r * dim, x + r * dim, m->w.rms_final, dim, c->norm_eps);
@@ -330,9 +330,7 @@ static int mul_ok(size_t a, size_t b, size_t *out) {
 
 static const if_matrix *matrix_at(const if_model *m, size_t idx) {
     if (idx == m->c.n_layers * N_MATS) return &m->w.wcls;
-    const if_layer_weights *L = &m->layers[idx / N_MATS];
-    const if_matrix *mats[N_MATS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w1, &L->w2, &L->w3};
-    return mats[idx % N_MATS];
+    return if_layer_matrix(&m->layers[idx / N_MATS], idx % N_MATS);
 }
 
 /* Pack every Q8 matrix for the prefill kernel if it wants a packed layout. */
@@ -462,16 +460,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
             ERR("layer %zu: norm weights missing", l);
             return IF_EINVAL;
         }
+        const size_t D = c.dim, KV = kv_dim, H = c.hidden_dim; /* IF_LAYER_MATRICES' shapes */
 #define CHECK(field, r, cc)                                          \
     snprintf(name, sizeof name, "layer %zu " #field, l);             \
     if (!check_matrix(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
-        CHECK(wq, c.dim, c.dim)
-        CHECK(wk, kv_dim, c.dim)
-        CHECK(wv, kv_dim, c.dim)
-        CHECK(wo, c.dim, c.dim)
-        CHECK(w1, c.hidden_dim, c.dim)
-        CHECK(w2, c.dim, c.hidden_dim)
-        CHECK(w3, c.hidden_dim, c.dim)
+        IF_LAYER_MATRICES(CHECK)
 #undef CHECK
     }
     if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))

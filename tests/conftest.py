@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,15 @@ def smollm2_gguf() -> Path:
             pytest.fail(f"{path} missing: run `isaforge pull` first")
         pytest.skip(f"SmolLM2 not in the cache ({path}); run `isaforge pull`")
     return path
+
+
+def c_compiler() -> str:
+    """This machine's C compiler (cc, else gcc), for the tests that build a small C driver;
+    skips the test without one."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    return cc
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

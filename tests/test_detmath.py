@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, c_compiler
 from test_build_manifest import parse
 
 RECORDED = REPO / "tests" / "data" / "detmath_glibc.bin"
@@ -30,9 +29,7 @@ RECORDED = REPO / "tests" / "data" / "detmath_glibc.bin"
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
+    cc = c_compiler()
     out = tmp_path_factory.mktemp("detmath") / "detmath_test"
     common = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra",
               "-Werror", "-D_DEFAULT_SOURCE", f"-I{REPO / 'csrc' / 'include'}"]

@@ -173,3 +173,17 @@ def test_python_api_generate_and_stream(stories):
     again = m.generate("Once upon a time", max_new_tokens=50, temperature=1.0, seed=3)
     assert "".join(pieces) == again and len(pieces) > 1
     assert m.logits([1, 403]).shape == (2, 512)
+
+
+def test_the_core_exports_its_constants_and_python_mirrors_none():
+    """The layer matrices' order, the dtypes and the KV cache types come from the C module
+    (isaforge.h), and the readers, writers and the engine use those values."""
+    from conftest import MATS
+    from isaforge import engine, types
+    from isaforge.formats import isaf, llama2c
+
+    assert _native.LAYER_MATRICES == MATS  # llama2.c's order, as the files store it
+    assert types.LAYER_MATRICES is _native.LAYER_MATRICES
+    assert isaf.MATS is _native.LAYER_MATRICES and llama2c._MATS is _native.LAYER_MATRICES
+    assert engine.KV_CACHE_TYPES == {"f32": 0, "f16": 1, "int8": 2} == _native.KV_CACHE_TYPES
+    assert (engine.F32, engine.Q8) == (_native.F32, _native.Q8) == (0, 1)

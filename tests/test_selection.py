@@ -4,14 +4,13 @@ changes no existing model; feature detection runs once even when many threads as
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
 import isaforge
-from conftest import REPO
+from conftest import REPO, c_compiler
 from isaforge.engine import Engine, runtime_info, select_kernel
 from isaforge.formats.llama2c import read_llama2c
 
@@ -81,9 +80,7 @@ def test_runtime_info_reports_the_choice_and_rejects_bad_names():
 
 @pytest.fixture(scope="module")
 def detect_driver(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler")
+    cc = c_compiler()
     out = tmp_path_factory.mktemp("detect") / "detect_test"
     r = subprocess.run([cc, "-O2", "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror",
                         f"-I{REPO / 'csrc' / 'include'}", str(REPO / "tests/native/detect_test.c"),

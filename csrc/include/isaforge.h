@@ -240,12 +240,31 @@ typedef struct if_matrix {
     const float *s;                /* (rows, cols / group_size) when Q8 */
 } if_matrix;
 
+/* The matrices of one layer, in the one order every reader, writer, binding and the core use
+ * (an X-macro: X(name, rows, cols), shapes in if_config terms: D dim, KV kv_dim, H hidden_dim).
+ * IF_MAT_<name> is each one's index in that order. */
+#define IF_LAYER_MATRICES(X) \
+    X(wq, D, D) X(wk, KV, D) X(wv, KV, D) X(wo, D, D) X(w1, H, D) X(w2, D, H) X(w3, H, D)
+#define IF_MAT_INDEX_(name, rows, cols) IF_MAT_##name,
+enum { IF_LAYER_MATRICES(IF_MAT_INDEX_) IF_N_LAYER_MATRICES };
+
 typedef struct if_layer_weights {
-    const float *rms_att;               /* (dim) */
-    const float *rms_ffn;               /* (dim) */
-    if_matrix wq, wk, wv, wo, w1, w2, w3; /* (dim,dim) (kv_dim,dim) (kv_dim,dim) (dim,dim)
-                                             (hidden,dim) (dim,hidden) (hidden,dim) */
+    const float *rms_att; /* (dim) */
+    const float *rms_ffn; /* (dim) */
+#define IF_MAT_FIELD_(name, rows, cols) if_matrix name; /* (rows, cols) */
+    IF_LAYER_MATRICES(IF_MAT_FIELD_)
+#undef IF_MAT_FIELD_
 } if_layer_weights;
+
+/* The layer's matrix with index i (IF_MAT_*), or NULL past the last. */
+static inline const if_matrix *if_layer_matrix(const if_layer_weights *L, size_t i) {
+#define IF_MAT_CASE_(name, rows, cols) \
+    case IF_MAT_##name:                \
+        return &L->name;
+    switch (i) { IF_LAYER_MATRICES(IF_MAT_CASE_) }
+#undef IF_MAT_CASE_
+    return NULL;
+}
 
 typedef struct if_weights {
     const float *tok_embeddings; /* (vocab, dim) float32 */

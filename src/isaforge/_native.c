@@ -153,8 +153,9 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     size_t L = c.n_layers;
     if (!PyList_Check(rms_att) || !PyList_Check(rms_ffn) || !PyList_Check(mats) ||
         (size_t)PyList_GET_SIZE(rms_att) != L || (size_t)PyList_GET_SIZE(rms_ffn) != L ||
-        (size_t)PyList_GET_SIZE(mats) != 7 * L + 1) {
-        PyErr_SetString(PyExc_ValueError, "expected n_layers norms and 7*n_layers+1 matrices");
+        (size_t)PyList_GET_SIZE(mats) != IF_N_LAYER_MATRICES * L + 1) {
+        PyErr_SetString(PyExc_ValueError, "expected n_layers norms and n_layers * "
+                                          "len(LAYER_MATRICES) + 1 matrices");
         return -1;
     }
     self->layers = PyMem_Calloc(L, sizeof(if_layer_weights));
@@ -177,12 +178,16 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         lw->rms_ffn = borrow(&self->bufs, PyList_GET_ITEM(rms_ffn, l), c.dim * sizeof(float), 0,
                              "rms_ffn");
         if (!lw->rms_ffn) return -1;
-        if_matrix *dst[7] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w1, &lw->w2, &lw->w3};
-        for (int i = 0; i < 7; i++) {
-            if (!parse_matrix(self, PyList_GET_ITEM(mats, 7 * l + i), dst[i], "matrix")) return -1;
+        for (size_t i = 0; i < IF_N_LAYER_MATRICES; i++) {
+            if_matrix *dst = (if_matrix *)if_layer_matrix(lw, i); /* lw is ours to fill */
+            if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * l + i), dst,
+                              "matrix"))
+                return -1;
         }
     }
-    if (!parse_matrix(self, PyList_GET_ITEM(mats, 7 * L), &w.wcls, "classifier")) return -1;
+    if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * L), &w.wcls,
+                      "classifier"))
+        return -1;
     w.layers = self->layers;
     char err[ERRLEN] = "";
     if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
@@ -688,7 +693,24 @@ PyMODINIT_FUNC PyInit__native(void) {
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0) {
+    /* the core's constants, so Python mirrors none of them: the per-layer matrices in the
+     * order the core takes them (IF_LAYER_MATRICES), the matrix dtypes, the KV cache types */
+#define IF_MAT_NAME_(name, rows, cols) #name,
+    static const char *mats[] = {IF_LAYER_MATRICES(IF_MAT_NAME_)};
+#undef IF_MAT_NAME_
+    PyObject *names = PyTuple_New(IF_N_LAYER_MATRICES);
+    for (size_t i = 0; names && i < IF_N_LAYER_MATRICES; i++)
+        PyTuple_SET_ITEM(names, (Py_ssize_t)i, PyUnicode_FromString(mats[i]));
+    PyObject *kv = Py_BuildValue("{s:i,s:i,s:i}", "f32", IF_KV_F32, "f16", IF_KV_F16, "int8",
+                                 IF_KV_I8);
+    const int bad = !names || !kv || PyModule_AddObjectRef(m, "LAYER_MATRICES", names) < 0 ||
+                    PyModule_AddObjectRef(m, "KV_CACHE_TYPES", kv) < 0 ||
+                    PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0 ||
+                    PyModule_AddIntConstant(m, "F32", IF_F32) < 0 ||
+                    PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0;
+    Py_XDECREF(names);
+    Py_XDECREF(kv);
+    if (bad) {
         Py_DECREF(m);
         return NULL;
     }

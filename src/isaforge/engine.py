@@ -9,10 +9,10 @@ import numpy as np
 
 from . import _native
 from .settings import default_threads, disabled_features, kernel_tier
-from .types import Config, LoadedModel, Q8Tensor
+from .types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
 
-F32, Q8 = 0, 1
-KV_CACHE_TYPES = {"f32": 0, "f16": 1, "int8": 2}  # if_kv_type
+F32, Q8 = _native.F32, _native.Q8  # if_dtype
+KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
 
 
 _default_tier: str | None = None  # select_kernel's choice for engines made without `kernel`
@@ -91,7 +91,7 @@ class Engine:
         self.model = model
         mats = []
         for layer in range(c.n_layers):
-            for name in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
+            for name in LAYER_MATRICES:
                 mats.append(_matrix_spec(getattr(w, name)[layer]))
         mats.append(_matrix_spec(w.wcls))
         self._arrays = mats  # keep every borrowed array referenced

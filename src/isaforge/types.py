@@ -10,6 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _native
+
+# The matrices of one layer, in the order the C core takes them (isaforge.h's
+# IF_LAYER_MATRICES, exported by the extension, not mirrored). llama2.c's v1/v2 files store
+# them in this order too.
+LAYER_MATRICES: tuple[str, ...] = _native.LAYER_MATRICES
+
 
 class ModelFormatError(ValueError):
     """A model or tokenizer file is malformed; the message names the file and the reason."""

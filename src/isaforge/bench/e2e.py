@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..types import LAYER_MATRICES
 from .energy import Rapl
 from .limits import bandwidth_at, peak_at
 from .schedule import mean_std, run_alternating
@@ -58,7 +59,7 @@ def _nelem(w) -> int:
 def model_info(loaded, name: str) -> ModelInfo:
     """Sizes from an isaforge LoadedModel."""
     w, c = loaded.weights, loaded.config
-    layer = [m for n in ("wq", "wk", "wv", "wo", "w1", "w2", "w3") for m in getattr(w, n)]
+    layer = [m for n in LAYER_MATRICES for m in getattr(w, n)]
     mm_bytes = sum(_nbytes(m) for m in layer)
     mm_params = sum(_nelem(m) for m in layer)
     cls_params, cls_bytes = _nelem(w.wcls), _nbytes(w.wcls)

@@ -34,13 +34,20 @@ from pathlib import Path
 import numpy as np
 
 from isaforge.formats.hf import SafeTensor, parse_safetensors_header
-from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+from isaforge.types import (
+    LAYER_MATRICES,
+    Config,
+    LoadedModel,
+    ModelFormatError,
+    Q8Tensor,
+    Weights,
+)
 
 VERSION = 1
 LAYOUT = "rowmajor-q8-v1"
 ALIGN = 64
 MAX_HEADER = 256 << 20  # header cap given to parse_safetensors_header (HF files: 100 MiB)
-MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+MATS = LAYER_MATRICES
 SCHEMES = ("q8", "f32")
 _DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
 _NAMES = {v: k for k, v in _DTYPES.items()}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+from isaforge.types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = 0x616B3432  # "ak42" as a little-endian uint32 (bytes b"24ka" on disk)
 HEADER_SIZE = 256  # v1 / v2 header, zero padded
@@ -36,7 +36,7 @@ _CAPS = {
     "seq_len": 1 << 20,
 }
 _F32 = np.dtype("<f4")
-_MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+_MATS = LAYER_MATRICES  # v1/v2 store the layer matrices in the core's order
 
 
 @dataclass(frozen=True)
