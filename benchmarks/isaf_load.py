@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import isaforge
-from isaforge.formats.isaf import convert
+from isaforge.converter import convert
 from isaforge.model import read_model
 from isaforge.settings import default_model_path
 

@@ -18,8 +18,7 @@ from isaforge.formats import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
-from isaforge.formats.llama2c import MAGIC, detect_format
-from isaforge.quant import quantize_model
+from isaforge.formats.llama2c import MAGIC, detect_format, quantize_model
 from isaforge.types import Config, ModelFormatError, Q8Tensor
 
 

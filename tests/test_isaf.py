@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import cli
+from isaforge.converter import convert
 from isaforge.engine import Engine
-from isaforge.formats.isaf import convert, read_isaf
+from isaforge.formats.isaf import read_isaf
 from isaforge.model import read_model
 from isaforge.types import Config, ModelFormatError, Q8Tensor
 

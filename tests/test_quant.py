@@ -9,7 +9,8 @@ import pytest
 
 from conftest import MATS
 from isaforge.formats import read_llama2c
-from isaforge.quant import pick_group_size, quantize_model, quantize_q8
+from isaforge.formats.llama2c import quantize_model
+from isaforge.quant import pick_group_size, quantize_q8
 from isaforge.types import Config, Q8Tensor
 
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import STORIES as MODEL_DIR
 from conftest import TINY_GQA
 from isaforge.formats import read_llama2c
-from isaforge.quant import quantize_model, quantize_q8
+from isaforge.formats.llama2c import quantize_model
+from isaforge.quant import quantize_q8
 from isaforge.reference import (
     Reference,
     q8_matmul,

@@ -7,8 +7,8 @@
 `isaforge.pull.pull(name)` fetches a known model; `isaforge.convert(src, out)` writes .isaf.
 """
 
+from .converter import convert
 from .engine import runtime_info
-from .formats.isaf import convert
 from .model import Model, load
 from .types import Config, ModelFormatError, Q8Tensor
 

@@ -342,7 +342,7 @@ def _cmd_pull(a) -> int:
 
 
 def _cmd_convert(a) -> int:
-    from .formats.isaf import convert
+    from .converter import convert
 
     s = convert(a.src, a.output, quant=a.quant, group_size=a.group_size,
                 tokenizer=a.tokenizer, log=lambda line: print(line, file=sys.stderr))
@@ -353,7 +353,7 @@ def _cmd_convert(a) -> int:
 
 
 def _cmd_quantize(a) -> int:
-    from .quant.q8 import quantize_model
+    from .formats.llama2c import quantize_model
 
     bar = _ProgressBar() if sys.stderr.isatty() else None
     summary = quantize_model(a.input, a.output, group_size=a.group_size,

@@ -52,7 +52,7 @@ SCHEMES = ("q8", "f32")
 _DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
 _NAMES = {v: k for k, v in _DTYPES.items()}
 # metadata carried from the source: what the tokenizer and chat layers read
-_KEEP_PREFIXES = ("tokenizer.", "general.", "isaforge.")
+KEEP_PREFIXES = ("tokenizer.", "general.", "isaforge.")
 
 
 def _fail(path: object, reason: str) -> ModelFormatError:
@@ -142,7 +142,7 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         arrays.append((name, arr))
 
     if metadata is None:
-        metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(_KEEP_PREFIXES)}
+        metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
     info = {
         "format": "isaf",
         "version": VERSION,
@@ -306,7 +306,7 @@ def _check_tensors(path, header: dict[str, SafeTensor], expected: dict
 # convert
 
 
-def _requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
+def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
                 log: Callable[[str], None]) -> tuple[LoadedModel, int]:
     """All matrices as Q8 with one group size (or float32). Q8 tensors already at the target
     group size are kept as they are; fp32 models are quantized like `isaforge quantize`
@@ -348,52 +348,3 @@ def _requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     new = replace(w, tok_embeddings=tok, wcls=wcls,
                   **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
     return replace(loaded, weights=new), gs
-
-
-def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
-            group_size: int | None = None, tokenizer: str | os.PathLike | None = None,
-            log: Callable[[str], None] = lambda s: None) -> ConvertSummary:
-    """`isaforge convert`: read any supported model and write it as .isaf.
-
-    quant "q8" (default) or "f32"; "cq4" is not implemented yet. group_size: Q8 group size
-    (must divide dim and hidden_dim; default: the source's Q8 group size, else the largest
-    power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed (default:
-    the one beside a llama2.c model, if any)."""
-    from isaforge.model import LLAMA2C_TOKENIZER_KEY, find_tokenizer, read_model
-
-    if quant == "cq4":
-        raise ValueError("--quant cq4 is not implemented yet in this isaforge (no CQ4 kernels); "
-                         "use --quant q8")
-    if quant not in SCHEMES:
-        raise ValueError(f"quant must be one of q8, f32 (cq4: not implemented yet), got {quant!r}")
-    if group_size is not None and quant != "q8":
-        raise ValueError("--group-size only applies to --quant q8")
-    src_p = Path(src)
-    if os.path.exists(out) and src_p.exists() and os.path.samefile(src_p, out):
-        raise ValueError(f"output {out} is the input file; choose another path")
-    loaded = read_model(src_p, quant)
-    loaded, _ = _requantize(loaded, quant, group_size, log)
-    metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(_KEEP_PREFIXES)}
-    if loaded.format.startswith("llama2c"):
-        from isaforge.tokenizer import Llama2cTokenizer
-
-        try:
-            tpath = Path(tokenizer) if tokenizer is not None else find_tokenizer(
-                src_p, loaded.config.vocab_size)
-            tok = Llama2cTokenizer.load(tpath, loaded.config.vocab_size)
-        except FileNotFoundError:
-            if tokenizer is not None:
-                raise
-            tok = None
-            log(f"{src}: no tokenizer beside it; the .isaf needs -z/tokenizer= at load")
-        if tok is not None:
-            import base64
-
-            metadata[LLAMA2C_TOKENIZER_KEY] = {
-                "max_token_length": tok.max_token_length,
-                "pieces": [base64.b64encode(tok.piece(i)).decode() for i in range(tok.vocab_size)],
-                "scores": [tok.score(i) for i in range(tok.vocab_size)],
-            }
-    elif tokenizer is not None:
-        raise ValueError("-z/tokenizer= only applies to llama2.c models; others carry their own")
-    return write_isaf(out, loaded, metadata)

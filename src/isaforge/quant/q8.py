@@ -10,18 +10,9 @@ subnormal scales.
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
-from isaforge.formats.llama2c import (
-    detect_format,
-    read_llama2c,
-    v2_tensor_specs,
-    write_llama2c_v2,
-)
 from isaforge.types import Config, Q8Tensor
 
 MAX_AUTO_GROUP = 64
@@ -77,66 +68,3 @@ def pick_group_size(config: Config, requested: int | None) -> int:
             f"valid choices for this model: {shown}"
         )
     return requested
-
-
-@dataclass
-class QuantizeSummary:
-    group_size: int
-    chosen_automatically: bool
-    n_tensors: int
-    max_error: float
-    out_path: str = ""
-    n_bytes: int = 0
-
-
-def quantize_model(
-    src_path: str | os.PathLike,
-    out_path: str | os.PathLike,
-    group_size: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> QuantizeSummary:
-    """Quantize an fp32 llama2.c v0/v1 checkpoint to a Q8_0 v2 file, one tensor at a time.
-
-    `log` gets one line per tensor with its max error; `progress(i, n)` is called after each.
-    """
-    fmt = detect_format(src_path)
-    if fmt == "llama2c-v2":
-        raise ValueError(
-            f"{src_path} is already Q8_0 quantized (llama2c-v2); "
-            "quantize the fp32 v0/v1 checkpoint instead"
-        )
-    if os.path.exists(out_path) and os.path.samefile(src_path, out_path):
-        raise ValueError(f"output {out_path} is the input file; choose another path")
-    model = read_llama2c(src_path)
-    c, w = model.config, model.weights
-    gs = pick_group_size(c, group_size)
-    specs = v2_tensor_specs(c)
-    n = len(specs)
-    errors: list[float] = []
-
-    def stream() -> Iterator[Q8Tensor]:
-        for i, (name, li, shape) in enumerate(specs, 1):
-            m = getattr(w, name) if li is None else getattr(w, name)[li]
-            t, err = quantize_q8(m, gs)
-            errors.append(err)
-            if log:
-                what = name if li is None else f"{name}[{li}]"
-                log(f"{i}/{n} quantized {what} {shape} to Q8_0 with max error {err:.8g}")
-            if progress:
-                progress(i, n)
-            yield t
-
-    nbytes = write_llama2c_v2(
-        out_path,
-        c,
-        group_size=gs,
-        rms_att=w.rms_att,
-        rms_ffn=w.rms_ffn,
-        rms_final=w.rms_final,
-        tensors=stream(),
-    )
-    worst = max(errors)
-    if log:
-        log(f"max quantization group error across all weights: {worst:.8g}")
-    return QuantizeSummary(gs, group_size is None, n, worst, os.fspath(out_path), nbytes)

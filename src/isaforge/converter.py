@@ -1,0 +1,57 @@
+"""`isaforge convert`: any model the readers know, written as a .isaf (formats/isaf.py), with a
+llama2.c tokenizer embedded. It reads models and tokenizers, so it sits above formats/ and the
+tokenizers, beside the API (model.py) whose helpers it uses."""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from .formats.isaf import KEEP_PREFIXES, SCHEMES, ConvertSummary, requantize, write_isaf
+from .model import LLAMA2C_TOKENIZER_KEY, find_tokenizer, read_model
+from .tokenizer import Llama2cTokenizer
+
+
+def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
+            group_size: int | None = None, tokenizer: str | os.PathLike | None = None,
+            log: Callable[[str], None] = lambda s: None) -> ConvertSummary:
+    """`isaforge convert`: read any supported model and write it as .isaf.
+
+    quant "q8" (default) or "f32"; "cq4" is not implemented yet. group_size: Q8 group size
+    (must divide dim and hidden_dim; default: the source's Q8 group size, else the largest
+    power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed (default:
+    the one beside a llama2.c model, if any)."""
+    if quant == "cq4":
+        raise ValueError("--quant cq4 is not implemented yet in this isaforge (no CQ4 kernels); "
+                         "use --quant q8")
+    if quant not in SCHEMES:
+        raise ValueError(f"quant must be one of q8, f32 (cq4: not implemented yet), got {quant!r}")
+    if group_size is not None and quant != "q8":
+        raise ValueError("--group-size only applies to --quant q8")
+    src_p = Path(src)
+    if os.path.exists(out) and src_p.exists() and os.path.samefile(src_p, out):
+        raise ValueError(f"output {out} is the input file; choose another path")
+    loaded = read_model(src_p, quant)
+    loaded, _ = requantize(loaded, quant, group_size, log)
+    metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
+    if loaded.format.startswith("llama2c"):
+        try:
+            tpath = Path(tokenizer) if tokenizer is not None else find_tokenizer(
+                src_p, loaded.config.vocab_size)
+            tok = Llama2cTokenizer.load(tpath, loaded.config.vocab_size)
+        except FileNotFoundError:
+            if tokenizer is not None:
+                raise
+            tok = None
+            log(f"{src}: no tokenizer beside it; the .isaf needs -z/tokenizer= at load")
+        if tok is not None:
+            metadata[LLAMA2C_TOKENIZER_KEY] = {
+                "max_token_length": tok.max_token_length,
+                "pieces": [base64.b64encode(tok.piece(i)).decode() for i in range(tok.vocab_size)],
+                "scores": [tok.score(i) for i in range(tok.vocab_size)],
+            }
+    elif tokenizer is not None:
+        raise ValueError("-z/tokenizer= only applies to llama2.c models; others carry their own")
+    return write_isaf(out, loaded, metadata)
