@@ -120,4 +120,18 @@ static inline const float *attn_row(const if_kv_layer *kv, int which, size_t pos
     return dst;
 }
 
+/* The rows of block [bs, bs + IF_ATTN_KEY_BLOCK) that any query row in [rt, re) of the job
+ * sees: keys (which 0) or values (1) of kv head g as rows[t - bs], converted into buf
+ * ((block, head_size) floats) or pointing into a float32 cache. Returns 0 (and converts
+ * nothing) when no row of the tile sees the block. */
+static inline int attn_block_rows(const if_attn_job *j, size_t rt, size_t re, size_t bs,
+                                  size_t g, int which, float *buf, const float **rows) {
+    const size_t hs = j->head_size;
+    size_t lo, hi;
+    attn_tile_span(j, rt, re, bs, bs + IF_ATTN_KEY_BLOCK, &lo, &hi);
+    for (size_t t = lo; t < hi; t++)
+        rows[t - bs] = attn_row(j->kv, which, t, g, hs, buf + (t - bs) * hs);
+    return lo < hi;
+}
+
 #endif

@@ -19,7 +19,7 @@ void if_attn_f32_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
     const float sq = sqrtf((float)hs);
     float *sc = scratch;                            /* (TQ, G, ld) scores, then probabilities */
     float *kb = sc + TQ * G * ld, *vb = kb + B * hs; /* (B, hs) converted rows */
-    const float *kr[B];
+    const float *br[B]; /* the block's keys (pass 1) or values (pass 3) */
     for (size_t rt = r0; rt < r1; rt += TQ) {
         const size_t re = rt + TQ < r1 ? rt + TQ : r1, last = j->pos0 + re - 1;
         for (size_t g = h0 / kv_mul; g * kv_mul < h1; g++) {
@@ -27,21 +27,17 @@ void if_attn_f32_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
             const size_t hb = (g + 1) * kv_mul < h1 ? (g + 1) * kv_mul : h1;
             /* 1. s_t = (q . k_t) / sqrt(head_size) for every key t the row sees */
             for (size_t bs = 0; bs <= last; bs += B) {
-                const size_t be = bs + B;
-                size_t lo, hi, iv[4], ns, w0;
-                attn_tile_span(j, rt, re, bs, be, &lo, &hi);
-                if (lo >= hi) continue;
-                for (size_t t = lo; t < hi; t++)
-                    kr[t - bs] = attn_row(j->kv, 0, t, g, hs, kb + (t - bs) * hs);
+                size_t iv[4], ns, w0;
+                if (!attn_block_rows(j, rt, re, bs, g, 0, kb, br)) continue;
                 for (size_t r = rt; r < re; r++) {
-                    if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
+                    if (!attn_visible(j, j->pos0 + r, bs, bs + B, iv)) continue;
                     attn_row_keys(j, j->pos0 + r, &ns, &w0);
                     for (size_t h = ha; h < hb; h++) {
                         const float *q = j->q + r * j->ldq + h * hs;
                         float *row = sc + ((r - rt) * G + (h - ha)) * ld;
                         for (int part = 0; part < 2; part++) {
                             for (size_t t = iv[2 * part]; t < iv[2 * part + 1]; t++) {
-                                const float *k = kr[t - bs];
+                                const float *k = br[t - bs];
                                 float s = 0.0f;
                                 for (size_t i = 0; i < hs; i++) s += q[i] * k[i];
                                 s /= sq;
@@ -70,21 +66,17 @@ void if_attn_f32_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
             }
             /* 3. out_i += p_t * v_t,i, keys in order */
             for (size_t bs = 0; bs <= last; bs += B) {
-                const size_t be = bs + B;
-                size_t lo, hi, iv[4], ns, w0;
-                attn_tile_span(j, rt, re, bs, be, &lo, &hi);
-                if (lo >= hi) continue;
-                for (size_t t = lo; t < hi; t++)
-                    kr[t - bs] = attn_row(j->kv, 1, t, g, hs, vb + (t - bs) * hs);
+                size_t iv[4], ns, w0;
+                if (!attn_block_rows(j, rt, re, bs, g, 1, vb, br)) continue;
                 for (size_t r = rt; r < re; r++) {
-                    if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
+                    if (!attn_visible(j, j->pos0 + r, bs, bs + B, iv)) continue;
                     attn_row_keys(j, j->pos0 + r, &ns, &w0);
                     for (size_t h = ha; h < hb; h++) {
                         const float *row = sc + ((r - rt) * G + (h - ha)) * ld;
                         float *out = j->out + r * j->ldo + h * hs;
                         for (int part = 0; part < 2; part++) {
                             for (size_t t = iv[2 * part]; t < iv[2 * part + 1]; t++) {
-                                const float p = row[t < ns ? t : ns + t - w0], *v = kr[t - bs];
+                                const float p = row[t < ns ? t : ns + t - w0], *v = br[t - bs];
                                 for (size_t i = 0; i < hs; i++) out[i] += p * v[i];
                             }
                         }

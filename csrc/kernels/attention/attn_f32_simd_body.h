@@ -97,14 +97,10 @@ void ATTN_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, f
             }
             /* 3. out += p_t * v_t, keys in order, W head dims at a time */
             for (size_t bs = 0; bs <= last; bs += B) {
-                const size_t be = bs + B;
-                size_t lo, hi, iv[4], ns, w0;
-                attn_tile_span(j, rt, re, bs, be, &lo, &hi);
-                if (lo >= hi) continue;
-                for (size_t t = lo; t < hi; t++)
-                    vr[t - bs] = attn_row(j->kv, 1, t, g, hs, vb + (t - bs) * hs);
+                size_t iv[4], ns, w0;
+                if (!attn_block_rows(j, rt, re, bs, g, 1, vb, vr)) continue;
                 for (size_t r = rt; r < re; r++) {
-                    if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
+                    if (!attn_visible(j, j->pos0 + r, bs, bs + B, iv)) continue;
                     attn_row_keys(j, j->pos0 + r, &ns, &w0);
                     for (size_t h = ha; h < hb; h++) {
                         const float *row = sc + ((r - rt) * G + (h - ha)) * ld;
