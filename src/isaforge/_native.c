@@ -131,6 +131,16 @@ static int parse_config(PyObject *cfg, if_config *c) {
     return 1;
 }
 
+/* The kernel set for (tier, disabled names), as if_kernels_choose makes it; 0 with an exception
+ * set on an error. */
+static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uint32_t *mask) {
+    char err[ERRLEN] = "";
+    if_status st = if_features_mask(disabled, mask, err, sizeof err);
+    if (st == IF_OK) st = if_kernels_choose(tier, *mask, ks, err, sizeof err);
+    if (st != IF_OK) raise_status(st, err);
+    return st == IF_OK;
+}
+
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
                              "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
@@ -193,12 +203,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
                           (if_kv_type)kv_type, {NULL, NULL}};
     uint32_t mask;
-    if_status st = if_features_mask(disabled, &mask, err, sizeof err);
-    if (st == IF_OK) st = if_kernels_choose(tier, mask, &opts.kernels, err, sizeof err);
-    if (st != IF_OK) {
-        raise_status(st, err);
-        return -1;
-    }
+    if (!choose(tier, disabled, &opts.kernels, &mask)) return -1;
+    if_status st;
     Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
         raise_status(st, err);
@@ -368,16 +374,6 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
     if_softmax(v.buf, (size_t)v.len / sizeof(float));
     PyBuffer_Release(&v);
     Py_RETURN_NONE;
-}
-
-/* The kernel set for (tier, disabled names), as if_kernels_choose makes it; 0 with an exception
- * set on an error. */
-static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uint32_t *mask) {
-    char err[ERRLEN] = "";
-    if_status st = if_features_mask(disabled, mask, err, sizeof err);
-    if (st == IF_OK) st = if_kernels_choose(tier, *mask, ks, err, sizeof err);
-    if (st != IF_OK) raise_status(st, err);
-    return st == IF_OK;
 }
 
 static PyObject *table_dict(const if_kernel_table *t) {

@@ -413,11 +413,11 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
 
 def _cmd_info(a) -> int:
     from .engine import runtime_info
-    from .settings import default_threads, getenv
+    from .settings import default_threads, kernel_tier
 
     info = runtime_info()
     info["threads_default"] = default_threads()
-    info["override"] = getenv("KERNEL") or None
+    info["override"] = kernel_tier()
     if a.model is not None:
         info["model"] = _model_info(a.model, a.ctx, a.ubatch)
     if a.json:
