@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from isaforge.chat import StopMatcher, render_chat
+from isaforge.text.chat import StopMatcher, render_chat
 
 # SmolLM2-135M-Instruct's tokenizer.chat_template, as stored in its GGUF (checked below)
 SMOLLM2_TEMPLATE = (

@@ -57,7 +57,7 @@ def test_chat_renders_the_template_and_stops_at_eos(model):
 
 
 def test_stop_ids_end_the_reply(model, monkeypatch):
-    from isaforge.generate import Sampler, Stats
+    from isaforge.runtime.generate import Sampler, Stats
 
     prompt = model.chat_tokens([user("hello")])
     ids = list(model._sample(prompt, 40, Sampler(0, 0.9, 1), Stats()))

@@ -10,11 +10,11 @@ import gguf
 import numpy as np
 import pytest
 
-from isaforge.engine import Engine
 from isaforge.formats.gguf import read_gguf, with_context
 from isaforge.quant.ggml import GGML_TYPES, SUPPORTED_NAMES, dequantize, q8_0_split
 from isaforge.quant.q8 import quantize_q8
 from isaforge.reference import Reference
+from isaforge.runtime.engine import Engine
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 T = gguf.GGMLQuantizationType
@@ -533,7 +533,7 @@ def test_smollm2_gguf_greedy(smollm2_gguf: Path, quant: str) -> None:
 
 def test_smollm2_gguf_text_with_gguf_tokenizer(smollm2_gguf: Path) -> None:
     """The same through the GGUF tokenizer built from this reader's metadata."""
-    tokenizer_hf = pytest.importorskip("isaforge.tokenizer_hf")
+    tokenizer_hf = pytest.importorskip("isaforge.text.hf")
     m = read_gguf(smollm2_gguf, quant="q8")
     tok = tokenizer_hf.load_tokenizer(m.metadata, str(smollm2_gguf))
     ids = tok.encode("The capital of France is")

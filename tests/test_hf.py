@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from isaforge.engine import Engine
 from isaforge.formats import detect_format, read_any
 from isaforge.formats.hf import read_hf
 from isaforge.quant.q8 import quantize_q8
+from isaforge.runtime.engine import Engine
 from isaforge.types import LoadedModel, ModelFormatError, Weights
 
 CFG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,

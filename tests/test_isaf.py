@@ -16,9 +16,9 @@ import pytest
 
 from conftest import cli
 from isaforge.converter import convert
-from isaforge.engine import Engine
 from isaforge.formats.isaf import read_isaf
 from isaforge.model import read_model
+from isaforge.runtime.engine import Engine
 from isaforge.types import Config, ModelFormatError, Q8Tensor
 
 PROMPT_IDS = [1, 403, 407, 261, 378, 41, 313, 270, 420, 350, 260, 2]  # arbitrary stories ids

@@ -17,9 +17,9 @@ LAYERS = [
     ("core", ["isaforge._native", "isaforge._bench", "isaforge.types", "isaforge.settings"]),
     ("quant", ["isaforge.quant"]),
     ("formats", ["isaforge.formats"]),
-    ("text", ["isaforge.tokenizer", "isaforge.tokenizer_hf", "isaforge.chat"]),
-    ("runtime", ["isaforge.engine", "isaforge.generate", "isaforge.reference",
-                 "isaforge.synthetic"]),
+    ("text", ["isaforge.text"]),
+    ("runtime", ["isaforge.runtime", "isaforge.reference", "isaforge.synthetic",
+                 "isaforge.engine", "isaforge.generate"]),  # the last two: old import paths
     ("api", ["isaforge.model", "isaforge.pull", "isaforge.converter", "isaforge"]),
     ("front ends", ["isaforge.cli", "isaforge.__main__", "isaforge.bench"]),
 ]
@@ -101,5 +101,5 @@ def test_the_walker_sees_the_imports_it_checks():
     that formats.gguf imports the quantizer and the engine imports the C core."""
     edges = imports(modules())
     assert "isaforge.quant.q8" in edges["isaforge.formats.gguf"]
-    assert "isaforge._native" in edges["isaforge.engine"]
+    assert "isaforge._native" in edges["isaforge.runtime.engine"]
     assert "isaforge.formats" in edges["isaforge.model"]

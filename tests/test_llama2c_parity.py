@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import cli
-from isaforge.engine import Engine, runtime_info, select_kernel
 from isaforge.formats.llama2c import read_llama2c
-from isaforge.tokenizer import Llama2cTokenizer, safe_piece
+from isaforge.runtime.engine import Engine, runtime_info, select_kernel
+from isaforge.text.llama2c import Llama2cTokenizer, safe_piece
 
 PROMPT = "Once upon a time"
 REFS = {"fp32": "runc_fp32_once_upon_a_time.npz", "q8": "runq_q8gs4_once_upon_a_time.npz"}

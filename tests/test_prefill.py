@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isaforge.engine import Engine, kv_cache_bytes, select_kernel
 from isaforge.formats.llama2c import read_llama2c
+from isaforge.runtime.engine import Engine, kv_cache_bytes, select_kernel
 from isaforge.synthetic import SMOLLM2_135M, random_q8_model
 from isaforge.types import Config, LoadedModel
 
@@ -94,7 +94,7 @@ def test_sliding_window_chunked_equals_token_by_token(window, sinks):
 
 def test_every_tier_gives_the_same_bits(stories):
     """The attention kernels of every tier here equal the scalar one bit for bit in a model."""
-    from isaforge.engine import runtime_info
+    from isaforge.runtime.engine import runtime_info
 
     m = read_llama2c(stories / "stories260K.bin")
     prompt = [1] + np.random.default_rng(4).integers(3, 512, 90).tolist()

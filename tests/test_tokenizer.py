@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from isaforge.tokenizer import (
+from isaforge.text.llama2c import (
     Llama2cTokenizer,
     StreamDecoder,
     _scan_byte,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from isaforge.chat import render_chat
-from isaforge.tokenizer import Llama2cTokenizer, StreamDecoder
-from isaforge.tokenizer_hf import _B2U, load_tokenizer
+from isaforge.text.chat import render_chat
+from isaforge.text.hf import _B2U, load_tokenizer
+from isaforge.text.llama2c import Llama2cTokenizer, StreamDecoder
 from isaforge.types import ModelFormatError
 
 DATA = json.loads((Path(__file__).parent / "data" / "smollm2_tokenizer_ids.json")

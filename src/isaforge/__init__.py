@@ -8,8 +8,8 @@
 """
 
 from .converter import convert
-from .engine import runtime_info
 from .model import Model, load
+from .runtime.engine import runtime_info
 from .types import Config, ModelFormatError, Q8Tensor
 
 __version__ = "0.1.0"

@@ -186,7 +186,7 @@ def _split_run_args(a) -> tuple[str | None, str]:
 
 def _load(a, model):
     from . import load
-    from .generate import check_penalty, check_sampling
+    from .runtime.generate import check_penalty, check_sampling
 
     check_sampling(1.0 if a.temperature is None else a.temperature,
                    0.9 if a.top_p is None else a.top_p)
@@ -219,8 +219,8 @@ def _print_stats(model) -> None:
 
 
 def _cmd_run(a) -> int:
-    from .generate import resolve_steps
     from .model import DEFAULT_MAX_NEW, _is_llama2c_tok
+    from .runtime.generate import resolve_steps
 
     model_path, prompt = _split_run_args(a)
     model = _load(a, model_path)
@@ -228,7 +228,7 @@ def _cmd_run(a) -> int:
     temperature, top_p = _sampling(a, model)
     out = sys.stdout.buffer
     if _is_llama2c_tok(tok) and not a.stop:  # run.c, byte for byte
-        from .tokenizer import safe_piece
+        from .text.llama2c import safe_piece
 
         pairs = model.generate_ids(prompt, a.new_tokens, temperature, top_p, a.seed,
                                    steps=a.steps if a.new_tokens is None else None,
@@ -398,8 +398,8 @@ def _bytes(n: int) -> str:
 
 def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
     """A model's shapes and its KV cache bytes per cache type at the context `run` uses."""
-    from .engine import KV_CACHE_TYPES, kv_cache_bytes
     from .model import read_model, with_ctx
+    from .runtime.engine import KV_CACHE_TYPES, kv_cache_bytes
 
     loaded = read_model(path)
     c = with_ctx(loaded, ctx).config
@@ -412,7 +412,7 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
 
 
 def _cmd_info(a) -> int:
-    from .engine import runtime_info
+    from .runtime.engine import runtime_info
     from .settings import default_threads, kernel_tier
 
     info = runtime_info()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .formats.isaf import KEEP_PREFIXES, SCHEMES, ConvertSummary, requantize, write_isaf
 from .model import LLAMA2C_TOKENIZER_KEY, find_tokenizer, read_model
-from .tokenizer import Llama2cTokenizer
+from .text.llama2c import Llama2cTokenizer
 
 
 def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",

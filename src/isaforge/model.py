@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine import Engine, runtime_info
-from .generate import (
+from .runtime.engine import Engine, runtime_info
+from .runtime.generate import (
     Sampler,
     Stats,
     TextStream,
@@ -70,7 +70,7 @@ LLAMA2C_TOKENIZER_KEY = "isaforge.llama2c_tokenizer"
 def tokenizer_for(loaded: LoadedModel, tokenizer: str | os.PathLike | None = None):
     """The tokenizer of a loaded model: a llama2.c tokenizer.bin (given, embedded in a .isaf,
     or found beside a llama2.c file), else built from the model's own metadata."""
-    from .tokenizer import Llama2cTokenizer
+    from .text.llama2c import Llama2cTokenizer
 
     vocab = loaded.config.vocab_size
     if tokenizer is not None:
@@ -93,13 +93,13 @@ def tokenizer_for(loaded: LoadedModel, tokenizer: str | os.PathLike | None = Non
             raise ModelFormatError(f"{loaded.path}: bad embedded llama2.c tokenizer: {e}") from None
     if loaded.format.startswith("llama2c"):
         return Llama2cTokenizer.load(find_tokenizer(Path(loaded.path), vocab), vocab)
-    from .tokenizer_hf import load_tokenizer
+    from .text.hf import load_tokenizer
 
     return load_tokenizer(loaded.metadata, loaded.path)
 
 
 def _is_llama2c_tok(tok) -> bool:
-    from .tokenizer import Llama2cTokenizer
+    from .text.llama2c import Llama2cTokenizer
 
     return isinstance(tok, Llama2cTokenizer)
 
@@ -210,7 +210,7 @@ class Model:
         return self.complete(tokens, max_new_tokens, temperature, top_p, seed, stop, stream)
 
     def _generate_llama2c(self, prompt, max_new_tokens, temperature, top_p, seed, stream):
-        from .tokenizer import StreamDecoder
+        from .text.llama2c import StreamDecoder
 
         prompt_tokens = self.tokenizer.encode(prompt, bos=True)
         pairs = self.generate_ids(prompt_tokens, max_new_tokens, temperature, top_p, seed)
@@ -232,7 +232,7 @@ class Model:
 
     def render_chat(self, messages, add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template renders it."""
-        from .chat import render_chat
+        from .text.chat import render_chat
 
         template = self.chat_template
         if not template:
@@ -288,7 +288,7 @@ class Model:
             raise ValueError("stop must be a list of strings")
         stops = [s for s in (stop or ()) if s]
         if stops:
-            from .chat import StopMatcher
+            from .text.chat import StopMatcher
         tokens = list(tokens)
         if not tokens:
             raise ValueError("the prompt encodes to no tokens")

@@ -190,7 +190,7 @@ def _log(a):
 
 def _run_e2e(argv: list[str]) -> int:
     from .. import _native
-    from ..engine import kv_cache_bytes
+    from ..runtime.engine import kv_cache_bytes
     from ..settings import default_threads
     from .e2e import E2ERun, load_model
     from .limits import measure_limits

@@ -145,7 +145,7 @@ class E2ERun:
     kv_cache: str = "f32"
 
     def build(self) -> tuple[list[Config], dict, list[dict]]:
-        from ..engine import Engine
+        from ..runtime.engine import Engine
         from .peers import LlamaCppRunner, llama_cpp_status
 
         configs, runners = [], {}

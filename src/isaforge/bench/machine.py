@@ -56,7 +56,7 @@ def machine_info() -> dict:
     import numpy as np
 
     from .. import _bench
-    from ..engine import runtime_info
+    from ..runtime.engine import runtime_info
     from ..settings import disabled_features, physical_cores
 
     info = runtime_info()

@@ -1,0 +1,140 @@
+"""The engine: a Python object owning the C run state of one model.
+
+Python decides what to run; the C core decides how fast. One C call per decode step and one
+per prefill, never a Python loop over layers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _native
+from ..settings import default_threads, disabled_features, kernel_tier
+from ..types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
+
+F32, Q8 = _native.F32, _native.Q8  # if_dtype
+KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
+
+
+_default_tier: str | None = None  # select_kernel's choice for engines made without `kernel`
+
+
+def select_kernel(tier: str | None) -> None:
+    """The kernel tier of engines made from now on without their own `kernel` ("auto": the best
+    per op; None: back to ISAFORGE_KERNEL, else auto). Engines that exist keep their kernels:
+    the choice is a value each engine holds, not process state. Raises ValueError for an
+    unknown tier, RuntimeError for an unsupported one."""
+    global _default_tier
+    _native.info(tier or kernel_tier(), disabled_features())  # validates
+    _default_tier = tier
+
+
+def chosen_tier(kernel: str | None = None) -> str | None:
+    """The tier an engine made with `kernel` runs: kernel, else select_kernel's, else
+    ISAFORGE_KERNEL's (None: automatic)."""
+    return kernel or _default_tier or kernel_tier()
+
+
+def runtime_info(kernel: str | None = None) -> dict:
+    """CPU model, features found (and hidden by ISAFORGE_DISABLE_FEATURES), compiled tiers and
+    the kernels an engine made with `kernel` would run per op."""
+    return _native.info(chosen_tier(kernel), disabled_features())
+
+
+def _config_tuple(c: Config) -> tuple:
+    return (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
+            float(c.rope_theta), float(c.norm_eps), c.sliding_window, c.n_sinks)
+
+
+def _kv_type(kv_cache: str) -> int:
+    if kv_cache not in KV_CACHE_TYPES:
+        raise ValueError(f"kv_cache must be one of {', '.join(KV_CACHE_TYPES)}, got {kv_cache!r}")
+    return KV_CACHE_TYPES[kv_cache]
+
+
+def kv_cache_bytes(config: Config, kv_cache: str = "f32", ubatch: int = 0) -> int:
+    """Bytes the KV cache of an Engine over `config` (context config.seq_len) would take,
+    counted by the C core that allocates it; nothing is allocated."""
+    return _native.kv_cache_bytes(_config_tuple(config), ubatch, _kv_type(kv_cache))
+
+
+def _matrix_spec(w) -> tuple:
+    if isinstance(w, Q8Tensor):
+        rows, cols = w.q.shape
+        return (Q8, rows, cols, w.group_size, _c(w.q, np.int8), _c(w.s, np.float32))
+    rows, cols = w.shape
+    return (F32, rows, cols, 0, _c(w, np.float32), None)
+
+
+def _c(a: np.ndarray, dtype) -> np.ndarray:
+    """a as aligned C-contiguous `dtype`, without copying when it already is (mmapped weights;
+    v2 scales may sit at unaligned offsets and are then copied)."""
+    if a.dtype != dtype:
+        raise TypeError(f"expected {np.dtype(dtype)} weights, got {a.dtype}")
+    return np.require(a, requirements=["C", "A"])
+
+
+class Engine:
+    """C run state (activations, KV cache, thread pool) over borrowed weights.
+
+    ubatch: prompt rows per prefill chunk (0: the core's default, 512). kv_cache: "f32",
+    "f16" or "int8" (per position, head and group of head dims). kernel: the kernel tier for
+    every op (None: chosen_tier's), fixed for the engine's life."""
+
+    def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
+                 kv_cache: str = "f32", kernel: str | None = None):
+        kv_type = _kv_type(kv_cache)
+        if ubatch < 0:
+            raise ValueError(f"ubatch must be >= 0, got {ubatch}")
+        c: Config = model.config
+        w = model.weights
+        self.config = c
+        self.model = model
+        mats = []
+        for layer in range(c.n_layers):
+            for name in LAYER_MATRICES:
+                mats.append(_matrix_spec(getattr(w, name)[layer]))
+        mats.append(_matrix_spec(w.wcls))
+        self._arrays = mats  # keep every borrowed array referenced
+        cfg = _config_tuple(c)
+        self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
+        self._tok = _c(w.tok_embeddings, np.float32)
+        self._final = _c(w.rms_final, np.float32)
+        self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
+                                threads or default_threads(), ubatch, kv_type,
+                                chosen_tier(kernel), disabled_features())
+        self.kv_cache = kv_cache
+        self._logits = np.empty(c.vocab_size, np.float32)
+
+    @property
+    def threads(self) -> int:
+        return self._m.threads
+
+    @property
+    def kernels(self) -> dict:
+        """The kernel tables this engine runs: {"decode": {...}, "prefill": {...}}."""
+        return self._m.kernels
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the KV cache (keys, values and int8 scales)."""
+        return self._m.kv_cache_bytes
+
+    @property
+    def attention(self) -> str:
+        """The attention kernel this engine runs for prefill and decode alike."""
+        return self._m.attention
+
+    def forward(self, token: int, pos: int) -> np.ndarray:
+        """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""
+        self._m.forward(int(token), int(pos), self._logits)
+        return self._logits
+
+    def prefill(self, tokens, pos0: int = 0, all_logits: bool = False) -> np.ndarray:
+        """Run tokens at pos0..; returns the last logits (vocab,) or all (n, vocab)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        if all_logits:
+            out = np.empty((len(t), self.config.vocab_size), np.float32)
+            self._m.prefill(t, int(pos0), self._logits, out)
+            return out
+        self._m.prefill(t, int(pos0), self._logits)
+        return self._logits
