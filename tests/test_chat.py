@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from isaforge.text.chat import StopMatcher, render_chat
+from isaforge.text.chat import render_chat
+from isaforge.text.stream import StopMatcher
 
 # SmolLM2-135M-Instruct's tokenizer.chat_template, as stored in its GGUF (checked below)
 SMOLLM2_TEMPLATE = (

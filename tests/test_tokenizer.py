@@ -15,11 +15,11 @@ import pytest
 
 from isaforge.text.llama2c import (
     Llama2cTokenizer,
-    StreamDecoder,
     _scan_byte,
     safe_piece,
     split_codepoints,
 )
+from isaforge.text.stream import StreamDecoder
 from isaforge.types import ModelFormatError
 
 TOK512 = Path(__file__).resolve().parents[2] / "shared" / "models" / "stories260K" / "tok512.bin"

@@ -11,7 +11,8 @@ import pytest
 
 from isaforge.text.chat import render_chat
 from isaforge.text.hf import _B2U, load_tokenizer
-from isaforge.text.llama2c import Llama2cTokenizer, StreamDecoder
+from isaforge.text.llama2c import Llama2cTokenizer
+from isaforge.text.stream import StreamDecoder
 from isaforge.types import ModelFormatError
 
 DATA = json.loads((Path(__file__).parent / "data" / "smollm2_tokenizer_ids.json")

@@ -19,7 +19,6 @@ from .runtime.engine import Engine, runtime_info
 from .runtime.generate import (
     Sampler,
     Stats,
-    TextStream,
     generate_tokens,
     resolve_steps,
     sample_tokens,
@@ -111,19 +110,6 @@ def _piece_text(tok, token_id: int | None) -> str:
     return p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
 
 
-def check_messages(messages) -> list[dict]:
-    """Validate chat messages: a non-empty list of {"role": str, "content": str}."""
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
-        raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...}")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) \
-                or not isinstance(m.get("content"), str):
-            raise ValueError(f"message {i} must be a dict with str 'role' and 'content', got {m!r}")
-        out.append(dict(m))
-    return out
-
-
 class Model:
     """A loaded model ready to generate. Built by `isaforge.load`."""
 
@@ -210,7 +196,7 @@ class Model:
         return self.complete(tokens, max_new_tokens, temperature, top_p, seed, stop, stream)
 
     def _generate_llama2c(self, prompt, max_new_tokens, temperature, top_p, seed, stream):
-        from .text.llama2c import StreamDecoder
+        from .text.stream import StreamDecoder
 
         prompt_tokens = self.tokenizer.encode(prompt, bos=True)
         pairs = self.generate_ids(prompt_tokens, max_new_tokens, temperature, top_p, seed)
@@ -232,7 +218,7 @@ class Model:
 
     def render_chat(self, messages, add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template renders it."""
-        from .text.chat import render_chat
+        from .text.chat import check_messages, render_chat
 
         template = self.chat_template
         if not template:
@@ -288,7 +274,8 @@ class Model:
             raise ValueError("stop must be a list of strings")
         stops = [s for s in (stop or ()) if s]
         if stops:
-            from .text.chat import StopMatcher
+            from .text.stream import StopMatcher
+        from .text.stream import StreamDecoder
         tokens = list(tokens)
         if not tokens:
             raise ValueError("the prompt encodes to no tokens")
@@ -302,7 +289,7 @@ class Model:
         ids = self._sample(tokens, max_new_tokens, sampler, self.last_stats)
 
         def pieces() -> Iterator[str]:
-            text = TextStream(self.tokenizer, tokens[-1])
+            text = StreamDecoder(self.tokenizer, tokens[-1])
             matcher = StopMatcher(stops) if stops else None
             try:
                 for t in ids:

@@ -154,22 +154,3 @@ def sample_tokens(engine, logits: np.ndarray, pos: int, limit: int, sampler: Sam
         stats.decode_tokens += 1
         cached.append(nxt)
         pos += 1
-
-
-class TextStream:
-    """Token ids to text pieces through `tokenizer.decode(prev, token) -> bytes`, never
-    splitting a UTF-8 character (an incomplete sequence waits; `flush` ends it as U+FFFD)."""
-
-    def __init__(self, tokenizer, prev_token: int = -1):
-        import codecs
-
-        self._tok, self._prev = tokenizer, prev_token
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-
-    def feed(self, token: int) -> str:
-        raw = self._tok.decode(self._prev, token)
-        self._prev = token
-        return self._utf8.decode(raw if isinstance(raw, bytes) else raw.encode())
-
-    def flush(self) -> str:
-        return self._utf8.decode(b"", final=True)

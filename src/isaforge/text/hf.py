@@ -23,11 +23,13 @@ llama-cpp-python is importable).
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections.abc import Iterable, Sequence
 
 from isaforge.types import ModelFormatError
+
+from .merge import merge_by_score
+from .stream import decode_tokens
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # GGUF token types
 _STOP_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end|>",
@@ -136,15 +138,11 @@ class Tokenizer:
             return p[1:]
         return p
 
-    _raw = decode  # what StreamDecoder calls
+    text_bytes = decode  # what `token` adds to decoded text (StreamDecoder's protocol)
 
     def decode_tokens(self, tokens: Iterable[int], prev_token: int | None = None) -> str:
         """Decode ids to text (UTF-8, errors="replace"); `prev_token` precedes `tokens`."""
-        prev, out = -1 if prev_token is None else prev_token, bytearray()
-        for t in tokens:
-            out += self.decode(prev, t)
-            prev = t
-        return out.decode("utf-8", "replace")
+        return decode_tokens(self, tokens, prev_token)
 
     def _partition(self, text: str, special: bool) -> list[str | int]:
         """llama.cpp's tokenizer_st_partition: raw text fragments (str) and token ids."""
@@ -286,51 +284,24 @@ class SPMTokenizer(Tokenizer):
     def _spm(self, text: str) -> list[int]:
         """Merge adjacent symbols whose concatenation is a token, best score first (leftmost
         on ties), then emit tokens, undoing merges that are not tokens into byte tokens."""
-        syms = list(text)
-        n = len(syms)
-        if n == 0:
-            return []
-        nxt, prv = list(range(1, n + 1)), list(range(-1, n - 1))
-        nxt[-1] = -1
-        alive = [True] * n
-        heap: list[tuple[float, int, int, str]] = []
         lookup, scores = self._lookup, self._scores
 
-        def push(i: int, j: int) -> None:
-            if i < 0 or j < 0:
-                return
-            t = syms[i] + syms[j]
-            tid = lookup.get(t)
-            if tid is not None:
-                heapq.heappush(heap, (-scores[tid], i, j, t))
+        def pair(a: str, b: str) -> tuple[float, str] | None:
+            tid = lookup.get(a + b)
+            return None if tid is None else (scores[tid], a + b)
 
-        for i in range(n - 1):
-            push(i, i + 1)
-        while heap:
-            _, i, j, t = heapq.heappop(heap)
-            if not alive[i] or not alive[j] or nxt[i] != j or syms[i] + syms[j] != t:
-                continue
-            syms[i], alive[j] = t, False
-            k = nxt[j]
-            nxt[i] = k
-            if k >= 0:
-                prv[k] = i
-            push(prv[i], i)
-            push(i, k)
         ids: list[int] = []
-        i = 0
-        while i >= 0:
-            tid = lookup.get(syms[i])
+        for sym in merge_by_score(list(text), pair):
+            tid = lookup.get(sym)
             if tid is not None:
                 ids.append(tid)
-            else:
-                for b in syms[i].encode("utf-8"):  # byte fallback, else <unk>
-                    tid = self._byte_ids.get(b, self._unk_id)
-                    if tid is None:
-                        raise ModelFormatError(f"{self.name}: no byte token <0x{b:02X}> and no "
-                                               f"unknown token for {syms[i]!r}")
-                    ids.append(tid)
-            i = nxt[i]
+                continue
+            for b in sym.encode("utf-8"):  # byte fallback, else <unk>
+                tid = self._byte_ids.get(b, self._unk_id)
+                if tid is None:
+                    raise ModelFormatError(f"{self.name}: no byte token <0x{b:02X}> and no "
+                                           f"unknown token for {sym!r}")
+                ids.append(tid)
         return ids
 
 

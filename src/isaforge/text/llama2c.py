@@ -9,14 +9,15 @@ raises ModelFormatError instead of reading out of bounds.
 
 from __future__ import annotations
 
-import codecs
-import heapq
 import struct
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from isaforge.types import ModelFormatError
+
+from .merge import merge_by_score
+from .stream import decode_tokens
 
 BOS_ID = 1
 EOS_ID = 2
@@ -166,8 +167,10 @@ class Llama2cTokenizer:
 
     # -- encode ---------------------------------------------------------------------------
 
-    def encode(self, text: str | bytes, bos: bool = True, eos: bool = False) -> list[int]:
-        """run.c's encode. `text` is a C string: it ends at its first NUL (str -> UTF-8)."""
+    def encode(self, text: str | bytes, bos: bool = True, eos: bool = False, *,
+               special: bool = True) -> list[int]:
+        """run.c's encode. `text` is a C string: it ends at its first NUL (str -> UTF-8).
+        `special` is the tokenizers' common flag; a llama2.c vocab has no control texts."""
         raw = _cstr(text.encode("utf-8") if isinstance(text, str) else bytes(text))
         tokens = [BOS_ID] if bos else []
         if raw:
@@ -192,42 +195,15 @@ class Llama2cTokenizer:
         return tokens
 
     def _merge(self, tokens: list[int]) -> list[int]:
-        """run.c's merge loop (best score, leftmost on ties, until none) via a lazy heap.
-
-        Nodes keep their original index, which orders them exactly like run.c's positions;
-        a heap entry is live while its pair is still adjacent and unchanged.
-        """
-        n = len(tokens)
-        if n < 2:
-            return tokens
+        """run.c's merge loop: best score, leftmost on ties, until none (a NaN or -1e10
+        score never merges, as run.c's `score > best_score` test)."""
         cp, lookup, scores = self._cpieces, self._lookup, self._scores
-        tok, nxt, prv = tokens[:], list(range(1, n + 1)), list(range(-1, n - 1))
-        heap: list[tuple[float, int, int, int, int, int]] = []
 
-        def push(i: int, j: int) -> None:
-            mid = lookup.get(cp[tok[i]] + cp[tok[j]])
-            if mid is not None and scores[mid] > _START_SCORE:  # NaN never merges
-                heapq.heappush(heap, (-scores[mid], i, j, tok[i], tok[j], mid))
+        def pair(a: int, b: int) -> tuple[float, int] | None:
+            mid = lookup.get(cp[a] + cp[b])
+            return (scores[mid], mid) if mid is not None and scores[mid] > _START_SCORE else None
 
-        for i in range(n - 1):
-            push(i, i + 1)
-        while heap:
-            _, i, j, ti, tj, mid = heapq.heappop(heap)
-            if nxt[i] != j or tok[i] != ti or tok[j] != tj:
-                continue  # stale (a dead node has nxt == -1)
-            tok[i], k = mid, nxt[j]
-            nxt[i], nxt[j] = k, -1
-            if k < n:
-                prv[k] = i
-                push(i, k)
-            if prv[i] >= 0:
-                push(prv[i], i)
-        out: list[int] = []
-        i = 0
-        while i < n:
-            out.append(tok[i])
-            i = nxt[i]
-        return out
+        return merge_by_score(tokens, pair)
 
     # -- decode ---------------------------------------------------------------------------
 
@@ -243,42 +219,11 @@ class Llama2cTokenizer:
         b = _scan_byte(piece)
         return piece if b is None else bytes((b,))
 
-    def _raw(self, prev_token: int, token: int) -> bytes:
+    def text_bytes(self, prev_token: int, token: int) -> bytes:
+        """What `token` adds to decoded text: `decode`'s bytes, nothing for BOS/EOS."""
         return b"" if token in (BOS_ID, EOS_ID) else self.decode(prev_token, token)
 
     def decode_tokens(self, tokens: Iterable[int], prev_token: int | None = None) -> str:
         """Decode ids to text (UTF-8, errors="replace"). BOS/EOS print nothing but still
         count as the previous token; `prev_token` is the id before ``tokens`` (None: none)."""
-        prev, out = -1 if prev_token is None else prev_token, bytearray()
-        for t in tokens:
-            out += self._raw(prev, t)
-            prev = t
-        return out.decode("utf-8", "replace")
-
-
-class StreamDecoder:
-    """Incremental `Llama2cTokenizer.decode_tokens`: feed ids one at a time and get text that
-    never splits a UTF-8 character (incomplete sequences wait in a buffer); `flush` at the end.
-    The concatenation of all pieces equals ``decode_tokens`` of the same ids."""
-
-    def __init__(self, tokenizer: Llama2cTokenizer, prev_token: int | None = None) -> None:
-        self._tok = tokenizer
-        self._prev = -1 if prev_token is None else prev_token
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-
-    def feed(self, token: int) -> str:
-        raw = self._tok._raw(self._prev, token)
-        self._prev = token
-        return self._utf8.decode(raw)
-
-    def flush(self) -> str:
-        """Emit what is buffered (an incomplete sequence becomes U+FFFD) and reset."""
-        return self._utf8.decode(b"", final=True)
-
-    def stream(self, tokens: Iterable[int]) -> Iterator[str]:
-        """Yield the non-empty pieces for `tokens`, then the flushed tail."""
-        for t in tokens:
-            if s := self.feed(t):
-                yield s
-        if s := self.flush():
-            yield s
+        return decode_tokens(self, tokens, prev_token)
