@@ -10,7 +10,8 @@ import gguf
 import numpy as np
 import pytest
 
-from isaforge.formats.gguf import read_gguf, with_context
+from isaforge.formats import with_context
+from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import GGML_TYPES, SUPPORTED_NAMES, dequantize, q8_0_split
 from isaforge.quant.q8 import quantize_q8
 from isaforge.reference import Reference

@@ -398,11 +398,12 @@ def _bytes(n: int) -> str:
 
 def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
     """A model's shapes and its KV cache bytes per cache type at the context `run` uses."""
-    from .model import read_model, with_ctx
+    from .formats import with_context
+    from .model import read_model
     from .runtime.engine import KV_CACHE_TYPES, kv_cache_bytes
 
     loaded = read_model(path)
-    c = with_ctx(loaded, ctx).config
+    c = with_context(loaded, ctx).config
     return {"path": str(loaded.path), "format": loaded.format, "n_layers": c.n_layers,
             "dim": c.dim, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
             "head_size": c.dim // c.n_heads, "vocab_size": c.vocab_size,

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .formats import with_context
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import (
     Sampler,
@@ -25,7 +25,6 @@ from .runtime.generate import (
 )
 from .types import LoadedModel, ModelFormatError
 
-DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
 # Sampling the SmolLM2 model card suggests; used for chat-template models when the caller
 # gives no temperature (llama2.c files keep run.c's defaults, 1.0 and 0.9).
 CHAT_TEMPERATURE, CHAT_TOP_P = 0.2, 0.9
@@ -338,20 +337,6 @@ class Model:
                              stats, self._cached)
 
 
-def with_ctx(loaded: LoadedModel, ctx: int | None) -> LoadedModel:
-    """loaded with the context load() runs it at: ctx (at most the model's), or by default
-    min(the model's, DEFAULT_CTX). The KV cache is sized by it."""
-    if ctx is not None and ctx < 1:
-        raise ValueError(f"ctx must be >= 1, got {ctx}")
-    model_ctx = loaded.config.seq_len
-    if ctx is not None and ctx > model_ctx:
-        raise ValueError(f"ctx {ctx} exceeds the model's context length {model_ctx}")
-    n_ctx = ctx if ctx is not None else min(model_ctx, DEFAULT_CTX)
-    if n_ctx == model_ctx:
-        return loaded
-    return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
-
-
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
          threads: int | None = None, kernel: str | None = None, quant: str = "q8",
          ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
@@ -375,5 +360,5 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
         from .pull import ensure_model
 
         path = ensure_model()
-    loaded = with_ctx(read_model(path, quant), ctx)
+    loaded = with_context(read_model(path, quant), ctx)
     return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache, kernel)

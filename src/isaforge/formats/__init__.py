@@ -1,7 +1,9 @@
-"""Model file readers and writers, and `read_any`, which picks the reader for a path."""
+"""Model file readers and writers; `read_any`, which picks the reader for a path, and
+`with_context`, the context a loaded model runs at."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
@@ -21,12 +23,15 @@ from isaforge.formats.llama2c import (
 )
 from isaforge.types import LoadedModel, ModelFormatError
 
+DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
+
 __all__ = [
     "detect_format",
     "read_any",
     "read_gguf",
     "read_hf",
     "read_llama2c",
+    "with_context",
     "v2_tensor_specs",
     "v2_tensors_of",
     "write_llama2c_v1",
@@ -92,3 +97,17 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
 
         return read_isaf(path)
     return read_llama2c(path)
+
+
+def with_context(loaded: LoadedModel, ctx: int | None = None) -> LoadedModel:
+    """`loaded` at the context it runs at (the KV cache is sized by it): `ctx`, at most the
+    model's own, or by default min(the model's, DEFAULT_CTX)."""
+    if ctx is not None and ctx < 1:
+        raise ValueError(f"ctx must be >= 1, got {ctx}")
+    model_ctx = loaded.config.seq_len
+    if ctx is not None and ctx > model_ctx:
+        raise ValueError(f"ctx {ctx} exceeds the model's context length {model_ctx}")
+    n_ctx = ctx if ctx is not None else min(model_ctx, DEFAULT_CTX)
+    if n_ctx == model_ctx:
+        return loaded
+    return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))

@@ -23,12 +23,12 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from isaforge.quant.ggml import GGML_TYPES, SUPPORTED_NAMES, dequantize, q8_0_split
-from isaforge.quant.q8 import pick_group_size, quantize_q8
+from isaforge.quant.q8 import as_q8, read_group_size
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = b"GGUF"
@@ -344,7 +344,7 @@ def _matrix(mm, t: TensorInfo, quant: str, gs: int):
         q, s = q8_0_split(_raw(mm, t), *t.shape)
         if not (q == -128).any():  # isaforge's kernels need q in [-127, 127]
             return Q8Tensor(q, s, 32)
-    return quantize_q8(_float32(mm, t), gs)[0]
+    return as_q8(_float32(mm, t), gs)
 
 
 def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
@@ -358,7 +358,7 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     try:
         c = gguf_config(g)
         _check_tensors(g, c)
-        gs = min(32, pick_group_size(c, None))
+        gs = read_group_size(c)
         t = g.tensors
         tok = np.ascontiguousarray(_float32(mm, t["token_embd.weight"]))
         layers = {f: [] for f in _LAYER_TENSORS}
@@ -384,9 +384,3 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             raise
         raise ModelFormatError(f"{g.path}: malformed GGUF: {e}") from None
     return LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
-
-
-def with_context(model: LoadedModel, seq_len: int) -> LoadedModel:
-    """The same model with its context capped at seq_len (the KV cache is sized by it)."""
-    return replace(model, config=replace(model.config, seq_len=min(seq_len,
-                                                                    model.config.seq_len)))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.quant.q8 import pick_group_size, quantize_q8
+from isaforge.quant.q8 import as_q8, read_group_size
 from isaforge.types import Config, LoadedModel, ModelFormatError, Weights
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
@@ -230,7 +230,10 @@ def hf_metadata(folder: Path, cfg: dict) -> dict:
     vocab: dict[str, int] = {}
     tj = folder / "tokenizer.json"
     if tj.is_file():
-        text = tj.read_text(encoding="utf-8")
+        try:
+            text = tj.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _fail(tj, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
         md["tokenizer.huggingface.json"] = text
         try:
             spec = json.loads(text)
@@ -318,13 +321,13 @@ def _weights(c: Config, tensors: dict[str, SafeTensor], maps: dict, quant: str,
         if t.dtype not in FLOAT_DTYPES:
             raise _fail(t.file, f"tensor {name} has dtype {t.dtype}, not supported "
                         f"(supported: {', '.join(FLOAT_DTYPES)})")
-    gs = min(32, pick_group_size(c, None))
+    gs = read_group_size(c)
 
     def get(name: str) -> np.ndarray:
         return _float32(maps[tensors[name].file], tensors[name])
 
     def mat(a: np.ndarray):
-        return np.ascontiguousarray(a, np.float32) if quant == "f32" else quantize_q8(a, gs)[0]
+        return np.ascontiguousarray(a, np.float32) if quant == "f32" else as_q8(a, gs)
 
     tok = np.ascontiguousarray(get("model.embed_tokens.weight"), np.float32)
     layers: dict[str, list] = {f: [] for f in _LAYER}

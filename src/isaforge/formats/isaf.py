@@ -313,7 +313,7 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     (the token table too: the embedding lookup uses its dequantized values, as runq.c)."""
     from dataclasses import replace
 
-    from isaforge.quant.q8 import pick_group_size, quantize_q8
+    from isaforge.quant.q8 import as_q8, pick_group_size
 
     c, w = loaded.config, loaded.weights
     if scheme == "f32":
@@ -330,21 +330,9 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
         gs = have or pick_group_size(c, None)
     if have and have != gs:
         log(f"requantizing Q8 group size {have} to {gs} (the result differs from the source)")
-
-    def conv(m):
-        if isinstance(m, Q8Tensor):
-            if m.group_size == gs:
-                return m
-            m = m.dequantize()
-        return quantize_q8(m, gs)[0]
-
-    tok = w.tok_embeddings
-    if isinstance(w.wcls, Q8Tensor):
-        wcls = conv(w.wcls)
-    else:
-        wcls = quantize_q8(w.wcls, gs)[0]
-        if c.shared_classifier:
-            tok = wcls.dequantize()
+    tok, wcls = w.tok_embeddings, as_q8(w.wcls, gs)
+    if c.shared_classifier and not isinstance(w.wcls, Q8Tensor):
+        tok = wcls.dequantize()
     new = replace(w, tok_embeddings=tok, wcls=wcls,
-                  **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
+                  **{n: [as_q8(m, gs) for m in getattr(w, n)] for n in MATS})
     return replace(loaded, weights=new), gs

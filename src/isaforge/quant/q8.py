@@ -16,6 +16,7 @@ import numpy as np
 from isaforge.types import Config, Q8Tensor
 
 MAX_AUTO_GROUP = 64
+READ_GROUP = 32  # GGUF's Q8_0 block: what the GGUF and HF readers quantize at
 
 
 def quantize_q8(w: np.ndarray, group_size: int) -> tuple[Q8Tensor, float]:
@@ -68,3 +69,20 @@ def pick_group_size(config: Config, requested: int | None) -> int:
             f"valid choices for this model: {shown}"
         )
     return requested
+
+
+def read_group_size(config: Config) -> int:
+    """The Q8 group size the GGUF and HF readers hold non-Q8 matrices at: 32 (a Q8_0 file's
+    own, so its tensors are taken as they are), or the largest power of two below 32 that
+    divides dim and hidden_dim."""
+    return min(READ_GROUP, pick_group_size(config, None))
+
+
+def as_q8(m, group_size: int) -> Q8Tensor:
+    """A matrix as Q8 at `group_size`: a Q8Tensor already at it is kept as it is; float32, or
+    Q8 at another group size (dequantized first), is quantized."""
+    if isinstance(m, Q8Tensor):
+        if m.group_size == group_size:
+            return m
+        m = m.dequantize()
+    return quantize_q8(m, group_size)[0]
