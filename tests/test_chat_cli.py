@@ -57,10 +57,11 @@ def test_chat_renders_the_template_and_stops_at_eos(model):
 
 
 def test_stop_ids_end_the_reply(model, monkeypatch):
-    from isaforge.runtime.generate import Sampler, Stats
+    from isaforge.runtime.generate import GenerationConfig
 
     prompt = model.chat_tokens([user("hello")])
-    ids = list(model._sample(prompt, 40, Sampler(0, 0.9, 1), Stats()))
+    config = GenerationConfig(40, temperature=0, top_p=0.9, seed=1, repeat_penalty=1.0)
+    ids = [nxt for _, nxt in model.pairs(prompt, config)]
     assert model.tokenizer.decode_tokens(ids) == model.chat([user("hello")], **GREEDY)
     stop = ids[5]  # the reply must end just before this token's first appearance
     ids = ids[:ids.index(stop)]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from isaforge import _native
-from isaforge.runtime.generate import Sampler, check_sampling
+from isaforge.runtime.sampler import Sampler, check_sampling
 
 M64 = (1 << 64) - 1
 

@@ -186,7 +186,7 @@ def _split_run_args(a) -> tuple[str | None, str]:
 
 def _load(a, model):
     from . import load
-    from .runtime.generate import check_penalty, check_sampling
+    from .runtime.sampler import check_penalty, check_sampling
 
     check_sampling(1.0 if a.temperature is None else a.temperature,
                    0.9 if a.top_p is None else a.top_p)
@@ -196,13 +196,19 @@ def _load(a, model):
                 ctx=a.ctx, ubatch=a.ubatch, kv_cache=a.kv_cache)
 
 
-def _sampling(a, model) -> tuple[float, float]:
-    from .model import CHAT_TEMPERATURE, CHAT_TOP_P
+def _config(a, model):
+    """The flags as the API's GenerationConfig: -n new tokens, else --steps positions, else
+    the profile's budget (llama2.c: run.c's 256 positions; chat models: 512 new tokens);
+    sampling the flags', else the profile's."""
+    from .runtime.generate import DEFAULT_MAX_NEW, GenerationConfig
 
-    chat = model.chat_template is not None
-    t = a.temperature if a.temperature is not None else (CHAT_TEMPERATURE if chat else 1.0)
-    p = a.top_p if a.top_p is not None else (CHAT_TOP_P if chat else 0.9)
-    return t, p
+    steps = getattr(a, "steps", None)
+    if a.new_tokens is None and steps is None:
+        steps = model.profile.steps
+    return model.profile.complete(GenerationConfig(
+        DEFAULT_MAX_NEW if a.new_tokens is None else a.new_tokens,
+        steps if a.new_tokens is None else None, a.temperature, a.top_p, a.seed,
+        a.repeat_penalty, stop=a.stop or ()))
 
 
 def _print_stats(model) -> None:
@@ -219,22 +225,16 @@ def _print_stats(model) -> None:
 
 
 def _cmd_run(a) -> int:
-    from .model import DEFAULT_MAX_NEW, _is_llama2c_tok
-    from .runtime.generate import resolve_steps
-
     model_path, prompt = _split_run_args(a)
     model = _load(a, model_path)
-    tok = model.tokenizer
-    temperature, top_p = _sampling(a, model)
+    profile, config = model.profile, _config(a, model)
     out = sys.stdout.buffer
-    if _is_llama2c_tok(tok) and not a.stop:  # run.c, byte for byte
+    if profile.runc_output and not a.stop:  # run.c, byte for byte: every piece as printed
         from .text.llama2c import safe_piece
 
-        pairs = model.generate_ids(prompt, a.new_tokens, temperature, top_p, a.seed,
-                                   steps=a.steps if a.new_tokens is None else None,
-                                   stop_ids=(tok.bos_id,))
-        for prev, nxt in pairs:
-            out.write(safe_piece(tok.decode(prev, nxt)))
+        runc = config.replace(echo=True, stop_ids=profile.run_stop_ids)
+        for prev, nxt in model.pairs(prompt, runc):
+            out.write(safe_piece(model.tokenizer.decode(prev, nxt)))
             out.flush()
     else:
         chat = model.chat_template is not None and not a.raw
@@ -243,24 +243,17 @@ def _cmd_run(a) -> int:
         else:
             tokens = model.encode(prompt)
             out.write(prompt.encode())
-        if a.new_tokens is not None:
-            limit = a.new_tokens
-        elif a.steps is not None:
-            limit = resolve_steps(len(tokens), model.config.seq_len, a.steps) - len(tokens) + 1
-        else:
-            limit = DEFAULT_MAX_NEW
-        for piece in model.complete(tokens, max(limit, 0), temperature, top_p, a.seed,
-                                    a.stop, stream=True, repeat_penalty=a.repeat_penalty):
+        for piece in model.stream(tokens, config):
             out.write(piece.encode())
             out.flush()
     out.write(b"\n")
     out.flush()
     _print_stats(model)
+    c = config
     how = "as given" if a.temperature is not None else (
-        "model card" if model.chat_template is not None else "run.c defaults")
-    penalty = a.repeat_penalty if a.repeat_penalty is not None else model.default_repeat_penalty
-    print(f"sampling: temperature {temperature:g}, top-p {top_p:g} ({how}), repeat penalty "
-          f"{penalty:g}", file=sys.stderr)
+        "model card" if profile.name == "chat" else "run.c defaults")
+    print(f"sampling: temperature {c.temperature:g}, top-p {c.top_p:g} ({how}), repeat penalty "
+          f"{c.repeat_penalty:g}", file=sys.stderr)
     return 0
 
 
@@ -268,15 +261,14 @@ EXIT_COMMANDS = ("/exit", "/quit", "/bye")
 
 
 def _cmd_chat(a) -> int:
-    from .model import DEFAULT_MAX_NEW, ContextFullError
+    from .runtime.generate import ContextFullError
 
     if len(a.args) > 1 or (a.args and a.model_opt):
         raise UsageError(f"isaforge chat: expected at most one model, got {a.args!r}")
     model = _load(a, a.model_opt or (a.args[0] if a.args else None))
     if model.chat_template is None:
         raise ValueError(f"{model.path}: the model has no chat template; use `isaforge run`")
-    temperature, top_p = _sampling(a, model)
-    limit = DEFAULT_MAX_NEW if a.new_tokens is None else a.new_tokens
+    config = _config(a, model)
     system = [{"role": "system", "content": a.system}] if a.system else []
     history: list[dict] = []
     tty = sys.stdin.isatty()
@@ -318,8 +310,7 @@ def _cmd_chat(a) -> int:
             continue
         reply = []
         try:
-            for piece in model.complete(tokens, limit, temperature, top_p, a.seed, a.stop,
-                                        stream=True, repeat_penalty=a.repeat_penalty):
+            for piece in model.stream(tokens, config):
                 out.write(piece)
                 out.flush()
                 reply.append(piece)

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .formats.isaf import KEEP_PREFIXES, SCHEMES, ConvertSummary, requantize, write_isaf
-from .model import LLAMA2C_TOKENIZER_KEY, find_tokenizer, read_model
+from .model import read_model
 from .text.llama2c import Llama2cTokenizer
+from .text.load import LLAMA2C_TOKENIZER_KEY, find_tokenizer
 
 
 def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",

@@ -1,120 +1,85 @@
-"""Sampler and generation loops: run.c's exactly, and the chat loop (KV-cache aware)."""
+"""The one generation loop. A `GenerationConfig` says how much to generate, how to sample and
+where to stop; a `Session` (an engine and the tokens its KV cache holds) runs it: the prompt is
+prefilled (only past the prefix it shares with the cache), then tokens are sampled one by one.
+`Session.pairs` yields (previous, next) token pairs exactly as run.c's loop prints them (with
+`echo`, the prompt's own pieces first); `Session.text` turns them into UTF-8 text pieces cut
+before any stop string. Every entry point (the Model methods, `isaforge run` and `chat`) is
+one of these two over one config."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import time
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import _native
+from ..text.stream import StopMatcher, StreamDecoder
+from .sampler import Sampler, check_penalty, check_sampling
+
+__all__ = ["ContextFullError", "GenerationConfig", "Sampler", "Session", "Stats",
+           "resolve_steps"]
+
+DEFAULT_MAX_NEW = 512  # new tokens per reply when nothing else is said
+REPEAT_LAST_N = 64  # tokens the repetition penalty looks back on (llama.cpp's)
 
 
-def check_sampling(temperature: float, top_p: float) -> None:
-    """Reject what run.c would silently clamp: a negative temperature, top-p outside [0, 1]."""
-    finite = isinstance(temperature, (int, float)) and math.isfinite(temperature)
-    if not finite or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if not (isinstance(top_p, (int, float)) and 0.0 <= top_p <= 1.0):
-        raise ValueError(f"top-p must be in [0, 1], got {top_p!r}")
+class ContextFullError(ValueError):
+    """The prompt (or conversation) does not fit in the context."""
 
 
-def check_penalty(repeat_penalty: float) -> None:
-    if not (isinstance(repeat_penalty, (int, float)) and math.isfinite(repeat_penalty)
-            and repeat_penalty > 0):
-        raise ValueError(f"the repeat penalty must be a finite number > 0, got {repeat_penalty!r}")
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How much to generate, how to sample, where to stop. Fields left None take the model
+    profile's defaults (`ModelProfile.complete`).
 
+    max_new_tokens: sampled tokens at most (None: until the context is full); `steps`, when
+      given, counts positions including the prompt instead (run.c's -n; 0: the whole context).
+    temperature, top_p, seed: run.c's sampler (seed <= 0 or None: from the clock).
+    repeat_penalty over the last repeat_last_n tokens: llama.cpp's (1.0: off).
+    stop: strings the text ends before (never emitted, not even in part).
+    stop_ids: token ids that end it (not emitted). echo: the prompt's own pieces first, as
+      run.c prints them while it forces the prompt."""
 
-class Sampler:
-    """run.c's sampler: argmax at temperature 0, else softmax(logits / T) with one xorshift*
-    coin per token, top-p when 0 < p < 1, multinomial otherwise. Seed <= 0 (or None) means
-    "from the clock", as upstream.
+    max_new_tokens: int | None = DEFAULT_MAX_NEW
+    steps: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int = REPEAT_LAST_N
+    stop: Sequence[str] = ()
+    stop_ids: tuple[int, ...] | None = None
+    echo: bool = False
 
-    repeat_penalty != 1 first applies llama.cpp's repetition penalty: every distinct token
-    among the last `repeat_last_n` seen (prompt tokens given to `accept`, then each sampled
-    token) has its logit divided by the penalty when positive, multiplied when not. 1.0 (the
-    default, and always for llama2.c files) leaves run.c's sampler untouched."""
+    def __post_init__(self):
+        stop = self.stop if self.stop is not None else ()
+        if isinstance(stop, str) or not all(isinstance(s, str) for s in stop):
+            raise ValueError("stop must be a list of strings")
+        object.__setattr__(self, "stop", tuple(s for s in stop if s))
+        for name in ("max_new_tokens", "steps"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                what = "--steps" if name == "steps" else "max_new_tokens"
+                raise ValueError(f"{what} must be >= 0, got {v}")
+        if self.temperature is not None or self.top_p is not None:
+            check_sampling(1.0 if self.temperature is None else self.temperature,
+                           0.9 if self.top_p is None else self.top_p)
+        if self.repeat_penalty is not None:
+            check_penalty(self.repeat_penalty)
 
-    def __init__(self, temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
-                 repeat_penalty: float = 1.0, repeat_last_n: int = 64):
-        check_sampling(temperature, top_p)
-        check_penalty(repeat_penalty)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        seed = int(seed) if seed is not None else 0
-        self.seed = seed if seed > 0 else int(time.time())
-        self.state = self.seed & 0xFFFFFFFFFFFFFFFF
-        self.repeat_penalty = float(repeat_penalty)
-        self.history: deque[int] = deque(maxlen=max(int(repeat_last_n), 1))
+    def replace(self, **changes) -> GenerationConfig:
+        return dataclasses.replace(self, **changes)
 
-    def accept(self, tokens: Iterable[int]) -> None:
-        """Tokens the repetition penalty should see (the prompt's, before sampling)."""
-        self.history.extend(int(t) for t in tokens)
-
-    def sample(self, logits: np.ndarray) -> int:
-        buf = np.array(logits, dtype=np.float32, copy=True)  # run.c overwrites its logits
-        if self.repeat_penalty != 1.0 and self.history:
-            ids = np.fromiter(set(self.history), dtype=np.int64)
-            ids = ids[(ids >= 0) & (ids < buf.size)]
-            v = buf[ids]
-            pen = np.float32(self.repeat_penalty)
-            buf[ids] = np.where(v > 0, v / pen, v * pen)
-        token, self.state = _native.sample(buf, self.temperature, self.top_p, self.state)
-        self.history.append(token)
-        return token
-
-
-@dataclass
-class Stats:
-    prompt_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_tokens: int = 0  # forward calls after the prefill
-    decode_s: float = 0.0
-    ttft_s: float = 0.0  # start to the first sampled token
-    new_tokens: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    @property
-    def prefill_tps(self) -> float:
-        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
-
-    @property
-    def decode_tps(self) -> float:
-        return self.decode_tokens / self.decode_s if self.decode_s > 0 else 0.0
-
-
-def generate_tokens(engine, prompt_tokens: list[int], steps: int, sampler: Sampler,
-                    stop_ids: tuple[int, ...] = (1,), stats: Stats | None = None
-                    ) -> Iterator[tuple[int, int]]:
-    """run.c's loop: positions 0 .. steps-1; prompt tokens are forced, then sampled tokens.
-    Yields (previous token, next token) for every token run.c would print; stops when the
-    next token is in stop_ids (run.c: BOS). The prompt is prefilled in one call, which
-    gives the same logits as run.c's token-by-token loop."""
-    n = len(prompt_tokens)
-    if n < 1:
-        raise ValueError("the prompt encodes to no tokens")
-    seq_len = engine.config.seq_len
-    if n > seq_len:
-        raise ValueError(f"the prompt is {n} tokens, longer than the model's context ({seq_len})")
-    stats = stats or Stats()
-    stats.prompt_tokens = n
-    # prompt pieces run.c prints while forcing the prompt
-    for pos in range(min(n - 1, steps)):
-        if prompt_tokens[pos + 1] in stop_ids:
-            return
-        yield prompt_tokens[pos], prompt_tokens[pos + 1]
-    if steps < n:
-        return
-    t0 = time.perf_counter()
-    logits = engine.prefill(prompt_tokens, 0)
-    stats.prefill_s = time.perf_counter() - t0
-    prev = prompt_tokens[-1]  # sampled tokens go to positions n .. steps - 1 (run.c's pos)
-    for nxt in sample_tokens(engine, logits, n, steps - n + 1, sampler, stop_ids, stats, []):
-        yield prev, nxt
-        prev = nxt
+    def new_tokens(self, n_prompt: int, seq_len: int) -> int:
+        """Tokens to sample after an n_prompt-token prompt (negative: `steps` ends inside the
+        prompt); the loop also ends when the context is full."""
+        if self.steps is not None:
+            return resolve_steps(n_prompt, seq_len, self.steps) - n_prompt + 1
+        if self.max_new_tokens is None:
+            return seq_len - n_prompt + 1
+        return self.max_new_tokens
 
 
 def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
@@ -131,26 +96,124 @@ def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
     return seq_len if steps == 0 or steps > seq_len else steps
 
 
-def sample_tokens(engine, logits: np.ndarray, pos: int, limit: int, sampler: Sampler,
-                  stop_ids: tuple[int, ...], stats: Stats, cached: list[int]) -> Iterator[int]:
-    """Sample up to `limit` tokens after a prefill that left `logits` for position `pos`.
-    Each yielded token but the last is then run at the next position (while the context has
-    room) and appended to `cached`, the list of tokens whose K/V are in the cache. Ends before
-    a stop id."""
-    seq_len = engine.config.seq_len
-    for i in range(limit):
-        nxt = sampler.sample(logits)
-        if stats.new_tokens == 0:
-            stats.ttft_s = time.perf_counter() - stats.started
-        stats.new_tokens += 1
-        if nxt in stop_ids:
+@dataclass
+class Stats:
+    prompt_tokens: int = 0  # prefilled (after the cached prefix)
+    prefill_s: float = 0.0
+    decode_tokens: int = 0  # forward calls after the prefill
+    decode_s: float = 0.0
+    ttft_s: float = 0.0  # start to the first sampled token
+    new_tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def prefill_tps(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s > 0 else 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.decode_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+
+class Session:
+    """An engine and the tokens whose K/V sit in its cache at positions 0.. (`cached`): a
+    prompt that shares a prefix with them prefills only the rest, so a multi-turn chat runs
+    only its new turn. `stats` describes the last generation."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.cached: list[int] = []
+        self.stats: Stats | None = None
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """(n, vocab) logits of `tokens` at positions 0..n-1, a fresh sequence."""
+        self.cached = []
+        out = self.engine.prefill(tokens, 0, all_logits=True)
+        self.cached = list(tokens)
+        return out
+
+    def _prefill(self, tokens: list[int], stats: Stats) -> np.ndarray:
+        k = 0
+        for a, b in zip(self.cached, tokens[:-1], strict=False):  # always run >= 1 token
+            if a != b:
+                break
+            k += 1
+        self.cached = tokens[:k]
+        t0 = time.perf_counter()
+        logits = self.engine.prefill(tokens[k:], k)
+        stats.prefill_s = time.perf_counter() - t0
+        stats.prompt_tokens = len(tokens) - k
+        self.cached = list(tokens)
+        return logits
+
+    def pairs(self, tokens: Sequence[int], config: GenerationConfig) -> Iterator[tuple[int, int]]:
+        """(previous, next) token pairs as run.c's loop prints them: with config.echo the
+        prompt's (forced, no stop id among them), then each sampled token until a stop id,
+        the token budget or the end of the context. `config` is complete (no None sampling
+        fields; see ModelProfile.complete). Checks the prompt before returning."""
+        tokens = list(tokens)
+        seq_len = self.engine.config.seq_len
+        if not tokens:
+            raise ValueError("the prompt encodes to no tokens")
+        if len(tokens) > seq_len:
+            raise ContextFullError(f"the prompt is {len(tokens)} tokens, longer than the "
+                                   f"context ({seq_len}; see --ctx)")
+        c = config
+        sampler = Sampler(c.temperature, c.top_p, c.seed, c.repeat_penalty, c.repeat_last_n)
+        sampler.accept(tokens[-c.repeat_last_n:])
+        self.stats = Stats()
+        return self._loop(tokens, c.new_tokens(len(tokens), seq_len), sampler,
+                          tuple(c.stop_ids), c.echo, self.stats)
+
+    def _loop(self, tokens: list[int], new: int, sampler: Sampler, stop_ids: tuple[int, ...],
+              echo: bool, stats: Stats) -> Iterator[tuple[int, int]]:
+        n, seq_len = len(tokens), self.engine.config.seq_len
+        if echo:  # run.c prints each prompt piece as it forces the token
+            for pos in range(min(n - 1, n - 1 + new)):
+                if tokens[pos + 1] in stop_ids:
+                    return
+                yield tokens[pos], tokens[pos + 1]
+        if new < 0:
             return
-        yield nxt
-        if i + 1 == limit or pos >= seq_len:  # nothing will read this token's logits
-            return
-        t1 = time.perf_counter()
-        logits = engine.forward(nxt, pos)
-        stats.decode_s += time.perf_counter() - t1
-        stats.decode_tokens += 1
-        cached.append(nxt)
-        pos += 1
+        logits = self._prefill(tokens, stats)
+        prev, pos = tokens[-1], n  # sampled tokens go to positions n .. (run.c's pos)
+        for i in range(new):
+            nxt = sampler.sample(logits)
+            if stats.new_tokens == 0:
+                stats.ttft_s = time.perf_counter() - stats.started
+            stats.new_tokens += 1
+            if nxt in stop_ids:
+                return
+            yield prev, nxt
+            if i + 1 == new or pos >= seq_len:  # nothing will read this token's logits
+                return
+            t1 = time.perf_counter()
+            logits = self.engine.forward(nxt, pos)
+            stats.decode_s += time.perf_counter() - t1
+            stats.decode_tokens += 1
+            self.cached.append(nxt)
+            prev, pos = nxt, pos + 1
+
+    def text(self, tokens: Sequence[int], config: GenerationConfig,
+             tokenizer) -> Iterator[str]:
+        """`pairs` as UTF-8 text pieces (never splitting a character), ending before the
+        first of config.stop, of which nothing is ever emitted."""
+        tokens = list(tokens)
+        pairs = self.pairs(tokens, config)
+        dec = StreamDecoder(tokenizer, tokens[0] if config.echo else tokens[-1])
+        return _cut(dec.stream(nxt for _, nxt in pairs), config.stop, pairs)
+
+
+def _cut(pieces: Iterator[str], stops: tuple[str, ...], pairs) -> Iterator[str]:
+    matcher = StopMatcher(stops)
+    try:
+        for piece in pieces:
+            piece, stopped = matcher.feed(piece)
+            if piece:
+                yield piece
+            if stopped:
+                return
+        if rest := matcher.flush():
+            yield rest
+    finally:
+        pairs.close()  # a reply cut short (or abandoned) stops the loop at once

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 
-__all__ = ["check_messages", "render_chat"]
+__all__ = ["chat_tokens", "check_messages", "render_chat", "render_conversation"]
 
 
 def check_messages(messages) -> list[dict]:
@@ -92,3 +92,28 @@ def render_chat(template: str, messages: list[dict], add_generation_prompt: bool
         raise ValueError(f"chat template error: {e}") from None
     except (TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError) as e:
         raise ValueError(f"chat template error: {type(e).__name__}: {e}") from None
+
+
+def special_text(tokenizer, token_id: int | None) -> str:
+    """A special token's text (for the template's bos_token / eos_token), "" for none."""
+    if token_id is None or token_id < 0:
+        return ""
+    p = tokenizer.piece(token_id)
+    return p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
+
+
+def render_conversation(tokenizer, template: str, messages,
+                        add_generation_prompt: bool = True) -> str:
+    """`messages` rendered by `template` with the tokenizer's BOS and EOS texts."""
+    return render_chat(template, messages, add_generation_prompt=add_generation_prompt,
+                       bos_token=special_text(tokenizer, tokenizer.bos_id),
+                       eos_token=special_text(tokenizer, tokenizer.eos_id))
+
+
+def chat_tokens(tokenizer, template: str, messages) -> list[int]:
+    """Token ids of the rendered conversation plus the assistant prompt: BOS added when the
+    tokenizer asks for it and the template did not already write it."""
+    text = render_conversation(tokenizer, template, messages)
+    bos_text = special_text(tokenizer, tokenizer.bos_id)
+    bos = tokenizer.add_bos and not (bos_text and text.startswith(bos_text))
+    return tokenizer.encode(text, bos=bos, special=True)

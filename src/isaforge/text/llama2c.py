@@ -87,6 +87,9 @@ class Llama2cTokenizer:
 
     bos_id = BOS_ID
     eos_id = EOS_ID
+    stop_ids = (BOS_ID, EOS_ID)  # what ends a reply through the API (run.c's loop: BOS)
+    add_bos = True
+    chat_template = None
 
     def __init__(
         self,
