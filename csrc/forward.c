@@ -26,6 +26,7 @@ struct if_model {
     const if_kernel_table *gemv_k; /* decode kernels */
     const if_kernel_table *gemm_k; /* prefill kernels */
     int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
+    size_t packed_bytes; /* their total */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
     size_t ub;         /* prefill chunk rows */
     size_t n_threads;
@@ -43,9 +44,7 @@ struct if_model {
     size_t att_n;  /* scratch floats per thread */
     int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
-    if_attn_fn attn;    /* one attention kernel for prefill and decode */
-    if_swiglu_fn swiglu; /* likewise one SwiGLU (every tier's gives the same bits) */
-    const char *attn_name;
+    const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
     void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
     float *ksc, *vsc;   /* (layer, cap, kv_dim / group) int8 scales, or NULL */
@@ -61,6 +60,10 @@ struct if_model {
  * costs microseconds, and on an oversubscribed machine a fork-join per tiny matmul costs a
  * scheduler time slice. Tiny models (stories260K) then run single-threaded. */
 #define PAR_MIN_WORK ((size_t)1 << 17)
+
+/* Activation rows per GEMM task (rounded up to the kernel's mr): the rows that share each
+ * weight tile while it is in cache. */
+#define GEMM_M_ROWS 64
 
 static void run_tasks(if_model *m, size_t n, size_t grain, if_task_fn fn, void *ctx,
                       size_t work) {
@@ -88,9 +91,9 @@ static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     if (w->dtype == IF_F32)
-        j->k->f32_gemv(j->out, j->x, w->f32, n0, n1, w->cols);
+        j->k->f32_gemv->run(j->out, j->x, w->f32, n0, n1, w->cols);
     else
-        j->k->q8_gemv(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
+        j->k->q8_gemv->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
 }
 
 /* Task t covers activation-row tile t % m_tiles and output-row tile t / m_tiles, so a thread's
@@ -107,9 +110,9 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
         float *out = j->out + m0 * j->ldo;
         if (w->dtype == IF_F32) {
             for (size_t m = 0; m < mm; m++)
-                j->k->f32_gemv(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
+                j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
         } else {
-            j->k->q8_gemm(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s,
+            j->k->q8_gemm->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s,
                           n0, n1, K, gs);
         }
     }
@@ -122,7 +125,7 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     const size_t K = w->cols;
     if (M == 1) {
         const if_kernel_table *k = m->gemv_k;
-        if (w->dtype == IF_Q8 && quantize) k->quantize(m->xq, m->xs, x, K, w->group_size);
+        if (w->dtype == IF_Q8 && quantize) k->quantize->run(m->xq, m->xs, x, K, w->group_size);
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
         run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K);
         return;
@@ -130,9 +133,13 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     const if_kernel_table *k = m->gemm_k;
     if (w->dtype == IF_Q8 && quantize) {
         const size_t gs = w->group_size;
-        for (size_t r = 0; r < M; r++) k->quantize(m->xq + r * K, m->xs + r * (K / gs), x + r * K, K, gs);
+        for (size_t r = 0; r < M; r++)
+            k->quantize->run(m->xq + r * K, m->xs + r * (K / gs), x + r * K, K, gs);
     }
-    size_t mt = k->gemm_m_tile ? k->gemm_m_tile : 1, nt = k->gemm_n_tile ? k->gemm_n_tile : 1;
+    /* tasks: GEMM_M_ROWS activation rows (a multiple of the kernel's mr) x a multiple of its nr
+     * output rows (a packed layout's tiles start at multiples of nr) */
+    const if_q8_gemm_kernel *g = k->q8_gemm;
+    size_t mt = (GEMM_M_ROWS + g->mr - 1) / g->mr * g->mr, nt = g->nr;
     /* wide output tiles keep a thread on contiguous weight rows; at least 4 tasks per thread */
     size_t n_tiles = (w->rows + nt - 1) / nt;
     size_t want = 4 * m->n_threads, group = n_tiles / want > 1 ? n_tiles / want : 1;
@@ -151,6 +158,7 @@ typedef struct att_task_job {
     if_model *m;
     if_attn_job j;
     size_t M, tiles, per_group; /* per_group: tasks are (tile, kv group), else (row, head) */
+    if_attn_fn attn;
 } att_task_job;
 
 static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
@@ -165,10 +173,10 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
             size_t i = t / n_kv, g = t % n_kv;
             size_t r0 = ((i & 1) ? a->tiles - 1 - i / 2 : i / 2) * TQ;
             size_t r1 = r0 + TQ < a->M ? r0 + TQ : a->M;
-            m->attn(&a->j, r0, r1, g * kv_mul, (g + 1) * kv_mul, scratch);
+            a->attn(&a->j, r0, r1, g * kv_mul, (g + 1) * kv_mul, scratch);
         } else {
             size_t r = t / m->c.n_heads, h = t % m->c.n_heads;
-            m->attn(&a->j, r, r + 1, h, h + 1, scratch);
+            a->attn(&a->j, r, r + 1, h, h + 1, scratch);
         }
     }
 }
@@ -178,7 +186,7 @@ static void attention(if_model *m, size_t l, size_t pos0, size_t M) {
     att_task_job a = {m,
                       {m->q, m->xb, c->dim, c->dim, pos0, c->n_heads, c->n_kv_heads,
                        m->head_size, c->sliding_window, c->n_sinks, &m->kv[l]},
-                      M, 0, 0};
+                      M, 0, 0, m->attn[M > 1]->run};
     size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
     a.tiles = tiles;
     a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
@@ -232,7 +240,7 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
         matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 1);
         matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
-        m->swiglu(m->hb, m->hb2, M * hidden);
+        (M > 1 ? m->gemm_k : m->gemv_k)->swiglu->run(m->hb, m->hb2, M * hidden);
         matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 1);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
     }
@@ -333,20 +341,38 @@ static const if_matrix *matrix_at(const if_model *m, size_t idx) {
     return if_layer_matrix(&m->layers[idx / N_MATS], idx % N_MATS);
 }
 
-/* Pack every Q8 matrix for the prefill kernel if it wants a packed layout. */
+/* Bytes of one matrix packed for GEMM kernel k (64-byte aligned allocations), 0 without a
+ * layout. */
+static size_t packed_size(const if_q8_gemm_kernel *k, size_t rows, size_t cols, size_t gs) {
+    if (!k->pack || !k->pack_size || gs == 0) return 0;
+    size_t bytes = (k->pack_size(rows, cols, gs) + 63) / 64 * 64;
+    return bytes ? bytes : 64;
+}
+
+size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_table *t) {
+    const size_t D = c->dim, H = c->hidden_dim;
+    const size_t KV = c->n_heads ? D / c->n_heads * c->n_kv_heads : 0;
+    size_t layer = 0;
+#define ADD_(name, rows, cols) layer += packed_size(t->q8_gemm, rows, cols, gs);
+    IF_LAYER_MATRICES(ADD_)
+#undef ADD_
+    return c->n_layers * layer + packed_size(t->q8_gemm, c->vocab_size, D, gs);
+}
+
+/* Pack every Q8 matrix once into the prefill kernel's layout, if it declares one. */
 static int pack_weights(if_model *m) {
-    const if_kernel_table *k = m->gemm_k;
-    if (!k->q8_gemm_pack || !k->q8_gemm_pack_size || m->group_size == 0) return 1;
+    const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
+    if (!k->pack || !k->pack_size || m->group_size == 0) return 1;
     size_t n = m->c.n_layers * N_MATS + 1;
     m->packed = calloc(n, sizeof(int8_t *));
     if (!m->packed) return 0;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
-        size_t bytes = k->q8_gemm_pack_size(w->rows, w->cols, w->group_size);
-        bytes = (bytes + 63) / 64 * 64;
-        m->packed[i] = aligned_alloc(64, bytes ? bytes : 64);
+        size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
+        m->packed[i] = aligned_alloc(64, bytes);
         if (!m->packed[i]) return 0;
-        k->q8_gemm_pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
+        k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
+        m->packed_bytes += bytes;
     }
     return 1;
 }
@@ -504,11 +530,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
     m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
     m->q = calloc(ub * c.dim, sizeof(float));
-    /* one attention kernel for prefill and decode, so both give the same bits */
-    int i8 = opts->kv_type == IF_KV_I8 && m->gemm_k->attn_i8;
-    m->attn = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
-    m->attn_name = i8 ? m->gemm_k->attn_i8_name : m->gemm_k->attn_name;
-    m->swiglu = m->gemm_k->swiglu ? m->gemm_k->swiglu : if_swiglu_scalar;
+    /* each phase's attention for the cache type (if_kernels_choose gives both phases one
+     * tier, so a row's bits do not depend on the chunking) */
+    const int i8 = opts->kv_type == IF_KV_I8;
+    m->attn[0] = i8 ? m->gemv_k->attn_i8 : m->gemv_k->attn;
+    m->attn[1] = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
     m->att_n = att_each;
     m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
     m->kb = calloc(ub * kv_dim, sizeof(float));
@@ -561,4 +587,5 @@ size_t if_model_threads(const if_model *m) { return m->n_threads; }
 const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
 const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
 size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
-const char *if_model_attn_name(const if_model *m) { return m->attn_name; }
+size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
+const char *if_model_attn_name(const if_model *m) { return m->attn[1]->name; }

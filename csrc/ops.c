@@ -86,7 +86,7 @@ void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
         uint16_t *h = (uint16_t *)base + off;
         for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
     } else {
-        if_quantize_q8_scalar((int8_t *)base + off, (which ? kv->vs : kv->ks) + off / kv->group,
+        if_q8_quantize_1x1_scalar((int8_t *)base + off, (which ? kv->vs : kv->ks) + off / kv->group,
                               x, n, kv->group);
     }
 }

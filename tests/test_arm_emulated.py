@@ -191,7 +191,7 @@ def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
     n = sum(1 for line in text.splitlines() if line.strip().startswith(insn))
     print(f"{tier}.s: {n} x {insn}")
     assert n > 0, f"no {insn} in {tier}.s"
-    for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "quantize_q8_neon"):
+    for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "q8_quantize_1x1_neon"):
         neon = (asm / f"{name}.s").read_text().lower()
         for other in ("sdot", "smmla", "smopa", "usmmla"):
             k = sum(1 for ln in neon.splitlines() if ln.strip().startswith(other))

@@ -80,6 +80,18 @@ def test_gate_accepts_real_tiers_and_refuses_the_broken_kernel(op, M, N, K):
         assert case.check("amx_emulated") is None  # a packed-weight layout passes the gate too
 
 
+def test_gate_refuses_a_gemm_descriptor_whose_pack_function_is_wrong():
+    """broken_pack: the scalar tier but for a GEMM descriptor whose run reads its declared
+    layout (row-major rows) correctly and whose pack function swaps rows 0 and 1 of every 4.
+    The gate packs with the descriptor's own pack, so it refuses the GEMM; its GEMV (scalar,
+    no packing) passes."""
+    case = _bench.Case("q8_gemm", 5, 48, 96, 32)
+    assert case.check("scalar") is None
+    why = case.check("broken_pack")
+    assert why is not None and "q8_gemm_1x4_badpack" in why and "scalar" in why
+    assert _bench.Case("q8_gemv", 1, 48, 96, 32).check("broken_pack") is None
+
+
 def test_broken_kernel_is_reported_failed_and_never_timed():
     rows = bench_kernels([Shape("q8_gemv", "w", 1, 64, 64), Shape("quantize", "x", 1, 0, 64)],
                          ["scalar", "broken"], gs=32, reps=2, min_time=1e-4)

@@ -123,19 +123,19 @@ def disasm(path) -> str:
 @pytest.mark.skipif("avx2" not in COMPILED, reason="x86 tiers not compiled (not x86-64)")
 def test_objects_contain_their_isa_instructions_and_scalar_none():
     objs = objects()
-    for name in ("q8_gemv_1x16_avx512_vnni.c.o", "q8_gemm_4x32_avx512_vnni.c.o",
+    for name in ("q8_gemv_1x1_avx512_vnni.c.o", "q8_gemm_4x32_avx512_vnni.c.o",
                  "q8_gemv_1x8_avx_vnni.c.o", "q8_gemm_4x16_avx_vnni.c.o"):
         assert "vpdpbusd" in disasm(objs[name]), name
     for name in ("q8_gemv_1x8_avx2.c.o", "q8_gemm_4x16_avx2.c.o"):
         text = disasm(objs[name])
         assert "vpmaddubsw" in text and "vpdpbusd" not in text, name
     assert "tdpbssd" in disasm(objs["q8_gemm_16x16_amx.c.o"])
-    assert "%zmm" in disasm(objs["swiglu_avx512.c.o"])
-    text = disasm(objs["swiglu_avx2.c.o"])
+    assert "%zmm" in disasm(objs["f32_swiglu_1x1_avx512.c.o"])
+    text = disasm(objs["f32_swiglu_1x1_avx2.c.o"])
     assert "%ymm" in text and "%zmm" not in text
     for name in ("q8_gemv_1x1_scalar.c.o", "q8_gemm_1x1_scalar.c.o",
-                 "quantize_q8_scalar.c.o", "q8_gemm_16x16_amx_pack.c.o",
-                 "swiglu_scalar.c.o", "attn_f32_scalar.c.o"):
+                 "q8_quantize_1x1_scalar.c.o", "q8_gemm_16x16_amx_pack.c.o",
+                 "f32_swiglu_1x1_scalar.c.o", "f32_attn_16x64_scalar.c.o"):
         text = disasm(objs[name])
         for insn in ("vpdpbusd", "tdpbssd", "vpmaddubsw", "%ymm", "%zmm"):
             assert insn not in text, (name, insn)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "isaforge_bench.h"
+#include "../kernels/kernels.h"
 
 struct ifb_case {
     ifb_op op;
@@ -136,17 +137,18 @@ size_t ifb_case_weight_bytes(const ifb_case *c) {
 
 /* Pack every weight copy for table t if its GEMM wants a packed layout. */
 static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen) {
-    if (c->op != IFB_Q8_GEMM || !t->q8_gemm_pack || c->packed_for == t) return IF_OK;
-    size_t bytes = t->q8_gemm_pack_size(c->N, c->K, c->gs);
+    const if_q8_gemm_kernel *g = t->q8_gemm;
+    if (c->op != IFB_Q8_GEMM || !g->pack || c->packed_for == t) return IF_OK;
+    size_t bytes = g->pack_size(c->N, c->K, c->gs);
     for (size_t i = 0; i < c->copies; i++) {
         free(c->packed[i]);
         c->packed[i] = alloc64(bytes);
         if (!c->packed[i]) {
             c->packed_for = NULL;
-            snprintf(err, errlen, "out of memory packing weights for %s", t->tier);
+            snprintf(err, errlen, "out of memory packing weights for %s", g->name);
             return IF_ENOMEM;
         }
-        t->q8_gemm_pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
+        g->pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
     }
     c->packed_for = t;
     return IF_OK;
@@ -158,16 +160,16 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     size_t G = c->K / c->gs;
     switch (c->op) {
     case IFB_Q8_GEMV:
-        t->q8_gemv(out, c->xq, c->xs, c->w[i], c->ws[i], 0, c->N, c->K, c->gs);
+        t->q8_gemv->run(out, c->xq, c->xs, c->w[i], c->ws[i], 0, c->N, c->K, c->gs);
         break;
     case IFB_Q8_GEMM: {
-        const int8_t *w = t->q8_gemm_pack ? c->packed[i] : c->w[i];
-        t->q8_gemm(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], 0, c->N, c->K, c->gs);
+        const int8_t *w = t->q8_gemm->pack ? c->packed[i] : c->w[i];
+        t->q8_gemm->run(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], 0, c->N, c->K, c->gs);
         break;
     }
     case IFB_QUANTIZE:
         for (size_t m = 0; m < c->M; m++)
-            t->quantize(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
+            t->quantize->run(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
         break;
     }
 }
@@ -189,12 +191,12 @@ if_status ifb_check(ifb_case *c, const if_kernel_table *t, char *err, size_t err
         call_once(c, t, 0, NULL, c->q, c->s);
         for (size_t i = 0; i < c->M * c->K; i++)
             if (c->q[i] != c->qref[i]) {
-                snprintf(err, errlen, "%s: quantize q[%zu] = %d, scalar %d", t->quantize_name, i,
+                snprintf(err, errlen, "%s: quantize q[%zu] = %d, scalar %d", t->quantize->name, i,
                          c->q[i], c->qref[i]);
                 return IF_EINVAL;
             }
         if (memcmp(c->s, c->sref, c->M * G * sizeof(float)) != 0) {
-            snprintf(err, errlen, "%s: quantize scales differ from scalar", t->quantize_name);
+            snprintf(err, errlen, "%s: quantize scales differ from scalar", t->quantize->name);
             return IF_EINVAL;
         }
         return IF_OK;
@@ -209,7 +211,7 @@ if_status ifb_check(ifb_case *c, const if_kernel_table *t, char *err, size_t err
         memcpy(&b, &c->ref[i], 4);
         if (a != b) {
             snprintf(err, errlen, "%s: out[%zu, %zu] = %.9g, scalar %.9g (bits differ)",
-                     c->op == IFB_Q8_GEMV ? t->q8_gemv_name : t->q8_gemm_name, i / c->N,
+                     c->op == IFB_Q8_GEMV ? t->q8_gemv->name : t->q8_gemm->name, i / c->N,
                      i % c->N, (double)c->out[i], (double)c->ref[i]);
             return IF_EINVAL;
         }
@@ -234,36 +236,81 @@ if_status ifb_time(ifb_case *c, const if_kernel_table *t, size_t iters, double *
     return IF_OK;
 }
 
-/* ---- the deliberately broken table (tests of the gate) ---- */
+/* ---- the deliberately broken tables (tests of the gate) ---- */
 
 static void broken_gemv(float *out, const int8_t *xq, const float *xs, const int8_t *w,
                         const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
-    if_tier_table(0)->q8_gemv(out, xq, xs, w, ws, n0, n1, K, gs);
+    if_tier_table(0)->q8_gemv->run(out, xq, xs, w, ws, n0, n1, K, gs);
     if (n1 > n0) out[n1 - 1] = nextafterf(out[n1 - 1], INFINITY);
 }
 
 static void broken_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
                         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
                         size_t gs) {
-    if_tier_table(0)->q8_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+    if_tier_table(0)->q8_gemm->run(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
     if (M && n1 > n0) out[(M - 1) * ldo + n1 - 1] = nextafterf(out[(M - 1) * ldo + n1 - 1], 0.0f);
 }
 
 static void broken_quantize(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
-    if_tier_table(0)->quantize(q, s, x, K, gs);
+    if_tier_table(0)->quantize->run(q, s, x, K, gs);
     if (K) q[K - 1] = (int8_t)(q[K - 1] == 127 ? 126 : q[K - 1] + 1);
 }
 
 static void broken_f32_gemv(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K) {
-    if_tier_table(0)->f32_gemv(out, x, w, n0, n1, K);
+    if_tier_table(0)->f32_gemv->run(out, x, w, n0, n1, K);
     if (n1 > n0) out[n0] = nextafterf(out[n0], INFINITY);
 }
 
-static const if_kernel_table g_broken = {
-    "broken", "q8_gemv_broken", "q8_gemm_broken", "quantize_q8_broken", "f32_gemv_broken",
-    broken_gemv, broken_gemm, broken_quantize, broken_f32_gemv, NULL, NULL, 4, 64};
+static const if_q8_gemv_kernel k_broken_gemv = {
+    .name = "q8_gemv_1x1_broken", .mr = 1, .nr = 1, .run = broken_gemv};
+static const if_q8_gemm_kernel k_broken_gemm = {
+    .name = "q8_gemm_1x1_broken", .mr = 1, .nr = 1, .run = broken_gemm};
+static const if_quantize_kernel k_broken_quantize = {
+    .name = "q8_quantize_1x1_broken", .mr = 1, .nr = 1, .run = broken_quantize};
+static const if_f32_gemv_kernel k_broken_f32_gemv = {
+    .name = "f32_gemv_1x1_broken", .mr = 1, .nr = 1, .run = broken_f32_gemv};
+
+/* A GEMM whose run is right for its declared layout (the row-major rows, copied) and whose
+ * pack is wrong: it swaps rows 0 and 1 of every 4 (the kind of slip a new packed layout makes),
+ * so only its packed weights disagree with scalar. */
+static size_t badpack_size(size_t N, size_t K, size_t gs) {
+    (void)gs;
+    return N * K;
+}
+
+static void badpack_pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
+    (void)gs;
+    for (size_t n = 0; n < N; n++) {
+        size_t src = (n % 4 == 0 && n + 1 < N) ? n + 1 : (n % 4 == 1) ? n - 1 : n;
+        memcpy(dst + n * K, w + src * K, K);
+    }
+}
+
+static void badpack_run(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                        const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                        size_t gs) {
+    if_tier_table(0)->q8_gemm->run(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+}
+
+static const if_q8_gemm_kernel k_badpack_gemm = {.name = "q8_gemm_1x4_badpack", .mr = 1,
+    .nr = 4, .pack_size = badpack_size, .pack = badpack_pack, .run = badpack_run};
+
+static const if_kernel_table g_broken = {.tier = "broken", .q8_gemv = &k_broken_gemv,
+    .q8_gemm = &k_broken_gemm, .quantize = &k_broken_quantize, .f32_gemv = &k_broken_f32_gemv,
+    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+    .swiglu = &if_k_f32_swiglu_1x1_scalar};
+
+/* The scalar tier with the wrongly packing GEMM. */
+static const if_kernel_table g_broken_pack = {.tier = "broken_pack",
+    .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &k_badpack_gemm,
+    .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+    .swiglu = &if_k_f32_swiglu_1x1_scalar};
 
 const if_kernel_table *ifb_test_table(const char *name) {
-    return name && strcmp(name, "broken") == 0 ? &g_broken : NULL;
+    if (!name) return NULL;
+    if (strcmp(name, "broken") == 0) return &g_broken;
+    if (strcmp(name, "broken_pack") == 0) return &g_broken_pack;
+    return NULL;
 }

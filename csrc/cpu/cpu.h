@@ -23,6 +23,10 @@ enum {
     IF_FEAT_SME2 = 1u << 21,
 };
 
+/* Feature sets the kernel descriptors share: AVX2 with FMA; AVX-512 F/BW/VL with FMA. */
+#define IF_FEATS_AVX2 (IF_FEAT_AVX2 | IF_FEAT_FMA)
+#define IF_FEATS_AVX512 (IF_FEAT_AVX512F | IF_FEAT_AVX512BW | IF_FEAT_AVX512VL | IF_FEAT_FMA)
+
 typedef struct if_cpu_info {
     uint32_t flags;        /* IF_FEAT_* usable here: CPU has it and the OS enabled its state */
     char name[64];         /* CPU model string */

@@ -3,9 +3,9 @@
  * Tiers are listed once, lowest priority first, with the CPU features each one needs. The
  * choice is a value, not process state: if_kernels_choose is a pure function of the CPU's
  * features (detected once), the features the caller hides and the tier it asks for, and each
- * model keeps the kernel set it was created with. The best supported tier is chosen
- * separately for decode (GEMV, M = 1) and prefill (GEMM, M > 1): matrix engines win at M > 1,
- * dot products at M = 1. A forced tier this CPU cannot run is an error, never a silent
+ * model keeps the kernel set it was created with. A tier is a list of kernel descriptors, one
+ * per op, for decode (GEMV, M = 1) and prefill (GEMM, M > 1) alike: a matrix-engine tier names
+ * the dot-product GEMV it decodes with. A forced tier this CPU cannot run is an error, never a silent
  * fallback. Hidden features (names as in if_cpu_features(), like NPY_DISABLE_CPU_FEATURES)
  * count as missing; unknown names are errors. The environment (ISAFORGE_KERNEL,
  * ISAFORGE_DISABLE_FEATURES) is read in one place, if_kernels_from_env, for programs without a
@@ -17,97 +17,76 @@
 #include "../kernels/kernels.h"
 #include "cpu.h"
 
-typedef struct tier_desc {
-    if_kernel_table table;
-    uint32_t requires; /* IF_FEAT_* bits */
-    int decode;        /* 1 if this tier's GEMV is a candidate for automatic decode choice */
-} tier_desc;
-
-#define SCALAR_OPS                                                                     \
-    "q8_gemv_1x1_scalar", "q8_gemm_1x1_scalar", "quantize_q8_scalar",                  \
-        "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_1x1_scalar,           \
-        if_quantize_q8_scalar, if_f32_gemv_1x1_scalar
-
-/* attention kernels: the fp32 reference, and AVX2 / AVX-512 (bit-identical) where available */
-/* ... each followed by the SwiGLU kernel (the same bits everywhere) */
-#define SWIGLU_SCALAR "swiglu_scalar", if_swiglu_scalar
-#define SWIGLU_AVX2 "swiglu_avx2", if_swiglu_avx2
-#define SWIGLU_AVX512 "swiglu_avx512", if_swiglu_avx512
-#define ATTN_SCALAR "attn_f32_scalar", if_attn_f32_scalar, NULL, NULL, SWIGLU_SCALAR
-#define ATTN_AVX2 "attn_f32_avx2", if_attn_f32_avx2, NULL, NULL, SWIGLU_AVX2
-#define ATTN_AVX512 "attn_f32_avx512", if_attn_f32_avx512, NULL, NULL, SWIGLU_AVX512
-/* AMX: fp32 AVX-512 attention (exact, as every tier) unless the KV cache is int8 */
-#define ATTN_AMX \
-    "attn_f32_avx512", if_attn_f32_avx512, "attn_i8_amx", if_attn_i8_amx, SWIGLU_AVX512
-/* SME2: fp32 attention (exact) unless the KV cache is int8 */
-#define ATTN_SME2 \
-    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_sme2", if_attn_i8_sme2, SWIGLU_SCALAR
-#define ATTN_AMX_EMULATED                                                                \
-    "attn_f32_scalar", if_attn_f32_scalar, "attn_i8_amx_emulated", if_attn_i8_amx_emulated, \
-        SWIGLU_SCALAR
-
-static const tier_desc g_tiers[] = {
-    {{"scalar", SCALAR_OPS, NULL, NULL, 4, 64, ATTN_SCALAR}, 0, 1},
+/* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
+ * kernel it runs, decode and prefill alike (a tier needs its kernels' features). Adding a
+ * kernel to a tier is one line here. */
+static const if_kernel_table g_tiers[] = {
+    {.tier = "scalar", .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_1x1_scalar,
+     .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+     .swiglu = &if_k_f32_swiglu_1x1_scalar},
 #if defined(IF_X86_TIERS)
-    {{"avx2", "q8_gemv_1x8_avx2", "q8_gemm_4x16_avx2", "quantize_q8_avx2", "f32_gemv_1x1_scalar",
-      if_q8_gemv_1x8_avx2, if_q8_gemm_4x16_avx2, if_quantize_q8_avx2, if_f32_gemv_1x1_scalar,
-      NULL, NULL, 16, 64, ATTN_AVX2},
-     IF_FEAT_AVX2 | IF_FEAT_FMA, 1},
-    {{"avx_vnni", "q8_gemv_1x8_avx_vnni", "q8_gemm_4x16_avx_vnni", "quantize_q8_avx2",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1x8_avx_vnni, if_q8_gemm_4x16_avx_vnni,
-      if_quantize_q8_avx2, if_f32_gemv_1x1_scalar, NULL, NULL, 16, 64, ATTN_AVX2},
-     IF_FEAT_AVX2 | IF_FEAT_FMA | IF_FEAT_AVX_VNNI, 1},
-    {{"avx512_vnni", "q8_gemv_1x16_avx512_vnni", "q8_gemm_4x32_avx512_vnni", "quantize_q8_avx512",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_4x32_avx512_vnni,
-      if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, NULL, NULL, 32, 64, ATTN_AVX512},
-     IF_FEAT_AVX512F | IF_FEAT_AVX512BW | IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
-     1},
-    /* AMX is a GEMM engine; its tier decodes (M = 1) with the AVX-512 VNNI GEMV. */
-    {{"amx", "q8_gemv_1x16_avx512_vnni", "q8_gemm_16x16_amx", "quantize_q8_avx512",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1x16_avx512_vnni, if_q8_gemm_16x16_amx,
-      if_quantize_q8_avx512, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-      if_q8_gemm_pack_amx, 16, 64, ATTN_AMX},
-     IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8 | IF_FEAT_AVX512F | IF_FEAT_AVX512BW |
-         IF_FEAT_AVX512VL | IF_FEAT_AVX512_VNNI | IF_FEAT_FMA,
-     0},
+    {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
+     .quantize = &if_k_q8_quantize_1x1_avx2, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_avx2, .attn_i8 = &if_k_f32_attn_16x64_avx2,
+     .swiglu = &if_k_f32_swiglu_1x1_avx2},
+    {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
+     .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
+     .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
+     .attn_i8 = &if_k_f32_attn_16x64_avx2, .swiglu = &if_k_f32_swiglu_1x1_avx2},
+    {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
+     .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
+     .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
+     .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512},
+    /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
+     * the matrix-engine attention (bounded, not exact), float caches the exact one. */
+    {.tier = "amx", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni, .q8_gemm = &if_k_q8_gemm_16x16_amx,
+     .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
+     .swiglu = &if_k_f32_swiglu_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
-    {{"neon", "q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "quantize_q8_neon", "f32_gemv_1x1_scalar",
-      if_q8_gemv_1x4_neon, if_q8_gemm_4x4_neon, if_quantize_q8_neon, if_f32_gemv_1x1_scalar,
-      NULL, NULL, 4, 64, ATTN_SCALAR},
-     IF_FEAT_ASIMD, 1},
-    {{"dotprod", "q8_gemv_1x4_dotprod", "q8_gemm_4x4_dotprod", "quantize_q8_neon",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_4x4_dotprod, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SCALAR},
-     IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, 1},
-    /* i8mm is the prefill tier; it decodes with the dotprod GEMV (SMMLA wastes half its work
-     * at M = 1) */
-    {{"i8mm", "q8_gemv_1x4_dotprod", "q8_gemm_2x4_i8mm", "quantize_q8_neon",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1x4_dotprod, if_q8_gemm_2x4_i8mm, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SCALAR},
-     IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, 1},
-    {{"sme2", "q8_gemv_1xvl_sme2", "q8_gemm_vlxvl_sme2", "quantize_q8_neon",
-      "f32_gemv_1x1_scalar", if_q8_gemv_1xvl_sme2, if_q8_gemm_vlxvl_sme2, if_quantize_q8_neon,
-      if_f32_gemv_1x1_scalar, NULL, NULL, 4, 64, ATTN_SME2},
-     IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, 1},
+    /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the
+     * bottleneck); the tiers differ in their int8 dot product */
+    {.tier = "neon", .q8_gemv = &if_k_q8_gemv_1x4_neon, .q8_gemm = &if_k_q8_gemm_4x4_neon,
+     .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+    {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
+     .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
+     .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+    /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
+     * M = 1) */
+    {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
+     .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
+     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+    /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
+     * gets the SMOPA attention (bounded, not exact) */
+    {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
+     .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_sme2,
+     .swiglu = &if_k_f32_swiglu_1x1_scalar},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
 
 #if defined(IF_X86_TIERS)
-/* Test-only: the AMX packed layout with tile ops emulated in C (runs anywhere). */
-static const if_kernel_table g_amx_emulated = {
-    "amx_emulated", "q8_gemv_1x1_scalar", "q8_gemm_16x16_amx_emulated", "quantize_q8_scalar",
-    "f32_gemv_1x1_scalar", if_q8_gemv_1x1_scalar, if_q8_gemm_16x16_amx_emulated,
-    if_quantize_q8_scalar, if_f32_gemv_1x1_scalar, if_q8_gemm_pack_size_amx,
-    if_q8_gemm_pack_amx, 16, 16, ATTN_AMX_EMULATED};
+/* Test-only: the AMX packed layout and attention with tile ops emulated in C (runs anywhere). */
+static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
+    .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
+    .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
+    .swiglu = &if_k_f32_swiglu_1x1_scalar};
 #endif
 
 size_t if_tier_count(void) { return N_TIERS; }
 
-const char *if_tier_name(size_t i) { return i < N_TIERS ? g_tiers[i].table.tier : NULL; }
+const char *if_tier_name(size_t i) { return i < N_TIERS ? g_tiers[i].tier : NULL; }
 
-const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i].table : NULL; }
+const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i] : NULL; }
 
 const if_kernel_table *if_test_table(const char *name) {
 #if defined(IF_X86_TIERS)
@@ -115,6 +94,12 @@ const if_kernel_table *if_test_table(const char *name) {
 #endif
     (void)name;
     return NULL;
+}
+
+uint32_t if_table_requires(const if_kernel_table *t) {
+    return t->q8_gemv->requires | t->q8_gemm->requires | t->quantize->requires |
+           t->f32_gemv->requires | t->attn->requires | t->attn_i8->requires |
+           t->swiglu->requires;
 }
 
 if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t errlen) {
@@ -158,7 +143,7 @@ int if_tier_supported(size_t i, uint32_t disabled, char *why, size_t whylen) {
         return 0;
     }
     const uint32_t have = if_cpu_detect()->flags;
-    const uint32_t missing = g_tiers[i].requires & ~(have & ~disabled);
+    const uint32_t missing = if_table_requires(&g_tiers[i]) & ~(have & ~disabled);
     if (missing) {
         if (why && whylen) {
             int off = snprintf(why, whylen, "missing");
@@ -182,7 +167,7 @@ if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_tabl
     *out = if_test_table(name);
     if (*out) return IF_OK;
     for (size_t i = 0; i < N_TIERS; i++) {
-        if (strcmp(name, g_tiers[i].table.tier) != 0) continue;
+        if (strcmp(name, g_tiers[i].tier) != 0) continue;
         char why[200];
         if (!if_tier_supported(i, disabled, why, sizeof why)) {
             if (err && errlen)
@@ -190,13 +175,13 @@ if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_tabl
                          why);
             return IF_ENOTSUP;
         }
-        *out = &g_tiers[i].table;
+        *out = &g_tiers[i];
         return IF_OK;
     }
     if (err && errlen) {
         int off = snprintf(err, errlen, "unknown kernel tier '%s'; compiled tiers:", name);
         for (size_t i = 0; i < N_TIERS && off > 0 && (size_t)off < errlen; i++)
-            off += snprintf(err + off, errlen - (size_t)off, " %s", g_tiers[i].table.tier);
+            off += snprintf(err + off, errlen - (size_t)off, " %s", g_tiers[i].tier);
     }
     return IF_EINVAL;
 }
@@ -204,14 +189,10 @@ if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_tabl
 if_status if_kernels_choose(const char *tier, uint32_t disabled, if_kernel_set *out, char *err,
                             size_t errlen) {
     if (tier == NULL || tier[0] == '\0' || strcmp(tier, "auto") == 0) {
-        size_t best = 0, best_decode = 0;
-        for (size_t i = 0; i < N_TIERS; i++) {
-            if (!if_tier_supported(i, disabled, NULL, 0)) continue;
-            best = i;
-            if (g_tiers[i].decode) best_decode = i;
-        }
-        out->gemv = &g_tiers[best_decode].table;
-        out->gemm = &g_tiers[best].table;
+        size_t best = 0;
+        for (size_t i = 0; i < N_TIERS; i++)
+            if (if_tier_supported(i, disabled, NULL, 0)) best = i;
+        out->gemv = out->gemm = &g_tiers[best];
         return IF_OK;
     }
     const if_kernel_table *t;

@@ -122,33 +122,76 @@ typedef void (*if_attn_fn)(const if_attn_job *j, size_t r0, size_t r1, size_t h0
  * overflows. */
 size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, size_t keys);
 
-/* One ISA tier's kernels. */
+/* ---- kernel descriptors ----
+ * Every kernel file exports one const descriptor: its name, the IF_FEAT_* bits it needs
+ * (csrc/cpu/cpu.h), its step (mr activation rows x nr rows of the other operand: weights, or
+ * cached keys for attention), its packed-weight layout if it has one, and its run function.
+ * Names follow one rule, <type>_<op>_<mr>x<nr>_<isa> (csrc/kernels/kernels.h). A tier is a
+ * list of descriptors, one per op (csrc/cpu/dispatch.c). */
+
+/* Q8 GEMM kernel. With pack == NULL, run reads the row-major int8 weights; otherwise run's `w`
+ * is the buffer pack wrote (pack_size bytes, at load) and the caller's n0 is a multiple of nr. */
+typedef struct if_q8_gemm_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_q8_pack_size_fn pack_size;
+    if_q8_pack_fn pack;
+    if_q8_gemm_fn run;
+} if_q8_gemm_kernel;
+
+/* Q8 GEMV kernel (M = 1): mr = 1, nr output rows per step; reads row-major weights. */
+typedef struct if_q8_gemv_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_q8_gemv_fn run;
+} if_q8_gemv_kernel;
+
+/* fp32 GEMV kernel (fp32 models' matmuls, one activation row at a time). */
+typedef struct if_f32_gemv_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_f32_gemv_fn run;
+} if_f32_gemv_kernel;
+
+/* Activation quantization kernel (one row per call). */
+typedef struct if_quantize_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_quantize_fn run;
+} if_quantize_kernel;
+
+/* Attention kernel: mr query rows per tile x nr keys per block. */
+typedef struct if_attn_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_attn_fn run;
+} if_attn_kernel;
+
+/* SwiGLU kernel (element-wise). */
+typedef struct if_swiglu_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_swiglu_fn run;
+} if_swiglu_kernel;
+
+/* One ISA tier: a kernel for every op, none NULL. A model runs one tier for decode (M = 1:
+ * q8_gemv) and prefill (M > 1: q8_gemm), and the tier's attention, SwiGLU and quantization
+ * for both, so a row's result does not depend on how the prompt was chunked. */
 typedef struct if_kernel_table {
-    const char *tier;           /* "scalar", "avx2", ... */
-    const char *q8_gemv_name;   /* kernel names, e.g. "q8_gemv_1x1_scalar" */
-    const char *q8_gemm_name;
-    const char *quantize_name;
-    const char *f32_gemv_name;
-    if_q8_gemv_fn q8_gemv;
-    if_q8_gemm_fn q8_gemm;
-    if_quantize_fn quantize;
-    if_f32_gemv_fn f32_gemv;
-    /* GEMM weight packing: NULL when q8_gemm reads the row-major int8 weights directly;
-     * otherwise q8_gemm's `w` is the packed buffer and n0 is a multiple of gemm_n_tile. */
-    if_q8_pack_size_fn q8_gemm_pack_size;
-    if_q8_pack_fn q8_gemm_pack;
-    size_t gemm_n_tile; /* output rows per GEMM tile (the pool's split unit), >= 1 */
-    size_t gemm_m_tile; /* activation rows per GEMM tile, >= 1 */
-    const char *attn_name; /* e.g. "attn_f32_scalar" */
-    if_attn_fn attn;       /* attention over the KV cache (prefill chunks and decode alike) */
-    /* matrix-engine attention (int8 Q.K^T, u8 P.V; bounded, not exact) used instead of attn
-     * when the KV cache is int8, or NULL */
-    const char *attn_i8_name;
-    if_attn_fn attn_i8;
-    /* SwiGLU x = silu(x) * g over n floats, equal to swiglu_scalar bit for bit; NULL means
-     * the scalar one */
-    const char *swiglu_name;
-    if_swiglu_fn swiglu;
+    const char *tier;                  /* "scalar", "avx2", ...; it needs its kernels' features */
+    const if_q8_gemv_kernel *q8_gemv;  /* decode matmuls */
+    const if_q8_gemm_kernel *q8_gemm;  /* prefill matmuls */
+    const if_quantize_kernel *quantize;
+    const if_f32_gemv_kernel *f32_gemv;
+    const if_attn_kernel *attn;        /* attention over a float32 or float16 cache */
+    const if_attn_kernel *attn_i8;     /* over an int8 cache (a matrix engine's, else = attn) */
+    const if_swiglu_kernel *swiglu;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -172,6 +215,8 @@ const if_kernel_table *if_tier_table(size_t i);
 
 /* Test-only kernel tables by name ("amx_emulated"), or NULL. */
 const if_kernel_table *if_test_table(const char *name);
+/* The IF_FEAT_* bits table t needs: the union of its kernels' `requires`. */
+uint32_t if_table_requires(const if_kernel_table *t);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
 const char *if_cpu_notes(void);
 
@@ -181,7 +226,9 @@ if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t 
 /* The names of the IF_FEAT_* bits in `mask`, comma-separated, into buf (n bytes); returns buf. */
 const char *if_features_string(uint32_t mask, char *buf, size_t n);
 
-/* The kernels one model runs: decode (GEMV, M = 1) and prefill (GEMM, M > 1) tables. */
+/* The kernels one model runs: decode (GEMV, M = 1) and prefill (GEMM, M > 1). Both are the
+ * same tier (every tier lists a kernel for every op), so decode and prefill share attention,
+ * SwiGLU and quantization. */
 typedef struct if_kernel_set {
     const if_kernel_table *gemv;
     const if_kernel_table *gemm;
@@ -192,8 +239,9 @@ typedef struct if_kernel_set {
 if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_table **out,
                        char *err, size_t errlen);
 /* Choose a kernel set, a pure function of this CPU's features, the hidden `disabled` bits and
- * `tier`: NULL, "" or "auto" picks the best supported tier for decode and for prefill; a tier
- * name forces it for both (if_tier_find's errors). No global state: each model keeps its own. */
+ * `tier`: NULL, "" or "auto" picks the best supported tier (the last in if_tier_name's order),
+ * a tier name forces that one (if_tier_find's errors). No global state: each model keeps its
+ * own. */
 if_status if_kernels_choose(const char *tier, uint32_t disabled, if_kernel_set *out, char *err,
                             size_t errlen);
 /* if_kernels_choose with ISAFORGE_KERNEL and ISAFORGE_DISABLE_FEATURES from the environment
@@ -299,11 +347,17 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
                                size_t errlen);
 /* Bytes of the model's KV cache (keys, values and int8 scales). */
 size_t if_model_kv_bytes(const if_model *m);
+/* Bytes of the weights the model packed at load for its GEMM kernel's layout (0 when the
+ * kernel reads the row-major weights). */
+size_t if_model_packed_bytes(const if_model *m);
 /* Bytes a model with config c, prefill chunk `ubatch` (0: 512) and cache type `type` would
  * allocate for its KV cache (what if_model_kv_bytes then reports); 0 if the config is
  * invalid or the size overflows. Allocates nothing. */
 size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type);
-/* The attention kernel the model runs (decode and prefill alike), e.g. "attn_f32_avx512". */
+/* Bytes a Q8 model with config c and group size gs would pack at load for table t's GEMM
+ * layout (what if_model_packed_bytes then reports); 0 when the GEMM reads row-major weights. */
+size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_table *t);
+/* The attention kernel the model runs (decode and prefill alike), e.g. "f32_attn_16x64_avx512". */
 const char *if_model_attn_name(const if_model *m);
 
 /* Store row x (kv_dim floats) of position pos into a cache's key (which 0) or value (which 1)

@@ -49,8 +49,8 @@ if_status ifb_time(ifb_case *c, const if_kernel_table *t, size_t iters, double *
                    char *err, size_t errlen);
 
 /* Test-only kernel tables: "broken" (the scalar kernels, then one output perturbed by one
- * ulp / one int8 step), for testing that the gate refuses a disagreeing kernel; NULL for an
- * unknown name. */
+ * ulp / one int8 step) and "broken_pack" (a GEMM descriptor whose pack function swaps weight
+ * rows), for testing that the gate refuses a disagreeing kernel; NULL for an unknown name. */
 const if_kernel_table *ifb_test_table(const char *name);
 
 /* Read-only memory bandwidth: `threads` threads each sum their share of a `bytes` buffer,

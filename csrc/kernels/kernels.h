@@ -1,12 +1,25 @@
-/* kernels.h - declarations of every compiled kernel variant (one translation unit per ISA and
- * op, each compiled with only its own ISA flags). Names state op, data types, tile and ISA:
- * q8_gemm_4x32_avx512_vnni computes 4 activation rows x 4 output rows per inner step.
- * Every variant follows the interface typedefs in isaforge.h and equals the scalar variant bit
- * for bit. */
+/* kernels.h - every compiled kernel: its run function and its descriptor (one translation
+ * unit per ISA and op, each compiled with only its own ISA flags; the descriptor types are in
+ * isaforge.h). Every kernel follows its op's interface and equals the scalar kernel of that
+ * op bit for bit.
+ *
+ * Names, one rule for every kernel: <type>_<op>_<mr>x<nr>_<isa>.
+ *   type  the operand type the kernel's arithmetic runs on: q8 (int8 groups with float
+ *         scales: Q8 matmuls, and quantize, which produces them), f32 (float32 matmuls,
+ *         attention with float arithmetic over any cache, SwiGLU) or i8 (int8 matrix-engine
+ *         attention: Q and P quantized to int8).
+ *   op    gemv, gemm, quantize, attn, swiglu.
+ *   mr    activation (query) rows per step.
+ *   nr    rows of the other operand per step: weight rows = output rows (matmuls), keys per
+ *         block (attention); 1 for the ops with a single operand (quantize, swiglu).
+ *   isa   the tier whose instructions it uses (scalar: plain C).
+ * "vl" stands for a step of the streaming vector length (SME2). The descriptor of kernel NAME
+ * is if_k_NAME, its run function if_NAME, and both live in csrc/kernels/<op>/NAME.c. */
 #ifndef ISAFORGE_KERNELS_H
 #define ISAFORGE_KERNELS_H
 
 #include "isaforge.h"
+#include "../cpu/cpu.h"
 
 #define IF_GEMV_ARGS                                                                 \
     float *out, const int8_t *xq, const float *xs, const int8_t *w, const float *ws, \
@@ -16,38 +29,65 @@
         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K, size_t gs
 #define IF_QUANT_ARGS int8_t *q, float *s, const float *x, size_t K, size_t gs
 
-/* scalar tier: plain C, -O3, no -march (the baseline every other tier must equal) */
-void if_quantize_q8_scalar(IF_QUANT_ARGS);
+/* The descriptors, by op (each defined in the kernel's file). */
+extern const if_q8_gemv_kernel if_k_q8_gemv_1x1_scalar;
+extern const if_q8_gemm_kernel if_k_q8_gemm_1x1_scalar;
+extern const if_quantize_kernel if_k_q8_quantize_1x1_scalar;
+extern const if_f32_gemv_kernel if_k_f32_gemv_1x1_scalar;
+extern const if_attn_kernel if_k_f32_attn_16x64_scalar;
+extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar;
+#if defined(IF_X86_TIERS)
+extern const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx2, if_k_q8_gemv_1x8_avx_vnni,
+    if_k_q8_gemv_1x1_avx512_vnni;
+extern const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2, if_k_q8_gemm_4x16_avx_vnni,
+    if_k_q8_gemm_4x32_avx512_vnni, if_k_q8_gemm_16x16_amx, if_k_q8_gemm_16x16_amx_emulated;
+extern const if_quantize_kernel if_k_q8_quantize_1x1_avx2, if_k_q8_quantize_1x1_avx512;
+extern const if_attn_kernel if_k_f32_attn_16x64_avx2, if_k_f32_attn_16x64_avx512,
+    if_k_i8_attn_16x64_amx, if_k_i8_attn_16x64_amx_emulated;
+extern const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2, if_k_f32_swiglu_1x1_avx512;
+#endif
+#if defined(IF_ARM_TIERS)
+extern const if_q8_gemv_kernel if_k_q8_gemv_1x4_neon, if_k_q8_gemv_1x4_dotprod,
+    if_k_q8_gemv_1xvl_sme2;
+extern const if_q8_gemm_kernel if_k_q8_gemm_4x4_neon, if_k_q8_gemm_4x4_dotprod,
+    if_k_q8_gemm_2x4_i8mm, if_k_q8_gemm_vlxvl_sme2;
+extern const if_quantize_kernel if_k_q8_quantize_1x1_neon;
+extern const if_attn_kernel if_k_i8_attn_16x64_sme2;
+#endif
+
+/* Run functions. scalar tier: plain C, -O3, no -march (the baseline every other tier must
+ * equal) */
+void if_q8_quantize_1x1_scalar(IF_QUANT_ARGS);
 void if_q8_gemv_1x1_scalar(IF_GEMV_ARGS);
 void if_q8_gemm_1x1_scalar(IF_GEMM_ARGS);
 void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K);
 
 /* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
-void if_swiglu_scalar(float *x, const float *g, size_t n);
-void if_swiglu_avx2(float *x, const float *g, size_t n);
-void if_swiglu_avx512(float *x, const float *g, size_t n);
+void if_f32_swiglu_1x1_scalar(float *x, const float *g, size_t n);
+void if_f32_swiglu_1x1_avx2(float *x, const float *g, size_t n);
+void if_f32_swiglu_1x1_avx512(float *x, const float *g, size_t n);
 
 /* attention (csrc/kernels/attention/): the fp32 reference kernel, any cache type */
 #define IF_ATTN_ARGS                                                                 \
     const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, float *scratch
-void if_attn_f32_scalar(IF_ATTN_ARGS);
+void if_f32_attn_16x64_scalar(IF_ATTN_ARGS);
 
 #if defined(IF_X86_TIERS)
 /* AVX-512 fp32 attention (-mavx512f): scores 16 keys per zmm, P.V 16 head dims per zmm,
- * no FMA; equals if_attn_f32_scalar bit for bit */
-void if_attn_f32_avx512(IF_ATTN_ARGS);
-/* fp32 attention with AVX2 (8-wide, same float order, no FMA); equals if_attn_f32_scalar bit
+ * no FMA; equals if_f32_attn_16x64_scalar bit for bit */
+void if_f32_attn_16x64_avx512(IF_ATTN_ARGS);
+/* fp32 attention with AVX2 (8-wide, same float order, no FMA); equals if_f32_attn_16x64_scalar bit
  * for bit */
-void if_attn_f32_avx2(IF_ATTN_ARGS);
+void if_f32_attn_16x64_avx2(IF_ATTN_ARGS);
 /* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD, and the same body
  * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
-void if_attn_i8_amx(IF_ATTN_ARGS);
-void if_attn_i8_amx_emulated(IF_ATTN_ARGS);
+void if_i8_attn_16x64_amx(IF_ATTN_ARGS);
+void if_i8_attn_16x64_amx_emulated(IF_ATTN_ARGS);
 
 /* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick (u8 = |x|,
  * s8 = w * sign(x)); GEMV 1 x 8 rows, GEMM 4 x 16 with weights transposed per K block */
-void if_quantize_q8_avx2(IF_QUANT_ARGS);
+void if_q8_quantize_1x1_avx2(IF_QUANT_ARGS);
 void if_q8_gemv_1x8_avx2(IF_GEMV_ARGS);
 void if_q8_gemm_4x16_avx2(IF_GEMM_ARGS);
 /* avx_vnni tier: -mavx2 -mfma -mavxvnni; VPDPBUSD on ymm: the GEMV with the sign trick, the
@@ -56,8 +96,8 @@ void if_q8_gemv_1x8_avx_vnni(IF_GEMV_ARGS);
 void if_q8_gemm_4x16_avx_vnni(IF_GEMM_ARGS);
 /* avx512_vnni tier: -mavx512f -mavx512bw -mavx512vl -mavx512vnni; VPDPBUSD on zmm: GEMV
  * 1 x 16 rows with the sign trick, GEMM 4 x 32 with the offset trick */
-void if_quantize_q8_avx512(IF_QUANT_ARGS);
-void if_q8_gemv_1x16_avx512_vnni(IF_GEMV_ARGS);
+void if_q8_quantize_1x1_avx512(IF_QUANT_ARGS);
+void if_q8_gemv_1x1_avx512_vnni(IF_GEMV_ARGS);
 void if_q8_gemm_4x32_avx512_vnni(IF_GEMM_ARGS);
 /* amx tier: -mamx-tile -mamx-int8 (+AVX-512 for readout); TDPBSSD on packed 16x64 tiles */
 size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
@@ -72,7 +112,7 @@ int if_amx_thread_init(void);
 
 #if defined(IF_ARM_TIERS)
 /* neon tier: Armv8.0 Advanced SIMD only (-march=armv8-a): SMULL/SADALP int8 dot products */
-void if_quantize_q8_neon(IF_QUANT_ARGS);
+void if_q8_quantize_1x1_neon(IF_QUANT_ARGS);
 void if_q8_gemv_1x4_neon(IF_GEMV_ARGS);
 void if_q8_gemm_4x4_neon(IF_GEMM_ARGS);
 /* dotprod tier: Armv8.2 SDOT (-march=armv8.2-a+dotprod); the decode tier */
@@ -85,7 +125,7 @@ void if_q8_gemm_2x4_i8mm(IF_GEMM_ARGS);
 void if_q8_gemv_1xvl_sme2(IF_GEMV_ARGS);
 void if_q8_gemm_vlxvl_sme2(IF_GEMM_ARGS);
 /* int8 matrix-engine attention (attn_i8_matrix_body.h) with SMOPA / USMOPA */
-void if_attn_i8_sme2(IF_ATTN_ARGS);
+void if_i8_attn_16x64_sme2(IF_ATTN_ARGS);
 #endif
 
 #endif

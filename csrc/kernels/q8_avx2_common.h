@@ -328,79 +328,77 @@ Q8C_INLINE void q8c_gemv(float *out, const int8_t *xq, const float *xs, const in
  * ------------------------------------------------------------------------------------- */
 
 #define Q8C_NT 16 /* weight rows per GEMM tile: Q8C_NT / 8 vectors */
-#ifndef Q8C_PFG
-#define Q8C_PFG 2 /* GEMM pack prefetch distance, in tiles */
-#endif
 
-typedef struct q8c_pack {
-    _Alignas(32) int8_t w[Q8C_NT * Q8C_KB];   /* quad q of rows 8v..8v+7 at w + 64 q + 32 v */
-    _Alignas(32) int8_t x[Q8C_MT * Q8C_KB];   /* activation rows: x ^ 0x80 (VNNI) or |x| (AVX2) */
-    _Alignas(32) float st[Q8C_NT * Q8C_GB];   /* scale of group g, rows: st + 16 g + 8 v */
-#if defined(__AVXVNNI__)
-    _Alignas(32) int32_t corr[Q8C_NT * Q8C_GB]; /* -128 * sum(w) of group g, same layout */
-#endif
-} q8c_pack;
+/* The packed layout, written once at load (q8c_pack_weights): per tile of 16 weight rows
+ * (rows past N are zero), quad q of rows 8v .. 8v+7 at tile + 64 q + 32 v (the rows' 4-byte
+ * quads transposed, so one int32 lane is one output row), K / 4 quads; for AVX-VNNI then the
+ * offset-trick corrections, -128 * sum(w) of group g of row 8v + r at int32 16 g + 8 v + r.
+ * Groups the kernel does not tile (gs % 4 != 0, or a group above Q8C_KB bytes) keep the
+ * row-major rows (a copy), which the fallbacks read. */
+Q8C_INLINE int q8c_tiled(size_t gs) { return gs != 0 && gs % 4 == 0 && gs <= Q8C_KB; }
 
-/* Pack groups [gb0, gb0 + gc) of 8 * V rows (kb = gc * gs bytes from k0 = gb0 * gs). */
-Q8C_INLINE void q8c_pack_block(q8c_pack *pk, const int8_t *const wr[Q8C_NT],
-                               const float *const sr[Q8C_NT], size_t V, size_t gb0, size_t gc,
-                               size_t gs, size_t K, size_t ng) {
-    const size_t k0 = gb0 * gs, kb = gc * gs;
-    /* prefetch: the same rows Q8C_PFG tiles further on (bytes) */
-    const size_t pw = Q8C_PFG * Q8C_NT * K, ps = Q8C_PFG * Q8C_NT * ng * sizeof(float);
-    for (size_t v = 0; v < V; v++) {
+Q8C_INLINE size_t q8c_tile_bytes(size_t K, size_t gs) {
 #if defined(__AVXVNNI__)
-        const __m256i c80 = _mm256_set1_epi8((char)0x80);
-        if (gs % 32 == 0) { /* whole chunks per group: correction summed in registers */
-            for (size_t g = 0; g < gc; g++) {
-                __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-                for (size_t c = g * gs / 32; c < (g + 1) * gs / 32; c++) {
-                    __m256i t[8];
-                    for (int r = 0; r < 8; r++) {
-                        q8c_prefetch(q8c_addr(wr[8 * v + r], k0 + c * 32 + pw));
-                        t[r] = _mm256_loadu_si256((const __m256i *)(wr[8 * v + r] + k0 + c * 32));
-                    }
-                    q8c_tr8_epi32(t);
-                    for (int i = 0; i < 8; i++)
-                        _mm256_store_si256((__m256i *)(pk->w + (c * 8 + i) * 64 + 32 * v), t[i]);
-                    for (int i = 0; i < 8; i += 2) {
-                        s0 = _mm256_dpbusd_avx_epi32(s0, c80, t[i]);
-                        s1 = _mm256_dpbusd_avx_epi32(s1, c80, t[i + 1]);
-                    }
-                }
-                _mm256_store_si256((__m256i *)(pk->corr + g * 16 + 8 * v),
-                                   _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(s0, s1)));
-            }
-        } else
+    return Q8C_NT * K + Q8C_NT * (K / gs) * sizeof(int32_t);
+#else
+    (void)gs;
+    return Q8C_NT * K;
 #endif
-        {
-            for (size_t c = 0; c * 32 < kb; c++) {
-                const size_t nq = (kb - c * 32) / 4 < 8 ? (kb - c * 32) / 4 : 8;
-                __m256i t[8];
-                for (int r = 0; r < 8; r++) {
-                    q8c_prefetch(q8c_addr(wr[8 * v + r], k0 + c * 32 + pw));
-                    t[r] = q8c_load_bytes(wr[8 * v + r] + k0 + c * 32, nq);
-                }
-                q8c_tr8_epi32(t);
-                for (size_t i = 0; i < nq; i++)
-                    _mm256_store_si256((__m256i *)(pk->w + (c * 8 + i) * 64 + 32 * v), t[i]);
-            }
+}
+
+Q8C_INLINE size_t q8c_pack_size(size_t N, size_t K, size_t gs) {
+    if (!q8c_tiled(gs)) return N * K;
+    return (N + Q8C_NT - 1) / Q8C_NT * q8c_tile_bytes(K, gs);
+}
+
+Q8C_INLINE void q8c_pack_weights(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
+    if (!q8c_tiled(gs)) {
+        memcpy(dst, w, N * K);
+        return;
+    }
+    const size_t tb = q8c_tile_bytes(K, gs);
+    for (size_t n = 0; n < N; n += Q8C_NT) {
+        int8_t *t = dst + n / Q8C_NT * tb;
+        for (size_t r = 0; r < Q8C_NT; r++) {
+            const int8_t *row = n + r < N ? w + (n + r) * K : NULL;
+            for (size_t q = 0; q < K / 4; q++)
+                for (size_t b = 0; b < 4; b++)
+                    t[q * 64 + 32 * (r / 8) + 4 * (r % 8) + b] = row ? row[4 * q + b] : 0;
 #if defined(__AVXVNNI__)
-            const size_t qpg = gs / 4;
-            for (size_t g = 0; g < gc; g++) {
-                __m256i s0 = _mm256_setzero_si256();
-                for (size_t q = 0; q < qpg; q++)
-                    s0 = _mm256_dpbusd_avx_epi32(
-                        s0, c80, _mm256_load_si256((const __m256i *)(pk->w + (g * qpg + q) * 64 + 32 * v)));
-                _mm256_store_si256((__m256i *)(pk->corr + g * 16 + 8 * v),
-                                   _mm256_sub_epi32(_mm256_setzero_si256(), s0));
+            int32_t *corr = (int32_t *)(void *)(t + Q8C_NT * K);
+            for (size_t g = 0; g < K / gs; g++) {
+                int32_t sum = 0;
+                for (size_t k = 0; row && k < gs; k++) sum += row[g * gs + k];
+                corr[g * Q8C_NT + r] = -128 * sum;
             }
 #endif
         }
+    }
+}
+
+typedef struct q8c_pack {
+    const int8_t *w;  /* the block's packed quads: quad q of rows 8v..8v+7 at w + 64 q + 32 v */
+#if defined(__AVXVNNI__)
+    const int32_t *corr; /* the block's corrections: group g, row 8v + r at corr + 16 g + 8 v + r */
+#endif
+    _Alignas(32) int8_t x[Q8C_MT * Q8C_KB];   /* activation rows: x ^ 0x80 (VNNI) or |x| (AVX2) */
+    _Alignas(32) float st[Q8C_NT * Q8C_GB];   /* scale of group g, rows: st + 16 g + 8 v */
+} q8c_pack;
+
+/* Point pk at groups [gb0, gb0 + gc) of packed tile t and transpose the scales of its 8 * V
+ * rows (sr) for them. */
+Q8C_INLINE void q8c_pack_block(q8c_pack *pk, const int8_t *t, const float *const sr[Q8C_NT],
+                               size_t V, size_t gb0, size_t gc, size_t gs, size_t K) {
+    pk->w = t + gb0 * gs / 4 * 64;
+#if defined(__AVXVNNI__)
+    pk->corr = (const int32_t *)(const void *)(t + Q8C_NT * K) + gb0 * Q8C_NT;
+#else
+    (void)K;
+#endif
+    for (size_t v = 0; v < V; v++) {
         for (size_t g = 0; g < gc; g += 8) {
             const size_t cnt = gc - g < 8 ? gc - g : 8;
             __m256 st[8];
-            for (int r = 0; r < 8; r++) q8c_prefetch(q8c_addr(sr[8 * v + r] + gb0 + g, ps));
             q8c_load_scales(st, sr + 8 * v, gb0 + g, cnt);
             for (size_t j = 0; j < cnt; j++) _mm256_store_ps(pk->st + (g + j) * 16 + 8 * v, st[j]);
         }
@@ -437,7 +435,7 @@ Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float
         for (size_t i = 0; i < MT; i++)
             for (size_t v = 0; v < V; v++) {
 #if defined(__AVXVNNI__)
-                a[i][v] = _mm256_load_si256((const __m256i *)(pk->corr + g * 16 + 8 * v));
+                a[i][v] = _mm256_loadu_si256((const __m256i *)(pk->corr + g * 16 + 8 * v));
 #else
                 a[i][v] = _mm256_setzero_si256();
 #endif
@@ -489,39 +487,28 @@ Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t 
     }
 }
 
-/* out[m * ldo + n] for m in [0, M), n in [n0, n1); gs % 4 == 0. */
+/* out[m * ldo + n] for m in [0, M), n in [n0, n1) (n0 a multiple of Q8C_NT) from the weights
+ * q8c_pack_weights wrote to wp; q8c_tiled(gs). */
 Q8C_INLINE void q8c_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
-                         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                         const int8_t *wp, const float *ws, size_t n0, size_t n1, size_t K,
                          size_t gs) {
-    const size_t ng = K / gs;
+    const size_t ng = K / gs, tb = q8c_tile_bytes(K, gs);
     size_t gpb = Q8C_KB / gs;
     if (gpb > Q8C_GB) gpb = Q8C_GB;
-    if (gpb == 0) { /* a group larger than the pack block: GEMV per activation row */
-        for (size_t m = 0; m < M; m++)
-            q8c_gemv(out + m * ldo, xq + m * K, xs + m * ng, w, ws, n0, n1, K, gs);
-        return;
-    }
     q8c_pack pk;
     for (size_t n = n0; n < n1; n += Q8C_NT) {
         const size_t nr = n1 - n < Q8C_NT ? n1 - n : Q8C_NT;
-        const int8_t *wr[Q8C_NT];
+        const int8_t *t = wp + n / Q8C_NT * tb, *wr[Q8C_NT];
         const float *sr[Q8C_NT];
-        q8c_rows(wr, sr, w, ws, n, nr < 8 ? nr : 8, K, ng);
-        if (nr > 8) q8c_rows(wr + 8, sr + 8, w, ws, n + 8, nr - 8, K, ng);
-        if (ng == 0) {
-            for (size_t m = 0; m < M; m++) {
-                q8c_store_out(out + m * ldo + n, _mm256_setzero_ps(), nr < 8 ? nr : 8);
-                if (nr > 8) q8c_store_out(out + m * ldo + n + 8, _mm256_setzero_ps(), nr - 8);
-            }
-            continue;
-        }
+        q8c_rows(wr, sr, wp, ws, n, nr < 8 ? nr : 8, 0, ng); /* scales only */
+        if (nr > 8) q8c_rows(wr + 8, sr + 8, wp, ws, n + 8, nr - 8, 0, ng);
         for (size_t gb0 = 0; gb0 < ng; gb0 += gpb) {
             const size_t gc = ng - gb0 < gpb ? ng - gb0 : gpb;
             if (nr > 8) {
-                q8c_pack_block(&pk, wr, sr, 2, gb0, gc, gs, K, ng);
+                q8c_pack_block(&pk, t, sr, 2, gb0, gc, gs, K);
                 q8c_gemm_block(2, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
             } else {
-                q8c_pack_block(&pk, wr, sr, 1, gb0, gc, gs, K, ng);
+                q8c_pack_block(&pk, t, sr, 1, gb0, gc, gs, K);
                 q8c_gemm_block(1, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
             }
         }

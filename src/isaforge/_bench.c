@@ -153,8 +153,9 @@ static PyObject *py_tiers(PyObject *mod, PyObject *args) {
         const if_kernel_table *t = if_tier_table(i);
         PyObject *d = Py_BuildValue("{s:s,s:O,s:s,s:s,s:s,s:s,s:s}", "name", t->tier,
                                     "supported", ok ? Py_True : Py_False, "reason", why,
-                                    "q8_gemv", t->q8_gemv_name, "q8_gemm", t->q8_gemm_name,
-                                    "quantize", t->quantize_name, "f32_gemv", t->f32_gemv_name);
+                                    "q8_gemv", t->q8_gemv->name, "q8_gemm", t->q8_gemm->name,
+                                    "quantize", t->quantize->name, "f32_gemv",
+                                    t->f32_gemv->name);
         if (!d || PyList_Append(list, d) != 0) {
             Py_XDECREF(d);
             Py_DECREF(list);

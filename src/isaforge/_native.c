@@ -289,6 +289,11 @@ static PyObject *Model_kv_bytes(ModelObject *self, void *closure) {
     return PyLong_FromSize_t(self->m ? if_model_kv_bytes(self->m) : 0);
 }
 
+static PyObject *Model_packed_bytes(ModelObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->m ? if_model_packed_bytes(self->m) : 0);
+}
+
 static PyObject *Model_attention(ModelObject *self, void *closure) {
     (void)closure;
     if (!self->m) Py_RETURN_NONE;
@@ -307,6 +312,8 @@ static PyGetSetDef Model_getset[] = {
     {"threads", (getter)Model_threads, NULL, "threads in the model's pool", NULL},
     {"kernels", (getter)Model_kernels, NULL, "kernel tables this model runs", NULL},
     {"kv_cache_bytes", (getter)Model_kv_bytes, NULL, "bytes of the KV cache", NULL},
+    {"packed_bytes", (getter)Model_packed_bytes, NULL,
+     "bytes of weights packed at load into the GEMM kernel's layout (0: none)", NULL},
     {"attention", (getter)Model_attention, NULL, "the attention kernel this model runs", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -376,13 +383,15 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A tier's kernel names by op, and its GEMM's step and packed layout. */
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "tier", t->tier, "q8_gemv",
-                         t->q8_gemv_name, "q8_gemm", t->q8_gemm_name, "quantize",
-                         t->quantize_name, "f32_gemv", t->f32_gemv_name, "attention",
-                         t->attn_name, "attention_int8_kv",
-                         t->attn_i8_name ? t->attn_i8_name : t->attn_name, "swiglu",
-                         t->swiglu_name ? t->swiglu_name : "swiglu_scalar");
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}", "tier", t->tier,
+                         "q8_gemv", t->q8_gemv->name, "q8_gemm", t->q8_gemm->name, "quantize",
+                         t->quantize->name, "f32_gemv", t->f32_gemv->name, "attention",
+                         t->attn->name, "attention_int8_kv", t->attn_i8->name, "swiglu",
+                         t->swiglu->name, "q8_gemm_step", (Py_ssize_t)t->q8_gemm->mr,
+                         (Py_ssize_t)t->q8_gemm->nr, "q8_gemm_packs",
+                         t->q8_gemm->pack ? Py_True : Py_False);
 }
 
 static PyObject *py_info(PyObject *mod, PyObject *args) {
@@ -451,7 +460,7 @@ static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
             if ((size_t)qv.len < K || (size_t)sv.len < K / (size_t)gs * sizeof(float)) {
                 PyErr_SetString(PyExc_ValueError, "output buffers too small");
             } else {
-                t->quantize(qv.buf, sv.buf, xv.buf, K, (size_t)gs);
+                t->quantize->run(qv.buf, sv.buf, xv.buf, K, (size_t)gs);
                 ret = Py_NewRef(Py_None);
             }
             PyBuffer_Release(&sv);
@@ -470,7 +479,7 @@ static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO|z", &x, &g, &tier)) return NULL;
     const if_kernel_table *t = table_for(tier, 1);
     if (!t) return NULL;
-    if_swiglu_fn fn = t->swiglu ? t->swiglu : if_tier_table(0)->swiglu; /* NULL: scalar's */
+    if_swiglu_fn fn = t->swiglu->run;
     Py_buffer xv, gv;
     if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
     PyObject *ret = NULL;
@@ -520,21 +529,22 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
         /* a tier with a packed GEMM layout gets its weights packed here, as at model load */
         int8_t *packed = NULL;
         const int8_t *wq = v[2].buf;
-        if (m > 1 && t->q8_gemm_pack) {
-            size_t bytes = (t->q8_gemm_pack_size(n, k, g) + 63) / 64 * 64;
+        const if_q8_gemm_kernel *gk = t->q8_gemm;
+        if (m > 1 && gk->pack) {
+            size_t bytes = (gk->pack_size(n, k, g) + 63) / 64 * 64;
             packed = aligned_alloc(64, bytes ? bytes : 64);
             if (!packed) {
                 PyErr_NoMemory();
                 got = -got; /* release below */
             } else {
-                t->q8_gemm_pack(packed, v[2].buf, n, k, g);
+                gk->pack(packed, v[2].buf, n, k, g);
                 wq = packed;
             }
         }
         if (got > 0) {
-            Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv(v[4].buf, v[0].buf, v[1].buf, wq,
-                                                          v[3].buf, 0, n, k, g);
-            else t->q8_gemm(v[4].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, 0, n, k, g);
+            Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv->run(v[4].buf, v[0].buf, v[1].buf, wq,
+                                                               v[3].buf, 0, n, k, g);
+            else gk->run(v[4].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, 0, n, k, g);
             Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
         } else {
             got = -got;
@@ -621,7 +631,7 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
         if_kv_store(&kv, 0, p, (const float *)v[1].buf + p * kv_dim);
         if_kv_store(&kv, 1, p, (const float *)v[2].buf + p * kv_dim);
     }
-    if_attn_fn fn = kv_type == IF_KV_I8 && t->attn_i8 ? t->attn_i8 : t->attn;
+    if_attn_fn fn = (kv_type == IF_KV_I8 ? t->attn_i8 : t->attn)->run;
     fn(&j, 0, rows, 0, (size_t)nh, scratch);
     Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
 done:
@@ -651,9 +661,28 @@ static PyObject *py_kv_cache_bytes(PyObject *mod, PyObject *args) {
     return PyLong_FromSize_t(n);
 }
 
+/* packed_bytes(cfg, group_size, tier=None, disabled=None): bytes a Q8 model would pack at
+ * load for the GEMM layout of the kernels (tier, disabled) chooses. */
+static PyObject *py_packed_bytes(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *cfg;
+    Py_ssize_t gs;
+    const char *tier = NULL, *disabled = NULL;
+    if (!PyArg_ParseTuple(args, "On|zz", &cfg, &gs, &tier, &disabled)) return NULL;
+    if_config c;
+    if_kernel_set ks;
+    uint32_t mask;
+    if (!parse_config(cfg, &c) || !choose(tier, disabled, &ks, &mask)) return NULL;
+    if (gs < 0) return PyErr_Format(PyExc_ValueError, "negative group size");
+    return PyLong_FromSize_t(if_packed_weight_bytes(&c, (size_t)gs, ks.gemm));
+}
+
 static PyMethodDef module_methods[] = {
     {"kv_cache_bytes", py_kv_cache_bytes, METH_VARARGS,
      "kv_cache_bytes(cfg, ubatch, kv_type) -> bytes the model's KV cache would take."},
+    {"packed_bytes", py_packed_bytes, METH_VARARGS,
+     "packed_bytes(cfg, group_size, tier=None, disabled=None) -> bytes of the weights a Q8 "
+     "model packs at load for the chosen GEMM kernel's layout (0: it reads them row-major)."},
     {"attention", py_attention, METH_VARARGS,
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
      "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},

@@ -59,9 +59,9 @@ int main(int argc, char **argv) {
         if_kv_store(&kv, 0, p, k + p * kv_dim);
         if_kv_store(&kv, 1, p, v + p * kv_dim);
     }
-    int i8 = kv_type == IF_KV_I8 && t->attn_i8;
-    (i8 ? t->attn_i8 : t->attn)(&j, 0, n, 0, nh, scratch);
-    printf("kernel %s\n", i8 ? t->attn_i8_name : t->attn_name);
+    const if_attn_kernel *ak = kv_type == IF_KV_I8 ? t->attn_i8 : t->attn;
+    ak->run(&j, 0, n, 0, nh, scratch);
+    printf("kernel %s\n", ak->name);
     f = fopen(argv[3], "wb");
     if (!f || fwrite(out, sizeof(float), qn, f) != qn || fclose(f) != 0)
         return fail("cannot write output");

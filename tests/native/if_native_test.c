@@ -139,10 +139,10 @@ static int cmd_info(void) {
         return 2;
     }
     const if_kernel_table *d = ks.gemv, *p = ks.gemm;
-    printf("decode=%s\ndecode.q8_gemv=%s\ndecode.quantize=%s\n", d->tier, d->q8_gemv_name,
-           d->quantize_name);
-    printf("prefill=%s\nprefill.q8_gemm=%s\nprefill.quantize=%s\n", p->tier, p->q8_gemm_name,
-           p->quantize_name);
+    printf("decode=%s\ndecode.q8_gemv=%s\ndecode.quantize=%s\n", d->tier, d->q8_gemv->name,
+           d->quantize->name);
+    printf("prefill=%s\nprefill.q8_gemm=%s\nprefill.quantize=%s\n", p->tier, p->q8_gemm->name,
+           p->quantize->name);
     return 0;
 }
 
@@ -259,12 +259,12 @@ static void run_gemm(const tier_ref *tr, float *out, size_t ldo, const int8_t *x
                      const float *xs, size_t M, const int8_t *w, const int8_t *wpacked,
                      const float *ws, size_t N, size_t K, size_t gs) {
     const if_kernel_table *t = tr->t;
-    size_t tile = t->gemm_n_tile ? t->gemm_n_tile : 1;
+    size_t tile = t->q8_gemm->nr;
     size_t split = (N / 2) / tile * tile;
-    const int8_t *wk = t->q8_gemm_pack ? wpacked : w;
+    const int8_t *wk = t->q8_gemm->pack ? wpacked : w;
     fill_sentinel(out, M * ldo);
-    if (split > 0) t->q8_gemm(out, ldo, xq, xs, M, wk, ws, 0, split, K, gs);
-    t->q8_gemm(out, ldo, xq, xs, M, wk, ws, split, N, K, gs);
+    if (split > 0) t->q8_gemm->run(out, ldo, xq, xs, M, wk, ws, 0, split, K, gs);
+    t->q8_gemm->run(out, ldo, xq, xs, M, wk, ws, split, N, K, gs);
     for (size_t m = 0; m < M; m++)
         for (size_t n = N; n < ldo; n++)
             if (fbits(out[m * ldo + n]) != SENTINEL)
@@ -296,7 +296,7 @@ static void conformance_shape(const tier_ref *tiers, size_t n_tiers, size_t N, s
     const if_kernel_table *sc = tiers[0].t;
     float *want = xmalloc(Mmax * N * sizeof(float)), *row = xmalloc(N * sizeof(float));
     for (size_t m = 0; m < Mmax; m++) {
-        sc->q8_gemv(want + m * N, xq + m * K, xs + m * ng, w, ws, 0, N, K, gs);
+        sc->q8_gemv->run(want + m * N, xq + m * K, xs + m * ng, w, ws, 0, N, K, gs);
         ref_gemv(row, xq + m * K, xs + m * ng, w, ws, 0, N, K, gs);
         expect_bits(want + m * N, row, N, "scalar q8_gemv vs reference", "scalar", m, N, K, gs);
         g_cases++;
@@ -312,19 +312,19 @@ static void conformance_shape(const tier_ref *tiers, size_t n_tiers, size_t N, s
         const tier_ref *tr = &tiers[ti];
         const if_kernel_table *t = tr->t;
         int8_t *packed = NULL;
-        if (t->q8_gemm_pack) {
-            size_t bytes = (t->q8_gemm_pack_size(N, K, gs) + 63) / 64 * 64;
+        if (t->q8_gemm->pack) {
+            size_t bytes = (t->q8_gemm->pack_size(N, K, gs) + 63) / 64 * 64;
             packed = aligned_alloc(64, bytes ? bytes : 64);
             if (!packed) FAIL("out of memory packing for %s", tr->name);
-            t->q8_gemm_pack(packed, w, N, K, gs);
+            t->q8_gemm->pack(packed, w, N, K, gs);
         }
         /* GEMV: first, second and last activation rows; two ranges split on a multiple of 4 */
         const size_t gemv_rows[] = {0, 1, Mmax - 1};
         for (size_t r = 0; r < 3; r++) {
             size_t m = gemv_rows[r], split = (N / 2) / 4 * 4;
             fill_sentinel(out, N + 3);
-            if (split > 0) t->q8_gemv(out, xq + m * K, xs + m * ng, w, ws, 0, split, K, gs);
-            t->q8_gemv(out, xq + m * K, xs + m * ng, w, ws, split, N, K, gs);
+            if (split > 0) t->q8_gemv->run(out, xq + m * K, xs + m * ng, w, ws, 0, split, K, gs);
+            t->q8_gemv->run(out, xq + m * K, xs + m * ng, w, ws, split, N, K, gs);
             expect_bits(out, want + m * N, N, "q8_gemv", tr->name, 1, N, K, gs);
             for (size_t n = N; n < N + 3; n++)
                 if (fbits(out[n]) != SENTINEL)
@@ -387,7 +387,7 @@ static void conformance_quantize(const tier_ref *tiers, size_t n_tiers, size_t K
     for (size_t r = 0; r < rows; r++) fill_activations(x + r * K, K, gs);
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * K;
-        tiers[0].t->quantize(q0, s0, xr, K, gs);
+        tiers[0].t->quantize->run(q0, s0, xr, K, gs);
         ref_quantize(q1, s1, xr, K, gs);
         if (memcmp(q0, q1, K) || memcmp(s0, s1, ng * sizeof(float)))
             FAIL("scalar quantize vs reference K=%zu gs=%zu row %zu differ", K, gs, r);
@@ -397,7 +397,7 @@ static void conformance_quantize(const tier_ref *tiers, size_t n_tiers, size_t K
         for (size_t ti = 0; ti < n_tiers; ti++) {
             memset(q1, 0x5a, K + 8);
             fill_sentinel(s1, ng + 2);
-            tiers[ti].t->quantize(q1, s1, xr, K, gs);
+            tiers[ti].t->quantize->run(q1, s1, xr, K, gs);
             for (size_t i = 0; i < K; i++)
                 if (q1[i] != q0[i])
                     FAIL("quantize tier=%s K=%zu gs=%zu row %zu: q[%zu]=%d, scalar gives %d",

@@ -1,6 +1,6 @@
 /* attn_f32_simd_body.h - the fp32 attention kernel body shared by the AVX2 and AVX-512 files
  * (internal; each includes it once, compiled with only its own ISA flags). The passes and the
- * per-output float order are attn_f32_scalar.c's (run.c's); only the inner loops are
+ * per-output float order are f32_attn_16x64_scalar.c's (run.c's); only the inner loops are
  * vectorized, in ways that keep each output's order:
  *   scores  W keys per vector: the key block is transposed once per (tile, kv group) into
  *           kt[i][t] so s[t..t+W-1] = ((0 + q0*k0) + q1*k1) + ... runs head dim by head dim,

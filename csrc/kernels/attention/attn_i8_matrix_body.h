@@ -1,8 +1,8 @@
 /* attn_i8_matrix_body.h - matrix-engine attention (int8 Q.K^T, u8 P.V), written once and
- * compiled three times: with real AMX tile intrinsics (attn_i8_amx.c: TDPBSSD, TDPBUSD), with
- * the AMX tile operations emulated in plain C (attn_i8_amx_emulated.c, the test-only
+ * compiled three times: with real AMX tile intrinsics (i8_attn_16x64_amx.c: TDPBSSD, TDPBUSD), with
+ * the AMX tile operations emulated in plain C (i8_attn_16x64_amx_emulated.c, the test-only
  * "amx_emulated" table, so the layouts and bookkeeping are tested on CPUs without AMX), and
- * with SME2 outer products (attn_i8_sme2.c: SMOPA, USMOPA). The includer defines ATTN_AMX_FN
+ * with SME2 outer products (i8_attn_16x64_sme2.c: SMOPA, USMOPA). The includer defines ATTN_AMX_FN
  * (the function name) and either ATTN_AMX_EMULATE, or the AMX tile macros TILE_STATE,
  * TILE_CONFIG(cfg), TILE_RELEASE(), TILE_ZERO(t), TILE_LOAD(t, p, stride), TILE_STORE(t, p,
  * stride), TILE_DPBSSD(c, a, b), TILE_DPBUSD(c, a, b), or (ATTN_ENGINE_CUSTOM) its own
@@ -176,7 +176,7 @@ static void attn_i8_row(const if_kv_layer *kv, int which, size_t pos, size_t g, 
         memcpy(s, (which ? kv->vs : kv->ks) + off / G, hs / G * sizeof(float));
         return;
     }
-    if_quantize_q8_scalar(q, s, attn_row(kv, which, pos, g, hs, tmp), hs, G);
+    if_q8_quantize_1x1_scalar(q, s, attn_row(kv, which, pos, g, hs, tmp), hs, G);
 }
 
 void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1,
@@ -217,7 +217,7 @@ void ATTN_AMX_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h
                     int8_t *lo = hi + TQ * ng * Gp;
                     const float *x = j->q + r * j->ldq + h * hs;
                     float *sg = qs + ((r - rt) * H + (h - h0)) * ng;
-                    if_quantize_q8_scalar(krow, sg, x, hs, G);
+                    if_q8_quantize_1x1_scalar(krow, sg, x, hs, G);
                     for (size_t gg = 0; gg < ng; gg++) {
                         for (size_t d = 0; d < G; d++) {
                             const size_t i = gg * G + d;

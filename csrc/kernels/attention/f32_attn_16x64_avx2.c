@@ -1,6 +1,6 @@
-/* attn_f32_avx2.c - fp32 attention with AVX2 (-mavx2 -mfma, -ffp-contract=off: no FMA is
+/* f32_attn_16x64_avx2.c - fp32 attention with AVX2 (-mavx2 -mfma, -ffp-contract=off: no FMA is
  * formed): attn_f32_simd_body.h on 8-lane ymm vectors with VMASKMOVPS tails and exp8
- * (detmath_avx2.h). Equals attn_f32_scalar.c bit for bit. */
+ * (detmath_avx2.h). Equals f32_attn_16x64_scalar.c bit for bit. */
 #include <immintrin.h>
 
 #include "attn_common.h"
@@ -8,7 +8,7 @@
 #include "../../detmath.h"
 #include "../detmath_avx2.h"
 
-#define ATTN_FN if_attn_f32_avx2
+#define ATTN_FN if_f32_attn_16x64_avx2
 #define VF __m256
 #define VM __m256i
 #define W 8
@@ -27,3 +27,7 @@
 #define VMSTORE(p, m, v) _mm256_maskstore_ps(p, m, v)
 #define VEXP(v) exp8(v)
 #include "attn_f32_simd_body.h"
+
+const if_attn_kernel if_k_f32_attn_16x64_avx2 = {.name = "f32_attn_16x64_avx2",
+    .requires = IF_FEATS_AVX2, .mr = IF_ATTN_Q_TILE, .nr = IF_ATTN_KEY_BLOCK,
+    .run = if_f32_attn_16x64_avx2};

@@ -1,6 +1,6 @@
-/* attn_f32_avx512.c - fp32 attention with AVX-512F (-mavx512f ..., no FMA: -ffp-contract=off):
+/* f32_attn_16x64_avx512.c - fp32 attention with AVX-512F (-mavx512f ..., no FMA: -ffp-contract=off):
  * attn_f32_simd_body.h on 16-lane zmm vectors with __mmask16 tails and exp16
- * (detmath_avx512.h). Equals attn_f32_scalar.c bit for bit. */
+ * (detmath_avx512.h). Equals f32_attn_16x64_scalar.c bit for bit. */
 #include <immintrin.h>
 
 #include "attn_common.h"
@@ -8,7 +8,7 @@
 #include "../../detmath.h"
 #include "../detmath_avx512.h"
 
-#define ATTN_FN if_attn_f32_avx512
+#define ATTN_FN if_f32_attn_16x64_avx512
 #define VF __m512
 #define VM __mmask16
 #define W 16
@@ -26,3 +26,7 @@
 #define VMSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
 #define VEXP(v) exp16(v)
 #include "attn_f32_simd_body.h"
+
+const if_attn_kernel if_k_f32_attn_16x64_avx512 = {.name = "f32_attn_16x64_avx512",
+    .requires = IF_FEATS_AVX512, .mr = IF_ATTN_Q_TILE, .nr = IF_ATTN_KEY_BLOCK,
+    .run = if_f32_attn_16x64_avx512};

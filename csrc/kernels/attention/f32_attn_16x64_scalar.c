@@ -1,4 +1,4 @@
-/* attn_f32_scalar.c - the reference attention kernel: plain C, fp32 arithmetic over any cache
+/* f32_attn_16x64_scalar.c - the reference attention kernel: plain C, fp32 arithmetic over any cache
  * type, in exactly llama2.c run.c's order (the contract in isaforge.h, if_attn_fn). Every
  * other fp32 tier equals it bit for bit.
  *
@@ -11,7 +11,7 @@
 #include "../kernels.h"
 #include "../../detmath.h"
 
-void if_attn_f32_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1,
+void if_f32_attn_16x64_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1,
                         float *scratch) {
     enum { B = IF_ATTN_KEY_BLOCK, TQ = IF_ATTN_Q_TILE };
     const size_t hs = j->head_size, kv_mul = j->n_heads / j->n_kv_heads, ld = attn_score_ld(j);
@@ -86,3 +86,6 @@ void if_attn_f32_scalar(const if_attn_job *j, size_t r0, size_t r1, size_t h0, s
         }
     }
 }
+
+const if_attn_kernel if_k_f32_attn_16x64_scalar = {.name = "f32_attn_16x64_scalar",
+    .mr = IF_ATTN_Q_TILE, .nr = IF_ATTN_KEY_BLOCK, .run = if_f32_attn_16x64_scalar};

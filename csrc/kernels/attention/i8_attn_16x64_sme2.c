@@ -1,4 +1,4 @@
-/* attn_i8_sme2.c - int8 matrix-engine attention on SME2 (-mcpu=generic+sme2, any streaming
+/* i8_attn_16x64_sme2.c - int8 matrix-engine attention on SME2 (-mcpu=generic+sme2, any streaming
  * vector length): the body and contract of attn_i8_matrix_body.h with its integer products
  * done by SMOPA (int8 q planes x int8 keys) and USMOPA (u8 probability planes x int8 values)
  * 4-way outer products into ZA tile 0. The operands are the body's packed AMX layouts: a key
@@ -62,5 +62,9 @@ static void pack_a(int8_t *dst, const void *A, size_t lda, size_t K) {
         pack_a(apack_, (ulo), IF_ATTN_KEY_BLOCK, IF_ATTN_KEY_BLOCK);                       \
         sme_mm((C2), apack_, (vpc), IF_ATTN_KEY_BLOCK / 4, (nd), 1);                       \
     } while (0)
-#define ATTN_AMX_FN if_attn_i8_sme2
+#define ATTN_AMX_FN if_i8_attn_16x64_sme2
 #include "attn_i8_matrix_body.h"
+
+const if_attn_kernel if_k_i8_attn_16x64_sme2 = {.name = "i8_attn_16x64_sme2",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, .mr = IF_ATTN_Q_TILE,
+    .nr = IF_ATTN_KEY_BLOCK, .run = if_i8_attn_16x64_sme2};

@@ -10,3 +10,6 @@ void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n
         out[n] = val;
     }
 }
+
+const if_f32_gemv_kernel if_k_f32_gemv_1x1_scalar = {.name = "f32_gemv_1x1_scalar", .mr = 1,
+    .nr = 1, .run = if_f32_gemv_1x1_scalar};

@@ -123,3 +123,8 @@ int if_amx_thread_init(void) {
     return 0;
 #endif
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_16x16_amx = {.name = "q8_gemm_16x16_amx",
+    .requires = IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8 | IF_FEATS_AVX512, .mr = 16, .nr = 16,
+    .pack_size = if_q8_gemm_pack_size_amx, .pack = if_q8_gemm_pack_amx,
+    .run = if_q8_gemm_16x16_amx};

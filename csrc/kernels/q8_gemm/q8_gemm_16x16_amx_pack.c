@@ -48,3 +48,7 @@ void if_q8_gemm_16x16_amx_emulated(float *out, size_t ldo, const int8_t *xq, con
                                    size_t n1, size_t K, size_t gs) {
     amx_q8_gemm_body(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_16x16_amx_emulated = {.name = "q8_gemm_16x16_amx_emulated",
+    .mr = 16, .nr = 16, .pack_size = if_q8_gemm_pack_size_amx, .pack = if_q8_gemm_pack_amx,
+    .run = if_q8_gemm_16x16_amx_emulated};

@@ -10,3 +10,6 @@ void if_q8_gemm_1x1_scalar(float *out, size_t ldo, const int8_t *xq, const float
         if_q8_gemv_1x1_scalar(out + m * ldo, xq + m * K, xs + m * ng, w, ws, n0, n1, K, gs);
     }
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_1x1_scalar = {.name = "q8_gemm_1x1_scalar", .mr = 1, .nr = 1,
+    .run = if_q8_gemm_1x1_scalar};

@@ -279,3 +279,7 @@ void if_q8_gemm_2x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *
         }
     }
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_2x4_i8mm = {.name = "q8_gemm_2x4_i8mm",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, .mr = 2, .nr = 4,
+    .run = if_q8_gemm_2x4_i8mm};

@@ -10,12 +10,25 @@
  * loads/stores; gs % 4 != 0 uses the scalar kernel. Code: ../q8_avx2_common.h. */
 #include "../q8_avx2_common.h"
 
-void if_q8_gemm_4x16_avx2(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
-                         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
-                         size_t gs) {
-    if (gs == 0 || gs % 4 != 0) {
-        if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
-        return;
-    }
-    q8c_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+static size_t pack_size(size_t N, size_t K, size_t gs) { return q8c_pack_size(N, K, gs); }
+
+static void pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
+    q8c_pack_weights(dst, w, N, K, gs);
 }
+
+/* w: what pack wrote; n0 a multiple of 16. */
+void if_q8_gemm_4x16_avx2(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                          const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
+                          size_t gs) {
+    if (q8c_tiled(gs)) {
+        q8c_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+    } else if (gs % 4 == 0) { /* groups above one K block: w is row-major, GEMV per row */
+        for (size_t m = 0; m < M; m++)
+            q8c_gemv(out + m * ldo, xq + m * K, xs + m * (K / gs), w, ws, n0, n1, K, gs);
+    } else {
+        if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+    }
+}
+
+const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2 = {.name = "q8_gemm_4x16_avx2",
+    .requires = IF_FEATS_AVX2, .mr = 4, .nr = 16, .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x16_avx2};

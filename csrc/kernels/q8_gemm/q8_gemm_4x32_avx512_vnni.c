@@ -299,3 +299,7 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
         }
     }
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_4x32_avx512_vnni = {.name = "q8_gemm_4x32_avx512_vnni",
+    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 4, .nr = 32,
+    .run = if_q8_gemm_4x32_avx512_vnni};

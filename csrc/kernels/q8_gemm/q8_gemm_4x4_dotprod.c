@@ -22,3 +22,6 @@ void if_q8_gemm_4x4_dotprod(float *out, size_t ldo, const int8_t *xq, const floa
     }
     Q8_DISPATCH(q8_gemm_impl, Q8_ISA_DOT, gs, out, ldo, xq, xs, M, w, ws, n0, n1, K);
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_4x4_dotprod = {.name = "q8_gemm_4x4_dotprod",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, .mr = 4, .nr = 4, .run = if_q8_gemm_4x4_dotprod};

@@ -19,3 +19,6 @@ void if_q8_gemm_4x4_neon(float *out, size_t ldo, const int8_t *xq, const float *
     }
     Q8_DISPATCH(q8_gemm_impl, Q8_ISA_NEON, gs, out, ldo, xq, xs, M, w, ws, n0, n1, K);
 }
+
+const if_q8_gemm_kernel if_k_q8_gemm_4x4_neon = {.name = "q8_gemm_4x4_neon",
+    .requires = IF_FEAT_ASIMD, .mr = 4, .nr = 4, .run = if_q8_gemm_4x4_neon};

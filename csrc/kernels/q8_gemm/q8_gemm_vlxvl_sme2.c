@@ -128,3 +128,9 @@ void if_q8_gemm_vlxvl_sme2(float *out, size_t ldo, const int8_t *xq, const float
     }
     gemm_sme2(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
 }
+
+/* "vl": the step is the streaming vector length in 32-bit lanes (VL, known at run time);
+ * mr and nr give its least value, VL = 4 at 128 bits */
+const if_q8_gemm_kernel if_k_q8_gemm_vlxvl_sme2 = {.name = "q8_gemm_vlxvl_sme2",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, .mr = 4, .nr = 4,
+    .run = if_q8_gemm_vlxvl_sme2};

@@ -17,7 +17,7 @@
 #include "../q8_avx512_common.h"
 
 /* out[n] for n in [n0, n1); see if_q8_gemv_fn. Bit-exact with if_q8_gemv_1x1_scalar. */
-void if_q8_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xs, const int8_t *w,
+void if_q8_gemv_1x1_avx512_vnni(float *out, const int8_t *xq, const float *xs, const int8_t *w,
                                 const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
     if (n1 <= n0 || K == 0 || gs == 0) {
         if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs);
@@ -26,3 +26,7 @@ void if_q8_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xs, 
     if (!ifz_gemv(out, xq, xs, w, ws, n0, n1, K, gs))
         if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs);
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x1_avx512_vnni = {.name = "q8_gemv_1x1_avx512_vnni",
+    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 1, .nr = 1,
+    .run = if_q8_gemv_1x1_avx512_vnni};

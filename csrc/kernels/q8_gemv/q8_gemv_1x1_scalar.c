@@ -20,3 +20,6 @@ void if_q8_gemv_1x1_scalar(float *out, const int8_t *xq, const float *xs, const 
         out[n] = acc;
     }
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x1_scalar = {.name = "q8_gemv_1x1_scalar", .mr = 1, .nr = 1,
+    .run = if_q8_gemv_1x1_scalar};

@@ -18,3 +18,6 @@ void if_q8_gemv_1x4_dotprod(float *out, const int8_t *xq, const float *xs, const
     }
     Q8_DISPATCH(q8_gemv_impl, Q8_ISA_DOT, gs, out, xq, xs, w, ws, n0, n1, K);
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x4_dotprod = {.name = "q8_gemv_1x4_dotprod",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, .mr = 1, .nr = 4, .run = if_q8_gemv_1x4_dotprod};

@@ -17,3 +17,6 @@ void if_q8_gemv_1x4_neon(float *out, const int8_t *xq, const float *xs, const in
     }
     Q8_DISPATCH(q8_gemv_impl, Q8_ISA_NEON, gs, out, xq, xs, w, ws, n0, n1, K);
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x4_neon = {.name = "q8_gemv_1x4_neon",
+    .requires = IF_FEAT_ASIMD, .mr = 1, .nr = 4, .run = if_q8_gemv_1x4_neon};

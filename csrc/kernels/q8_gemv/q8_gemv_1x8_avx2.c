@@ -17,3 +17,6 @@ void if_q8_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xs, const in
     }
     q8c_gemv(out, xq, xs, w, ws, n0, n1, K, gs);
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx2 = {.name = "q8_gemv_1x8_avx2",
+    .requires = IF_FEATS_AVX2, .mr = 1, .nr = 8, .run = if_q8_gemv_1x8_avx2};

@@ -17,3 +17,7 @@ void if_q8_gemv_1x8_avx_vnni(float *out, const int8_t *xq, const float *xs, cons
     }
     q8c_gemv(out, xq, xs, w, ws, n0, n1, K, gs);
 }
+
+const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx_vnni = {.name = "q8_gemv_1x8_avx_vnni",
+    .requires = IF_FEATS_AVX2 | IF_FEAT_AVX_VNNI, .mr = 1, .nr = 8,
+    .run = if_q8_gemv_1x8_avx_vnni};

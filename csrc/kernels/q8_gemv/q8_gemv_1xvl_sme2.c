@@ -111,3 +111,9 @@ void if_q8_gemv_1xvl_sme2(float *out, const int8_t *xq, const float *xs, const i
     }
     gemv_sme2(out, xq, xs, w, ws, n0, n1, K, gs);
 }
+
+/* "vl": the step is the streaming vector length in 32-bit lanes (VL, known at run time);
+ * mr and nr give its least value, VL = 4 at 128 bits */
+const if_q8_gemv_kernel if_k_q8_gemv_1xvl_sme2 = {.name = "q8_gemv_1xvl_sme2",
+    .requires = IF_FEAT_ASIMD | IF_FEAT_SME | IF_FEAT_SME2, .mr = 1, .nr = 4,
+    .run = if_q8_gemv_1xvl_sme2};

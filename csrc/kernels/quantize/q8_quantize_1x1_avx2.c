@@ -5,7 +5,7 @@
  * t = trunc(v); t += copysign(1, v) when |v - t| >= 0.5 (v - t is exact), converted and
  * packed to int8 keeping the low byte of the int32 (as the scalar cast compiles: with a
  * denormal scale x / scale can round to 128 or more, which the scalar wraps, not saturates).
- * Bit-identical to quantize_q8_scalar; gs not a multiple of 4 uses it. */
+ * Bit-identical to q8_quantize_1x1_scalar; gs not a multiple of 4 uses it. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -29,9 +29,9 @@ static inline __m128 round_away4(__m128 v) {
     return _mm_add_ps(t, _mm_and_ps(ge, one));
 }
 
-void if_quantize_q8_avx2(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+void if_q8_quantize_1x1_avx2(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
     if (gs == 0 || gs % 4 != 0) {
-        if_quantize_q8_scalar(q, s, x, K, gs);
+        if_q8_quantize_1x1_scalar(q, s, x, K, gs);
         return;
     }
     const __m256 sign8 = _mm256_set1_ps(-0.0f);
@@ -81,3 +81,6 @@ void if_quantize_q8_avx2(int8_t *q, float *s, const float *x, size_t K, size_t g
         }
     }
 }
+
+const if_quantize_kernel if_k_q8_quantize_1x1_avx2 = {.name = "q8_quantize_1x1_avx2",
+    .requires = IF_FEATS_AVX2, .mr = 1, .nr = 1, .run = if_q8_quantize_1x1_avx2};

@@ -11,10 +11,10 @@
 
 #include <immintrin.h>
 
-/* q[K], s[K/gs] from x[K]; see if_quantize_fn. Bit-exact with if_quantize_q8_scalar. */
-void if_quantize_q8_avx512(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+/* q[K], s[K/gs] from x[K]; see if_quantize_fn. Bit-exact with if_q8_quantize_1x1_scalar. */
+void if_q8_quantize_1x1_avx512(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
     if (gs == 0) {
-        if_quantize_q8_scalar(q, s, x, K, gs);
+        if_q8_quantize_1x1_scalar(q, s, x, K, gs);
         return;
     }
     const __m512i signbit = _mm512_set1_epi32((int)0x80000000u);
@@ -53,3 +53,6 @@ void if_quantize_q8_avx512(int8_t *q, float *s, const float *x, size_t K, size_t
         }
     }
 }
+
+const if_quantize_kernel if_k_q8_quantize_1x1_avx512 = {.name = "q8_quantize_1x1_avx512",
+    .requires = IF_FEATS_AVX512, .mr = 1, .nr = 1, .run = if_q8_quantize_1x1_avx512};

@@ -5,7 +5,7 @@
  * FCVTAS (vcvtaq_s32_f32: round to nearest, ties away from zero = roundf, saturating to int32
  * like the scalar conversion), narrowed with XTN keeping the low byte (as the scalar cast
  * compiles: with a denormal scale x / scale can round past 127, which the scalar wraps).
- * Leftover gs % 4 values use the scalar FCVTAS. Bit-identical to quantize_q8_scalar. */
+ * Leftover gs % 4 values use the scalar FCVTAS. Bit-identical to q8_quantize_1x1_scalar. */
 #include <arm_neon.h>
 #include <math.h>
 #include <string.h>
@@ -18,9 +18,9 @@ static inline float32x4_t absmax_step(float32x4_t m, float32x4_t x) {
     return vbslq_f32(vcgtq_f32(a, m), a, m);
 }
 
-void if_quantize_q8_neon(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+void if_q8_quantize_1x1_neon(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
     if (gs == 0) {
-        if_quantize_q8_scalar(q, s, x, K, gs);
+        if_q8_quantize_1x1_scalar(q, s, x, K, gs);
         return;
     }
     for (size_t g = 0; g < K / gs; g++) {
@@ -68,3 +68,6 @@ void if_quantize_q8_neon(int8_t *q, float *s, const float *x, size_t K, size_t g
         for (; i < gs; i++) qg[i] = (int8_t)vcvtas_s32_f32(xg[i] / scale);
     }
 }
+
+const if_quantize_kernel if_k_q8_quantize_1x1_neon = {.name = "q8_quantize_1x1_neon",
+    .requires = IF_FEAT_ASIMD, .mr = 1, .nr = 1, .run = if_q8_quantize_1x1_neon};

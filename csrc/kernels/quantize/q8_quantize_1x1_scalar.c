@@ -4,7 +4,7 @@
 
 #include "../kernels.h"
 
-void if_quantize_q8_scalar(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
+void if_q8_quantize_1x1_scalar(int8_t *q, float *s, const float *x, size_t K, size_t gs) {
     for (size_t g = 0; g < K / gs; g++) {
         const float *xg = x + g * gs;
         float wmax = 0.0f;
@@ -19,3 +19,6 @@ void if_quantize_q8_scalar(int8_t *q, float *s, const float *x, size_t K, size_t
         }
     }
 }
+
+const if_quantize_kernel if_k_q8_quantize_1x1_scalar = {.name = "q8_quantize_1x1_scalar", .mr = 1,
+    .nr = 1, .run = if_q8_quantize_1x1_scalar};

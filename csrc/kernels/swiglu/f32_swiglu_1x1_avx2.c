@@ -1,13 +1,13 @@
-/* swiglu_avx2.c - SwiGLU on 8 lanes with AVX2 (-mavx2 -mfma, -ffp-contract=off: no FMA is
+/* f32_swiglu_1x1_avx2.c - SwiGLU on 8 lanes with AVX2 (-mavx2 -mfma, -ffp-contract=off: no FMA is
  * formed): exp8 is detmath's if_expf bit for bit, then the same IEEE operations in the same
- * order as swiglu_scalar.c, so every element equals the scalar kernel's. The tail runs the
+ * order as f32_swiglu_1x1_scalar.c, so every element equals the scalar kernel's. The tail runs the
  * scalar code. */
 #include <immintrin.h>
 
 #include "../kernels.h"
 #include "../detmath_avx2.h"
 
-void if_swiglu_avx2(float *x, const float *g, size_t n) {
+void if_f32_swiglu_1x1_avx2(float *x, const float *g, size_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -16,5 +16,8 @@ void if_swiglu_avx2(float *x, const float *g, size_t n) {
         const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(v, s), _mm256_loadu_ps(g + i)));
     }
-    if (i < n) if_swiglu_scalar(x + i, g + i, n - i);
+    if (i < n) if_f32_swiglu_1x1_scalar(x + i, g + i, n - i);
 }
+
+const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2 = {.name = "f32_swiglu_1x1_avx2",
+    .requires = IF_FEATS_AVX2, .mr = 1, .nr = 1, .run = if_f32_swiglu_1x1_avx2};

@@ -1,13 +1,13 @@
-/* swiglu_avx512.c - SwiGLU on 16 lanes with AVX-512F (-mavx512f ..., -ffp-contract=off):
+/* f32_swiglu_1x1_avx512.c - SwiGLU on 16 lanes with AVX-512F (-mavx512f ..., -ffp-contract=off):
  * exp16 is detmath's if_expf bit for bit, then the same IEEE operations in the same order as
- * swiglu_scalar.c (negate, add 1, divide 1 by it, multiply by x, multiply by g), so every
+ * f32_swiglu_1x1_scalar.c (negate, add 1, divide 1 by it, multiply by x, multiply by g), so every
  * element equals the scalar kernel's. The tail runs the scalar code. */
 #include <immintrin.h>
 
 #include "../kernels.h"
 #include "../detmath_avx512.h"
 
-void if_swiglu_avx512(float *x, const float *g, size_t n) {
+void if_f32_swiglu_1x1_avx512(float *x, const float *g, size_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
     size_t i = 0;
@@ -18,5 +18,8 @@ void if_swiglu_avx512(float *x, const float *g, size_t n) {
         const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
         _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_mul_ps(v, s), _mm512_loadu_ps(g + i)));
     }
-    if (i < n) if_swiglu_scalar(x + i, g + i, n - i);
+    if (i < n) if_f32_swiglu_1x1_scalar(x + i, g + i, n - i);
 }
+
+const if_swiglu_kernel if_k_f32_swiglu_1x1_avx512 = {.name = "f32_swiglu_1x1_avx512",
+    .requires = IF_FEATS_AVX512, .mr = 1, .nr = 1, .run = if_f32_swiglu_1x1_avx512};
