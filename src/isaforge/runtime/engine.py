@@ -73,6 +73,11 @@ def _c(a: np.ndarray, dtype) -> np.ndarray:
     return np.require(a, requirements=["C", "A"])
 
 
+def _native_view(name: str, doc: str) -> property:
+    """A read-only attribute of the engine's C model."""
+    return property(lambda self: getattr(self._m, name), doc=doc)
+
+
 class Engine:
     """C run state (activations, KV cache, thread pool) over borrowed weights.
 
@@ -105,24 +110,13 @@ class Engine:
         self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
 
-    @property
-    def threads(self) -> int:
-        return self._m.threads
-
-    @property
-    def kernels(self) -> dict:
-        """The kernel tables this engine runs: {"decode": {...}, "prefill": {...}}."""
-        return self._m.kernels
-
-    @property
-    def kv_cache_bytes(self) -> int:
-        """Bytes of the KV cache (keys, values and int8 scales)."""
-        return self._m.kv_cache_bytes
-
-    @property
-    def attention(self) -> str:
-        """The attention kernel this engine runs for prefill and decode alike."""
-        return self._m.attention
+    threads = _native_view("threads", "Threads in the engine's pool.")
+    kernels = _native_view("kernels", 'The kernel tables this engine runs: {"decode": {...}, '
+                           '"prefill": {...}}.')
+    kv_cache_bytes = _native_view("kv_cache_bytes",
+                                  "Bytes of the KV cache (keys, values and int8 scales).")
+    attention = _native_view("attention",
+                             "The attention kernel this engine runs for prefill and decode alike.")
 
     def forward(self, token: int, pos: int) -> np.ndarray:
         """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""
