@@ -187,3 +187,40 @@ def test_the_core_exports_its_constants_and_python_mirrors_none():
     assert isaf.MATS is _native.LAYER_MATRICES and llama2c._MATS is _native.LAYER_MATRICES
     assert engine.KV_CACHE_TYPES == {"f32": 0, "f16": 1, "int8": 2} == _native.KV_CACHE_TYPES
     assert (engine.F32, engine.Q8) == (_native.F32, _native.Q8) == (0, 1)
+
+
+def test_the_config_crosses_by_name():
+    """The core takes the model config as named fields (the names it exports, CONFIG_FIELDS),
+    and an unknown, missing or non-positive field is an error that names it."""
+    from isaforge.runtime.engine import _config_tuple
+    from isaforge.types import Config
+
+    c = Config(64, 128, 1, 4, 2, 32, 16, sliding_window=8, n_sinks=2)
+    d = _config_tuple(c)
+    assert tuple(d) == _native.CONFIG_FIELDS and d["sliding_window"] == 8 and d["n_sinks"] == 2
+    assert _native.kv_cache_bytes(d, 0, 0) > 0
+    del d["n_sinks"], d["sliding_window"]  # optional: 0
+    assert _native.kv_cache_bytes(d, 0, 0) == 2 * 4 * 16 * 32
+    with pytest.raises(ValueError, match="unknown field 'n_kv'"):
+        _native.kv_cache_bytes(dict(d, n_kv=2), 0, 0)
+    with pytest.raises(ValueError, match="missing field 'seq_len'"):
+        _native.kv_cache_bytes({k: v for k, v in d.items() if k != "seq_len"}, 0, 0)
+    with pytest.raises(ValueError, match="dim must be positive"):
+        _native.kv_cache_bytes(dict(d, dim=0), 0, 0)
+    with pytest.raises(TypeError, match="dict"):
+        _native.kv_cache_bytes(tuple(d.values()), 0, 0)
+
+
+def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):
+    """An engine reports the bytes it packed at load for its GEMM's layout; packed_bytes()
+    counts the same from the config without allocating; a kernel without a layout (scalar)
+    and an fp32 model pack nothing."""
+    from isaforge.runtime.engine import packed_bytes
+
+    m = read_llama2c(stories_q8)
+    for tier in [t["name"] for t in _native.info()["tiers"] if t["supported"]]:
+        eng = Engine(m, threads=1, kernel=tier)
+        assert eng.packed_bytes == packed_bytes(m.config, m.weights.group_size, tier), tier
+        assert (eng.packed_bytes > 0) == eng.kernels["prefill"]["q8_gemm_packs"], tier
+    assert Engine(m, threads=1, kernel="scalar").packed_bytes == 0
+    assert Engine(read_llama2c(stories / "stories260K.bin"), threads=1).packed_bytes == 0

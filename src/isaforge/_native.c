@@ -5,6 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,28 +107,74 @@ static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const c
     return w->s != NULL;
 }
 
-/* cfg: (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, rope_theta,
- * norm_eps[, sliding_window, n_sinks]) as engine.py builds it. 0 with an exception set. */
+/* The config's named fields as the core's if_config holds them (exported as CONFIG_FIELDS):
+ * sizes (required ones must be positive), then the floats, then the optional window. */
+typedef struct cfg_field {
+    const char *name;
+    size_t off;
+    int is_float, required;
+} cfg_field;
+static const cfg_field cfg_fields[] = {
+    {"dim", offsetof(if_config, dim), 0, 1},
+    {"hidden_dim", offsetof(if_config, hidden_dim), 0, 1},
+    {"n_layers", offsetof(if_config, n_layers), 0, 1},
+    {"n_heads", offsetof(if_config, n_heads), 0, 1},
+    {"n_kv_heads", offsetof(if_config, n_kv_heads), 0, 1},
+    {"vocab_size", offsetof(if_config, vocab_size), 0, 1},
+    {"seq_len", offsetof(if_config, seq_len), 0, 1},
+    {"rope_theta", offsetof(if_config, rope_theta), 1, 1},
+    {"norm_eps", offsetof(if_config, norm_eps), 1, 1},
+    {"sliding_window", offsetof(if_config, sliding_window), 0, 0},
+    {"n_sinks", offsetof(if_config, n_sinks), 0, 0},
+};
+#define N_CFG_FIELDS (sizeof cfg_fields / sizeof cfg_fields[0])
+
+/* cfg: a dict of CONFIG_FIELDS (sliding_window and n_sinks may be left out: 0). 0 with an
+ * exception naming the unknown, missing or bad field. */
 static int parse_config(PyObject *cfg, if_config *c) {
-    Py_ssize_t v[7], window = 0, sinks = 0;
-    double theta, eps;
-    if (!PyArg_ParseTuple(cfg, "nnnnnnndd|nn", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                          &theta, &eps, &window, &sinks))
-        return 0;
-    if (window < 0 || sinks < 0) {
-        PyErr_SetString(PyExc_ValueError, "sliding_window and n_sinks must be >= 0");
+    if (!PyDict_Check(cfg)) {
+        PyErr_SetString(PyExc_TypeError, "config must be a dict of the fields in CONFIG_FIELDS");
         return 0;
     }
-    for (int i = 0; i < 7; i++) {
-        if (v[i] <= 0) {
-            PyErr_SetString(PyExc_ValueError, "config values must be positive");
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(cfg, &pos, &key, &val)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t i = 0;
+        while (k && i < N_CFG_FIELDS && strcmp(k, cfg_fields[i].name) != 0) i++;
+        if (!k || i == N_CFG_FIELDS) {
+            char known[256] = "";
+            for (size_t j = 0, off = 0; j < N_CFG_FIELDS && off < sizeof known; j++)
+                off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", j ? ", " : "",
+                                        cfg_fields[j].name);
+            PyErr_Format(PyExc_ValueError, "config: unknown field %R (fields: %s)", key, known);
             return 0;
         }
     }
-    if_config x = {(size_t)v[0], (size_t)v[1], (size_t)v[2], (size_t)v[3], (size_t)v[4],
-                   (size_t)v[5], (size_t)v[6], (float)theta, (float)eps, (size_t)window,
-                   (size_t)sinks};
-    *c = x;
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < N_CFG_FIELDS; i++) {
+        const cfg_field *f = &cfg_fields[i];
+        PyObject *v = PyDict_GetItemString(cfg, f->name); /* borrowed */
+        if (!v) {
+            if (!f->required) continue;
+            PyErr_Format(PyExc_ValueError, "config: missing field '%s'", f->name);
+            return 0;
+        }
+        if (f->is_float) {
+            double d = PyFloat_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) return 0;
+            *(float *)(void *)((char *)c + f->off) = (float)d;
+            continue;
+        }
+        Py_ssize_t n = PyLong_AsSsize_t(v);
+        if (n == -1 && PyErr_Occurred()) return 0;
+        if (n < 0 || (f->required && n == 0)) {
+            PyErr_Format(PyExc_ValueError, "config: %s must be %s, got %zd", f->name,
+                         f->required ? "positive" : ">= 0", n);
+            return 0;
+        }
+        *(size_t *)(void *)((char *)c + f->off) = (size_t)n;
+    }
     return 1;
 }
 
@@ -728,13 +775,19 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyTuple_SET_ITEM(names, (Py_ssize_t)i, PyUnicode_FromString(mats[i]));
     PyObject *kv = Py_BuildValue("{s:i,s:i,s:i}", "f32", IF_KV_F32, "f16", IF_KV_F16, "int8",
                                  IF_KV_I8);
-    const int bad = !names || !kv || PyModule_AddObjectRef(m, "LAYER_MATRICES", names) < 0 ||
+    PyObject *cfgf = PyTuple_New((Py_ssize_t)N_CFG_FIELDS);
+    for (size_t i = 0; cfgf && i < N_CFG_FIELDS; i++)
+        PyTuple_SET_ITEM(cfgf, (Py_ssize_t)i, PyUnicode_FromString(cfg_fields[i].name));
+    const int bad = !names || !kv || !cfgf ||
+                    PyModule_AddObjectRef(m, "LAYER_MATRICES", names) < 0 ||
+                    PyModule_AddObjectRef(m, "CONFIG_FIELDS", cfgf) < 0 ||
                     PyModule_AddObjectRef(m, "KV_CACHE_TYPES", kv) < 0 ||
                     PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0 ||
                     PyModule_AddIntConstant(m, "F32", IF_F32) < 0 ||
                     PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0;
     Py_XDECREF(names);
     Py_XDECREF(kv);
+    Py_XDECREF(cfgf);
     if (bad) {
         Py_DECREF(m);
         return NULL;

@@ -391,7 +391,7 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
     """A model's shapes and its KV cache bytes per cache type at the context `run` uses."""
     from .formats import with_context
     from .model import read_model
-    from .runtime.engine import KV_CACHE_TYPES, kv_cache_bytes
+    from .runtime.engine import KV_CACHE_TYPES, kv_cache_bytes, packed_bytes
 
     loaded = read_model(path)
     c = with_context(loaded, ctx).config
@@ -400,7 +400,8 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
             "head_size": c.dim // c.n_heads, "vocab_size": c.vocab_size,
             "model_ctx": loaded.config.seq_len, "ctx": c.seq_len,
             "sliding_window": c.sliding_window, "n_sinks": c.n_sinks,
-            "kv_cache_bytes": {t: kv_cache_bytes(c, t, ubatch) for t in KV_CACHE_TYPES}}
+            "kv_cache_bytes": {t: kv_cache_bytes(c, t, ubatch) for t in KV_CACHE_TYPES},
+            "packed_bytes": packed_bytes(c, getattr(loaded.weights.wq[0], "group_size", 0))}
 
 
 def _cmd_info(a) -> int:
@@ -440,6 +441,9 @@ def _cmd_info(a) -> int:
         print(f"KV cache:   at ctx {mi['ctx']}: " + ", ".join(
             f"{t} {_bytes(n)}" for t, n in mi["kv_cache_bytes"].items())
               + " (--kv-cache; f32 is the default)")
+        print(f"packed:     {_bytes(mi['packed_bytes'])} of Q8 weights packed at load for the "
+              "prefill GEMM's layout" if mi["packed_bytes"] else "packed:     none (the GEMM "
+              "reads the row-major weights)")
     else:
         print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
               "saves memory; `isaforge info MODEL` gives the sizes")

@@ -163,7 +163,8 @@ class E2ERun:
                     ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
                           "decode_q8_gemv": kt["decode"]["q8_gemv"],
                           "prefill_q8_gemm": kt["prefill"]["q8_gemm"],
-                          "quantize": kt["prefill"]["quantize"]}
+                          "quantize": kt["prefill"]["quantize"],
+                          "packed_bytes": eng.packed_bytes}
                     name = k if k != "auto" else (
                         ks["prefill"] if ks["decode"] == ks["prefill"]
                         else f"{ks['prefill']}/{ks['decode']}")

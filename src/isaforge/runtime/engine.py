@@ -40,9 +40,9 @@ def runtime_info(kernel: str | None = None) -> dict:
     return _native.info(chosen_tier(kernel), disabled_features())
 
 
-def _config_tuple(c: Config) -> tuple:
-    return (c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
-            float(c.rope_theta), float(c.norm_eps), c.sliding_window, c.n_sinks)
+def _config_tuple(c: Config) -> dict:
+    """The config as the C core's named fields (_native.CONFIG_FIELDS)."""
+    return {name: getattr(c, name) for name in _native.CONFIG_FIELDS}
 
 
 def _kv_type(kv_cache: str) -> int:
@@ -55,6 +55,12 @@ def kv_cache_bytes(config: Config, kv_cache: str = "f32", ubatch: int = 0) -> in
     """Bytes the KV cache of an Engine over `config` (context config.seq_len) would take,
     counted by the C core that allocates it; nothing is allocated."""
     return _native.kv_cache_bytes(_config_tuple(config), ubatch, _kv_type(kv_cache))
+
+
+def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> int:
+    """Bytes a Q8 model (group_size) packs at load for the chosen GEMM kernel's layout."""
+    return _native.packed_bytes(_config_tuple(config), group_size, chosen_tier(kernel),
+                                disabled_features())
 
 
 def _matrix_spec(w) -> tuple:
@@ -115,6 +121,7 @@ class Engine:
                            '"prefill": {...}}.')
     kv_cache_bytes = _native_view("kv_cache_bytes",
                                   "Bytes of the KV cache (keys, values and int8 scales).")
+    packed_bytes = _native_view("packed_bytes", "Bytes of weights packed at load (0: none).")
     attention = _native_view("attention",
                              "The attention kernel this engine runs for prefill and decode alike.")
 
