@@ -82,14 +82,9 @@ class GenerationConfig:
         return self.max_new_tokens
 
 
-def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None,
-                  new_tokens: int | None = None) -> int:
-    """Positions to run. `steps` counts positions including the prompt (run.c's -n; 0 or
-    past the context means the whole context); `new_tokens` counts sampled tokens."""
-    if new_tokens is not None:
-        if new_tokens < 0:
-            raise ValueError(f"the number of new tokens must be >= 0, got {new_tokens}")
-        return min(n_prompt - 1 + new_tokens, seq_len)
+def resolve_steps(n_prompt: int, seq_len: int, steps: int | None = None) -> int:
+    """Positions run.c's -n runs, the prompt's included: `steps` (default 256), or the whole
+    context for 0 or anything past it."""
     steps = 256 if steps is None else steps
     if steps < 0:
         raise ValueError(f"--steps must be >= 0, got {steps}")

@@ -175,11 +175,11 @@ class Tokenizer:
             raise ValueError(f"{self.name}: the model has no BOS token")
         if eos and self.eos_id < 0:
             raise ValueError(f"{self.name}: the model has no EOS token")
-        ids = [self.bos_id] if add_bos else []
-        ids += self._encode_fragments(self._partition(text, special))
-        if eos:
-            ids.append(self.eos_id)
-        return ids
+        return ([self.bos_id] if add_bos else []) + self._encode_text(text, special) + (
+            [self.eos_id] if eos else [])
+
+    def _encode_text(self, text: str, special: bool) -> list[int]:
+        return self._encode_fragments(self._partition(text, special))
 
     def _encode_fragments(self, frags: list[str | int]) -> list[int]:
         raise NotImplementedError
@@ -351,18 +351,9 @@ class HFJsonTokenizer(Tokenizer):
                          add_bos=bool(add_bos), chat_template=md.get("tokenizer.chat_template"),
                          name=name, strip_space_after_bos=strip)
 
-    def encode(self, text: str, bos: bool | None = None, eos: bool = False,
-               special: bool = True) -> list[int]:
-        if not isinstance(text, str):
-            raise ValueError(f"encode() needs a str, got {type(text).__name__}")
+    def _encode_text(self, text: str, special: bool) -> list[int]:
         self._hf.encode_special_tokens = not special
-        ids = self._hf.encode(text, add_special_tokens=False).ids if text else []
-        add_bos = self.add_bos if bos is None else bool(bos)
-        if add_bos and self.bos_id < 0:
-            raise ValueError(f"{self.name}: the model has no BOS token")
-        if eos and self.eos_id < 0:
-            raise ValueError(f"{self.name}: the model has no EOS token")
-        return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if eos else [])
+        return self._hf.encode(text, add_special_tokens=False).ids if text else []
 
 
 def _need(md: dict, key: str, source: str):
