@@ -237,12 +237,11 @@ def _cmd_run(a) -> int:
             out.write(safe_piece(model.tokenizer.decode(prev, nxt)))
             out.flush()
     else:
-        chat = model.chat_template is not None and not a.raw
-        if chat:
-            tokens = model.chat_tokens([{"role": "user", "content": prompt}])
-        else:
+        if profile.echo_prompt or a.raw:  # a plain continuation, the prompt printed first
             tokens = model.encode(prompt)
             out.write(prompt.encode())
+        else:  # a chat model answers the prompt as one user message
+            tokens = model.chat_tokens([{"role": "user", "content": prompt}])
         for piece in model.stream(tokens, config):
             out.write(piece.encode())
             out.flush()

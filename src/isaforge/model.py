@@ -73,7 +73,7 @@ class Model:
 
     @property
     def add_bos(self) -> bool:
-        return bool(self.tokenizer.add_bos)
+        return self.profile.add_bos
 
     @property
     def default_repeat_penalty(self) -> float:

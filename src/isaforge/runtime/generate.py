@@ -12,6 +12,7 @@ import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 
@@ -58,11 +59,23 @@ class GenerationConfig:
         if isinstance(stop, str) or not all(isinstance(s, str) for s in stop):
             raise ValueError("stop must be a list of strings")
         object.__setattr__(self, "stop", tuple(s for s in stop if s))
+        for name in ("max_new_tokens", "steps", "seed", "repeat_last_n"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, Integral)):
+                raise ValueError(f"{name} must be an integer or None, got {v!r}")
         for name in ("max_new_tokens", "steps"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 what = "--steps" if name == "steps" else "max_new_tokens"
                 raise ValueError(f"{what} must be >= 0, got {v}")
+        if self.repeat_last_n < 1:
+            raise ValueError(f"repeat_last_n must be >= 1, got {self.repeat_last_n}")
+        if self.stop_ids is not None:
+            ids = self.stop_ids
+            if isinstance(ids, (str, bytes)) or not all(
+                    isinstance(t, Integral) and not isinstance(t, bool) for t in ids):
+                raise ValueError(f"stop_ids must be a sequence of token ids, got {ids!r}")
+            object.__setattr__(self, "stop_ids", tuple(int(t) for t in ids))
         if self.temperature is not None or self.top_p is not None:
             check_sampling(1.0 if self.temperature is None else self.temperature,
                            0.9 if self.top_p is None else self.top_p)
