@@ -9,6 +9,8 @@ import os
 import struct
 from pathlib import Path
 
+import numpy as np
+
 from isaforge.formats.gguf import read_gguf
 from isaforge.formats.hf import read_hf
 from isaforge.formats.llama2c import (
@@ -21,7 +23,7 @@ from isaforge.formats.llama2c import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
-from isaforge.types import LoadedModel, ModelFormatError
+from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor
 
 DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
 
@@ -69,6 +71,8 @@ def detect_format(path: str | os.PathLike) -> str:
             return "hf"
         raise ModelFormatError(f"{p}: is a directory without config.json "
                                "(not a Hugging Face model folder)")
+    if not p.is_file():  # a FIFO or a device would block or stream forever when read
+        raise ModelFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
     with open(p, "rb") as f:
         magic = f.read(4)
     if magic == b"GGUF":
@@ -89,14 +93,54 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     "f32") applies to GGUF and HF; llama2.c and .isaf files load as they are stored."""
     fmt = detect_format(path)
     if fmt == "hf":
-        return read_hf(path, quant=quant)
-    if fmt == "gguf":
-        return read_gguf(path, quant=quant)
-    if fmt == "isaf":
+        loaded = read_hf(path, quant=quant)
+    elif fmt == "gguf":
+        loaded = read_gguf(path, quant=quant)
+    elif fmt == "isaf":
         from isaforge.formats.isaf import read_isaf
 
-        return read_isaf(path)
-    return read_llama2c(path)
+        loaded = read_isaf(path)
+    else:
+        loaded = read_llama2c(path)
+    check_finite(loaded)
+    return loaded
+
+
+_FINITE_CHUNK = 1 << 22  # values per isfinite pass: bounded scratch on any model size
+
+
+def _first_non_finite(a: np.ndarray) -> int | None:
+    flat = a.reshape(-1)
+    for i in range(0, flat.size, _FINITE_CHUNK):
+        bad = ~np.isfinite(flat[i:i + _FINITE_CHUNK])
+        if bad.any():
+            return i + int(np.argmax(bad))
+    return None
+
+
+def check_finite(loaded: LoadedModel) -> None:
+    """Refuse a model with a NaN or infinite weight (float32 values, Q8 scales), naming the
+    tensor and the first bad index: every format, at load, one pass over the float data."""
+    w = loaded.weights
+
+    def tensors():
+        for name in ("tok_embeddings", "rms_att", "rms_ffn", "rms_final", "wcls"):
+            yield name, getattr(w, name)
+        for name in LAYER_MATRICES:
+            for i, m in enumerate(getattr(w, name)):
+                yield f"layers.{i}.{name}", m
+    for name, t in tensors():
+        if t is None:
+            continue
+        arr = t.s if isinstance(t, Q8Tensor) else np.asarray(t)
+        if arr.dtype.kind != "f":
+            continue
+        at = _first_non_finite(arr)
+        if at is not None:
+            what = "scale" if isinstance(t, Q8Tensor) else "value"
+            v = arr.reshape(-1)[at]
+            raise ModelFormatError(f"{loaded.path}: tensor {name} has a non-finite {what} "
+                                   f"({v}) at flat index {at}")
 
 
 def with_context(loaded: LoadedModel, ctx: int | None = None) -> LoadedModel:

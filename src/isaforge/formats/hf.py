@@ -81,7 +81,7 @@ def parse_safetensors_header(path: str | os.PathLike, buf, max_header: int = MAX
         if not isinstance(e, dict):
             raise _fail(path, f"tensor {name}: header entry is not an object")
         dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
-        if dtype not in DTYPE_SIZES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
             raise _fail(path, f"tensor {name} has unknown dtype {dtype!r}")
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
             raise _fail(path, f"tensor {name} has invalid shape {shape!r}")
@@ -149,7 +149,8 @@ def hf_config(cfg: dict, path) -> Config:
     archs = cfg.get("architectures") or []
     if not archs and cfg.get("model_type") in ("llama", "mistral"):
         archs = [f"{cfg['model_type'].capitalize()}ForCausalLM"]
-    if not isinstance(archs, list) or not any(a in ARCHITECTURES for a in archs):
+    if not isinstance(archs, list) or not any(isinstance(a, str) and a in ARCHITECTURES
+                                              for a in archs):
         raise _fail(path, f"config.json: architectures {archs!r} not supported "
                     f"(supported: {', '.join(ARCHITECTURES)})")
     dim = _cfg_int(cfg, "hidden_size", path)
@@ -157,12 +158,19 @@ def hf_config(cfg: dict, path) -> Config:
     kv = _cfg_int(cfg, "num_key_value_heads", path, heads)
     seq = _cfg_int(cfg, "max_position_embeddings", path)
     window = cfg.get("sliding_window")
-    if type(window) is int and 0 < window < seq:
+    if window is not None and (type(window) is not int or window < 0):
+        raise _fail(path, f"config.json: sliding_window must be null or a non-negative "
+                    f"integer, got {window!r}")
+    tied = cfg.get("tie_word_embeddings", False)
+    if type(tied) is not bool:
+        raise _fail(path, f"config.json: tie_word_embeddings must be true or false, got "
+                    f"{tied!r}")
+    if window and window < seq:
         seq = window  # attention is full up to the window: cap the context there
     c = Config(dim=dim, hidden_dim=_cfg_int(cfg, "intermediate_size", path),
                n_layers=_cfg_int(cfg, "num_hidden_layers", path), n_heads=heads, n_kv_heads=kv,
                vocab_size=_cfg_int(cfg, "vocab_size", path), seq_len=seq,
-               shared_classifier=bool(cfg.get("tie_word_embeddings", False)),
+               shared_classifier=tied,
                rope_theta=_cfg_float(cfg, "rope_theta", path, 10000.0),
                norm_eps=_cfg_float(cfg, "rms_norm_eps", path, 1e-6))
     if dim % heads or heads % kv or c.head_size % 2:
@@ -253,6 +261,9 @@ def hf_metadata(folder: Path, cfg: dict) -> dict:
         tmpl = named.get("default", next(iter(named.values()), None))
     if isinstance(tmpl, str):
         md["tokenizer.chat_template"] = tmpl
+    elif tmpl is not None:
+        raise _fail(tc_path, f"chat_template must be a string or a list of {{name, template}}"
+                    f" objects, got {type(tmpl).__name__}")
     for which in ("bos", "eos"):
         tid = _token_id(tc.get(f"{which}_token"), vocab)
         if tid is None:

@@ -7,6 +7,7 @@ field and the total size are validated before any tensor is touched.
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import struct
@@ -171,6 +172,25 @@ def _parse_header(path: object, head: bytes) -> tuple[int, Config, int | None, i
     return version, c, gs, HEADER_SIZE
 
 
+def _size_mismatch(c: Config, version: int, gs: int | None, off: int, need: int, size: int
+                   ) -> str:
+    """Why a file's size is not the one its header implies, with the likely reason."""
+    other = dataclasses.replace(c, shared_classifier=not c.shared_classifier)
+    alt = off + sum(s.nbytes(gs or 1) for s in _layout(other, version))
+    what = (f"{c.dim}x{c.hidden_dim}, {c.n_layers} layers, {c.n_heads}/{c.n_kv_heads} heads, "
+            f"vocab {c.vocab_size}, seq_len {c.seq_len}, "
+            f"{'shared' if c.shared_classifier else 'unshared'} classifier")
+    if size == alt:
+        return (f"v{version} with this header ({what}) needs {need} bytes, the file has {size}:"
+                f" the size of an {'unshared' if c.shared_classifier else 'shared'} classifier,"
+                " which the header's flag contradicts")
+    if size < need:
+        return (f"file is truncated: v{version} with this header needs {need} bytes, file has "
+                f"{size} ({what})")
+    return (f"v{version} with this header ({what}) needs {need} bytes, the file has {size}: "
+            f"{size - need} bytes too many (the header does not describe this file)")
+
+
 def detect_format(path: str | os.PathLike) -> str:
     """'llama2c-v0', 'llama2c-v1' or 'llama2c-v2' after validating the header."""
     with open(path, "rb") as f:
@@ -186,12 +206,8 @@ def read_llama2c(path: str | os.PathLike) -> LoadedModel:
         version, c, gs, off = _parse_header(path, head)
         segs = _layout(c, version)
         need = off + sum(s.nbytes(gs or 1) for s in segs)
-        if size < need:
-            raise _fail(
-                path,
-                f"file is truncated: v{version} with this header needs {need} "
-                f"bytes, file has {size}",
-            )
+        if size != need:
+            raise _fail(path, _size_mismatch(c, version, gs, off, need, size))
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     t: dict[str, object] = {}
     for s in segs:
