@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from isaforge import _native, reference
+from isaforge import _bench, reference
 from isaforge.engine import KV_CACHE_TYPES, runtime_info
 
 B, TQ = 64, 16  # IF_ATTN_KEY_BLOCK, IF_ATTN_Q_TILE
@@ -44,7 +44,7 @@ def kernel_name(tier: str) -> str:
 def has_test_table(name: str) -> bool:
     z = np.zeros((1, 2), np.float32)
     try:
-        _native.attention(z, z, z, 0, 1, 1, 2, 0, 0, 1, 0, np.zeros((1, 2), np.float32), name)
+        _bench.attention(z, z, z, 0, 1, 1, 2, 0, 0, 1, 0, np.zeros((1, 2), np.float32), name)
     except ValueError:
         return False
     return True
@@ -82,7 +82,7 @@ def run(case, kv: str, tier: str, seed: int = 0, q_scale: float = 1.0):
     _, nh, nkv, hs, pos0, n, window, sinks, cap = case
     q, k, v = case_data(case, seed, q_scale)
     out = np.full((n, nh * hs), np.nan, np.float32)
-    _native.attention(q, k, v, pos0, nh, nkv, hs, window, sinks, cap, KV_CACHE_TYPES[kv], out,
+    _bench.attention(q, k, v, pos0, nh, nkv, hs, window, sinks, cap, KV_CACHE_TYPES[kv], out,
                       tier)
     want = reference.attention(q, k, v, pos0, nh, nkv, window, sinks)
     return out, want
@@ -213,14 +213,14 @@ def test_bad_arguments_are_errors():
     out = np.zeros((2, 16), np.float32)
     long = np.zeros((10, 8), np.float32)
     with pytest.raises(ValueError, match="cap"):  # ring too small for sinks + window + chunk
-        _native.attention(q, long, long, 8, 2, 1, 8, 4, 1, 5, 0, out)
-    _native.attention(q, long, long, 8, 2, 1, 8, 4, 1, 6, 0, out)  # just large enough
+        _bench.attention(q, long, long, 8, 2, 1, 8, 4, 1, 5, 0, out)
+    _bench.attention(q, long, long, 8, 2, 1, 8, 4, 1, 6, 0, out)  # just large enough
     with pytest.raises(ValueError, match="shapes"):
-        _native.attention(q, kv[:1], kv[:1], 0, 2, 1, 8, 0, 0, 2, 0, out)
+        _bench.attention(q, kv[:1], kv[:1], 0, 2, 1, 8, 0, 0, 2, 0, out)
     with pytest.raises(ValueError):  # kv type
-        _native.attention(q, kv, kv, 0, 2, 1, 8, 0, 0, 2, 7, out)
+        _bench.attention(q, kv, kv, 0, 2, 1, 8, 0, 0, 2, 7, out)
     with pytest.raises(ValueError):  # sinks without a window
-        _native.attention(q, kv, kv, 0, 2, 1, 8, 0, 2, 2, 0, out)
+        _bench.attention(q, kv, kv, 0, 2, 1, 8, 0, 2, 2, 0, out)
 
 
 @pytest.mark.skipif(not MATRIX, reason="no emulated matrix-engine table in this build")

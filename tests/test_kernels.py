@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from isaforge import _native
+from isaforge import _bench, _native
 
 M_SET = [1, 2, 3, 15, 16, 17, 64, 129]
 N_SET = [1, 3, 16, 17, 63, 64, 576, 1536]
@@ -61,7 +61,7 @@ def gemm(tier, x, xs, w, ws, gs):
     M, K = x.shape
     N = w.shape[0]
     out = np.full((M, N), np.nan, np.float32)
-    _native.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
+    _bench.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
     return out.view(np.uint32)
 
 
@@ -94,10 +94,10 @@ def test_quantize_equals_scalar_bits(gs):
             g[0] = np.float32(127.0)
             g[-1] = np.float32(-0.5 * 127.0 / 127.0) if gs > 2 else g[-1]
         ref_q, ref_s = np.empty(K, np.int8), np.empty(K // gs, np.float32)
-        _native.quantize_q8(x, gs, ref_q, ref_s, "scalar")
+        _bench.quantize_q8(x, gs, ref_q, ref_s, "scalar")
         for tier in TIERS:
             q, s = np.empty(K, np.int8), np.empty(K // gs, np.float32)
-            _native.quantize_q8(x, gs, q, s, tier)
+            _bench.quantize_q8(x, gs, q, s, tier)
             assert np.array_equal(q, ref_q), (tier, gs, K)
             assert np.array_equal(s.view(np.uint32), ref_s.view(np.uint32)), (tier, gs, K)
 
@@ -115,22 +115,22 @@ def test_swiglu_equals_scalar_bits():
     g[-5:] = [0.0, -0.0, np.inf, 1e-40, -3.0]
     for n in (x0.size, 1, 15, 16, 17, 33):
         ref = x0[-n:].copy()
-        _native.swiglu(ref, g[-n:].copy(), "scalar")
+        _bench.swiglu(ref, g[-n:].copy(), "scalar")
         for tier in TIERS:
             got = x0[-n:].copy()
-            _native.swiglu(got, g[-n:].copy(), tier)
+            _bench.swiglu(got, g[-n:].copy(), tier)
             assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (tier, n)
     nan = np.array([np.nan] * 17, np.float32)
     for tier in ["scalar", *TIERS]:
         out = nan.copy()
-        _native.swiglu(out, np.ones(17, np.float32), tier)
+        _bench.swiglu(out, np.ones(17, np.float32), tier)
         assert np.isnan(out).all(), tier
 
 
 GUARD_SCRIPT = textwrap.dedent('''
     import ctypes, mmap, sys
     import numpy as np
-    from isaforge import _native
+    from isaforge import _bench
     PAGE = mmap.PAGESIZE
     libc = ctypes.CDLL(None)
     keep = []
@@ -155,14 +155,14 @@ GUARD_SCRIPT = textwrap.dedent('''
         xs = guarded((M, ng), np.float32); xs[:] = rng.uniform(0, 1, (M, ng))
         ws = guarded((N, ng), np.float32); ws[:] = rng.uniform(-1, 1, (N, ng))
         ref = np.empty((M, N), np.float32)
-        _native.q8_gemm(x, xs, M, w, ws, N, K, gs, ref, "scalar")
+        _bench.q8_gemm(x, xs, M, w, ws, N, K, gs, ref, "scalar")
         for tier in tiers:
             out = guarded((M, N), np.float32)
-            _native.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
+            _bench.q8_gemm(x, xs, M, w, ws, N, K, gs, out, tier)
             assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K, gs)
             xf = guarded((K,), np.float32); xf[:] = rng.normal(size=K)
             q = guarded((K,), np.int8); s = guarded((ng,), np.float32)
-            _native.quantize_q8(xf, gs, q, s, tier)
+            _bench.quantize_q8(xf, gs, q, s, tier)
     print("ok")
 ''')
 

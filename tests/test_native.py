@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import isaforge
-from isaforge import _native, reference
+from isaforge import _bench, _native, reference
 from isaforge.engine import Engine
 from isaforge.formats.llama2c import read_llama2c
 from isaforge.types import Q8Tensor
@@ -42,7 +42,7 @@ def test_quantize_activations_equal_reference(gs):
         x[2 * gs] = np.float32(2.5) * (np.abs(x[2 * gs: 3 * gs]).max() / np.float32(127))
     q = np.empty(x.size, np.int8)
     s = np.empty(x.size // gs, np.float32)
-    _native.quantize_q8(x, gs, q, s)
+    _bench.quantize_q8(x, gs, q, s)
     rq, rs = reference.quantize_activations(x, gs)
     assert np.array_equal(q, rq)
     assert np.array_equal(bits(s), bits(rs))
@@ -57,7 +57,7 @@ def test_q8_gemm_equals_reference_bitwise(M, N, K, gs):
     xq = rng.integers(-127, 128, size=(M, K), dtype=np.int8)
     xs = rng.uniform(1e-3, 1.0, size=(M, K // gs)).astype(np.float32)
     out = np.empty((M, N), np.float32)
-    _native.q8_gemm(xq, xs, M, w.q, w.s, N, K, gs, out)
+    _bench.q8_gemm(xq, xs, M, w.q, w.s, N, K, gs, out)
     for m in range(M):
         ref = reference.q8_matmul(xq[m], xs[m], w)
         assert np.array_equal(bits(out[m]), bits(ref)), m
@@ -66,10 +66,10 @@ def test_q8_gemm_equals_reference_bitwise(M, N, K, gs):
 def test_q8_gemm_rejects_bad_shapes():
     z = np.zeros(16, np.int8)
     with pytest.raises(ValueError):
-        _native.q8_gemm(z, np.zeros(4, np.float32), 1, z, np.zeros(4, np.float32), 1, 16, 5,
+        _bench.q8_gemm(z, np.zeros(4, np.float32), 1, z, np.zeros(4, np.float32), 1, 16, 5,
                         np.zeros(1, np.float32))
     with pytest.raises(ValueError):  # buffers shorter than the shapes claim
-        _native.q8_gemm(z, np.zeros(4, np.float32), 1, z, np.zeros(4, np.float32), 4, 16, 4,
+        _bench.q8_gemm(z, np.zeros(4, np.float32), 1, z, np.zeros(4, np.float32), 4, 16, 4,
                         np.zeros(1, np.float32))
 
 

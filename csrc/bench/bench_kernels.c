@@ -1,5 +1,6 @@
 /* bench_kernels.c - timing cases over the kernel tables, the correctness gate, and the
- * test-only "broken" table the gate must refuse. */
+ * test-only tables: "broken" and "broken_pack", which the gate must refuse, and
+ * "amx_emulated" (csrc/testing/). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "isaforge_bench.h"
 #include "../kernels/kernels.h"
+#include "../testing/testing.h"
 
 struct ifb_case {
     ifb_op op;
@@ -308,8 +310,20 @@ static const if_kernel_table g_broken_pack = {.tier = "broken_pack",
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
     .swiglu = &if_k_f32_swiglu_1x1_scalar};
 
+#if defined(IF_X86_TIERS)
+/* The AMX packed layout and attention with tile ops emulated in C (runs on any x86 CPU). */
+static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
+    .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
+    .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
+    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
+    .swiglu = &if_k_f32_swiglu_1x1_scalar};
+#endif
+
 const if_kernel_table *ifb_test_table(const char *name) {
     if (!name) return NULL;
+#if defined(IF_X86_TIERS)
+    if (strcmp(name, "amx_emulated") == 0) return &g_amx_emulated;
+#endif
     if (strcmp(name, "broken") == 0) return &g_broken;
     if (strcmp(name, "broken_pack") == 0) return &g_broken_pack;
     return NULL;

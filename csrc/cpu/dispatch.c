@@ -73,28 +73,11 @@ static const if_kernel_table g_tiers[] = {
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
 
-#if defined(IF_X86_TIERS)
-/* Test-only: the AMX packed layout and attention with tile ops emulated in C (runs anywhere). */
-static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
-    .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
-    .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
-    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar};
-#endif
-
 size_t if_tier_count(void) { return N_TIERS; }
 
 const char *if_tier_name(size_t i) { return i < N_TIERS ? g_tiers[i].tier : NULL; }
 
 const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i] : NULL; }
-
-const if_kernel_table *if_test_table(const char *name) {
-#if defined(IF_X86_TIERS)
-    if (strcmp(name, "amx_emulated") == 0) return &g_amx_emulated;
-#endif
-    (void)name;
-    return NULL;
-}
 
 uint32_t if_table_requires(const if_kernel_table *t) {
     return t->q8_gemv->requires | t->q8_gemm->requires | t->quantize->requires |
@@ -164,8 +147,6 @@ int if_tier_supported(size_t i, uint32_t disabled, char *why, size_t whylen) {
 
 if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_table **out,
                        char *err, size_t errlen) {
-    *out = if_test_table(name);
-    if (*out) return IF_OK;
     for (size_t i = 0; i < N_TIERS; i++) {
         if (strcmp(name, g_tiers[i].tier) != 0) continue;
         char why[200];

@@ -213,8 +213,6 @@ const char *if_cpu_name(void);
 /* Kernel table of compiled tier i (whether or not this CPU supports it), or NULL. */
 const if_kernel_table *if_tier_table(size_t i);
 
-/* Test-only kernel tables by name ("amx_emulated"), or NULL. */
-const if_kernel_table *if_test_table(const char *name);
 /* The IF_FEAT_* bits table t needs: the union of its kernels' `requires`. */
 uint32_t if_table_requires(const if_kernel_table *t);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
@@ -234,8 +232,7 @@ typedef struct if_kernel_set {
     const if_kernel_table *gemm;
 } if_kernel_set;
 
-/* The one tier lookup by name: a compiled tier this CPU runs with `disabled` hidden, or a
- * test table; IF_ENOTSUP (with the missing features) or IF_EINVAL (unknown name). */
+/* The one tier lookup by name: a compiled tier this CPU runs with `disabled` hidden; IF_ENOTSUP (with the missing features) or IF_EINVAL (unknown name). */
 if_status if_tier_find(const char *name, uint32_t disabled, const if_kernel_table **out,
                        char *err, size_t errlen);
 /* Choose a kernel set, a pure function of this CPU's features, the hidden `disabled` bits and

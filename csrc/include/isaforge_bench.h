@@ -3,8 +3,7 @@
  *
  * Timing uses clock_gettime(CLOCK_MONOTONIC) around a whole batch of calls, so the clock's
  * cost is paid once per sample. Everything here is single-purpose measurement code: it never
- * changes dispatch and only reads the kernel tables (if_tier_table, if_test_table,
- * ifb_test_table). Sizes are size_t; failures return an if_status with a one-line reason. */
+ * changes dispatch and only reads the kernel tables (if_tier_table, ifb_test_table). Sizes are size_t; failures return an if_status with a one-line reason. */
 #ifndef ISAFORGE_BENCH_H
 #define ISAFORGE_BENCH_H
 
@@ -50,7 +49,9 @@ if_status ifb_time(ifb_case *c, const if_kernel_table *t, size_t iters, double *
 
 /* Test-only kernel tables: "broken" (the scalar kernels, then one output perturbed by one
  * ulp / one int8 step) and "broken_pack" (a GEMM descriptor whose pack function swaps weight
- * rows), for testing that the gate refuses a disagreeing kernel; NULL for an unknown name. */
+ * rows), for testing that the gate refuses a disagreeing kernel, and on x86 "amx_emulated"
+ * (the AMX GEMM and int8 attention with their tile ops emulated in C, csrc/testing/); NULL
+ * for an unknown name. The runtime (_native, if_tier_find) never sees them. */
 const if_kernel_table *ifb_test_table(const char *name);
 
 /* Read-only memory bandwidth: `threads` threads each sum their share of a `bytes` buffer,

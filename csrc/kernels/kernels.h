@@ -40,10 +40,10 @@ extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar;
 extern const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx2, if_k_q8_gemv_1x8_avx_vnni,
     if_k_q8_gemv_1x1_avx512_vnni;
 extern const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2, if_k_q8_gemm_4x16_avx_vnni,
-    if_k_q8_gemm_4x32_avx512_vnni, if_k_q8_gemm_16x16_amx, if_k_q8_gemm_16x16_amx_emulated;
+    if_k_q8_gemm_4x32_avx512_vnni, if_k_q8_gemm_16x16_amx;
 extern const if_quantize_kernel if_k_q8_quantize_1x1_avx2, if_k_q8_quantize_1x1_avx512;
 extern const if_attn_kernel if_k_f32_attn_16x64_avx2, if_k_f32_attn_16x64_avx512,
-    if_k_i8_attn_16x64_amx, if_k_i8_attn_16x64_amx_emulated;
+    if_k_i8_attn_16x64_amx;
 extern const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2, if_k_f32_swiglu_1x1_avx512;
 #endif
 #if defined(IF_ARM_TIERS)
@@ -80,10 +80,9 @@ void if_f32_attn_16x64_avx512(IF_ATTN_ARGS);
 /* fp32 attention with AVX2 (8-wide, same float order, no FMA); equals if_f32_attn_16x64_scalar bit
  * for bit */
 void if_f32_attn_16x64_avx2(IF_ATTN_ARGS);
-/* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD, and the same body
- * with emulated tile ops (plain C, for the test-only "amx_emulated" table) */
+/* int8 matrix-engine attention (attn_i8_matrix_body.h): AMX TDPBSSD/TDPBUSD (the same body with
+ * emulated tile ops is test-only: csrc/testing/) */
 void if_i8_attn_16x64_amx(IF_ATTN_ARGS);
-void if_i8_attn_16x64_amx_emulated(IF_ATTN_ARGS);
 
 /* avx2 tier: -mavx2 -mfma; VPMADDUBSW + VPMADDWD with the sign trick (u8 = |x|,
  * s8 = w * sign(x)); GEMV 1 x 8 rows, GEMM 4 x 16 with weights transposed per K block */
@@ -103,9 +102,6 @@ void if_q8_gemm_4x32_avx512_vnni(IF_GEMM_ARGS);
 size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
 void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
 void if_q8_gemm_16x16_amx(IF_GEMM_ARGS);
-/* the same packed layout and loop structure with tile ops emulated in plain C, so the AMX
- * layout and group bookkeeping are tested on machines without AMX */
-void if_q8_gemm_16x16_amx_emulated(IF_GEMM_ARGS);
 /* AMX needs the tile configuration loaded on each thread before use; returns 0 on success. */
 int if_amx_thread_init(void);
 #endif

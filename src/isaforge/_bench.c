@@ -1,12 +1,17 @@
-/* _bench.c - CPython binding of the benchmark core (csrc/bench, isaforge_bench.h): kernel
- * timing cases with the correctness gate, memory bandwidth and peak int8 probes. A separate
- * extension module from _native so the benchmark never touches the runtime's dispatch. */
+/* _bench.c - CPython binding of the benchmark and testing core (csrc/bench, csrc/testing,
+ * isaforge_bench.h): kernel timing cases with the correctness gate, memory bandwidth and peak
+ * int8 probes, and the test-only entry points (one kernel call of any table: a tier or a test
+ * table such as amx_emulated). A separate extension module from _native so neither the
+ * benchmark nor the tests' tables touch the runtime's dispatch. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "isaforge.h"
 #include "isaforge_bench.h"
+
+#define ERRLEN 512
 
 static PyObject *raise_status(if_status st, const char *err) {
     PyErr_SetString(st == IF_ENOMEM   ? PyExc_MemoryError
@@ -16,8 +21,8 @@ static PyObject *raise_status(if_status st, const char *err) {
     return NULL;
 }
 
-/* A kernel table by name: the benchmark's test tables, else if_tier_find's (a compiled tier
- * this CPU runs, or a core test table). */
+/* A kernel table by name: the test tables (ifb_test_table), else if_tier_find's (a compiled
+ * tier this CPU runs). */
 static const if_kernel_table *table_named(const char *name) {
     const if_kernel_table *t = ifb_test_table(name);
     if (t) return t;
@@ -135,6 +140,222 @@ static PyTypeObject CaseType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- one kernel call, for the tests (any table: a tier or a test table) ---- */
+
+/* The kernel table of `tier` (table_named), or with NULL the automatic choice's
+ * decode/prefill table. */
+static const if_kernel_table *table_for(const char *tier, int prefill) {
+    if (tier) return table_named(tier);
+    if_kernel_set ks;
+    char err[ERRLEN] = "";
+    if_status st = if_kernels_choose(NULL, 0, &ks, err, sizeof err);
+    if (st != IF_OK) return (const if_kernel_table *)raise_status(st, err);
+    return prefill ? ks.gemm : ks.gemv;
+}
+
+static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *q, *s;
+    Py_ssize_t gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OnOO|z", &x, &gs, &q, &s, &tier)) return NULL;
+    const if_kernel_table *t = table_for(tier, 0);
+    if (!t) return NULL;
+    Py_buffer xv, qv, sv;
+    if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    size_t K = (size_t)xv.len / sizeof(float);
+    PyObject *ret = NULL;
+    if (gs <= 0 || K % (size_t)gs) {
+        PyErr_SetString(PyExc_ValueError, "group size must divide the row length");
+    } else if (PyObject_GetBuffer(q, &qv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) == 0) {
+        if (PyObject_GetBuffer(s, &sv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) == 0) {
+            if ((size_t)qv.len < K || (size_t)sv.len < K / (size_t)gs * sizeof(float)) {
+                PyErr_SetString(PyExc_ValueError, "output buffers too small");
+            } else {
+                t->quantize->run(qv.buf, sv.buf, xv.buf, K, (size_t)gs);
+                ret = Py_NewRef(Py_None);
+            }
+            PyBuffer_Release(&sv);
+        }
+        PyBuffer_Release(&qv);
+    }
+    PyBuffer_Release(&xv);
+    return ret;
+}
+
+/* swiglu(x, g, tier=None): x = silu(x) * g in place with `tier`'s SwiGLU kernel (tests). */
+static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *g;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OO|z", &x, &g, &tier)) return NULL;
+    const if_kernel_table *t = table_for(tier, 1);
+    if (!t) return NULL;
+    if_swiglu_fn fn = t->swiglu->run;
+    Py_buffer xv, gv;
+    if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
+    PyObject *ret = NULL;
+    if (PyObject_GetBuffer(g, &gv, PyBUF_C_CONTIGUOUS) == 0) {
+        if (xv.len != gv.len || xv.len % (Py_ssize_t)sizeof(float)) {
+            PyErr_SetString(PyExc_ValueError, "swiglu: x and g must be float32 of one length");
+        } else {
+            fn(xv.buf, gv.buf, (size_t)xv.len / sizeof(float));
+            ret = Py_NewRef(Py_None);
+        }
+        PyBuffer_Release(&gv);
+    }
+    PyBuffer_Release(&xv);
+    return ret;
+}
+
+/* q8_gemm(xq, xs, M, w, ws, N, K, gs, out, tier=None): out (M, N) with the GEMM kernel of
+ * `tier` (M == 1 uses the GEMV kernel). For tests and kernel benchmarks. */
+static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *xq, *xs, *w, *ws, *out;
+    Py_ssize_t M, N, K, gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOnOOnnnO|z", &xq, &xs, &M, &w, &ws, &N, &K, &gs, &out, &tier))
+        return NULL;
+    if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || K % gs)
+        return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
+    const if_kernel_table *t = table_for(tier, M > 1);
+    if (!t) return NULL;
+    size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
+    size_t need[5] = {m * k, m * k / g * sizeof(float), n * k, n * k / g * sizeof(float),
+                      m * n * sizeof(float)};
+    PyObject *objs[5] = {xq, xs, w, ws, out};
+    Py_buffer v[5];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 5; got++) {
+        int fl = PyBUF_C_CONTIGUOUS | (got == 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &v[got], fl) != 0) break;
+        if ((size_t)v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "argument %d: buffer too small", got);
+            got++;
+            break;
+        }
+    }
+    if (got == 5 && !PyErr_Occurred()) {
+        /* a tier with a packed GEMM layout gets its weights packed here, as at model load */
+        int8_t *packed = NULL;
+        const int8_t *wq = v[2].buf;
+        const if_q8_gemm_kernel *gk = t->q8_gemm;
+        if (m > 1 && gk->pack) {
+            size_t bytes = (gk->pack_size(n, k, g) + 63) / 64 * 64;
+            packed = aligned_alloc(64, bytes ? bytes : 64);
+            if (!packed) {
+                PyErr_NoMemory();
+                got = -got; /* release below */
+            } else {
+                gk->pack(packed, v[2].buf, n, k, g);
+                wq = packed;
+            }
+        }
+        if (got > 0) {
+            Py_BEGIN_ALLOW_THREADS if (m == 1) t->q8_gemv->run(v[4].buf, v[0].buf, v[1].buf, wq,
+                                                               v[3].buf, 0, n, k, g);
+            else gk->run(v[4].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, 0, n, k, g);
+            Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+        } else {
+            got = -got;
+        }
+        free(packed);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return ret;
+}
+
+/* attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type,
+ * out, tier=None): one attention call for tests. k, v: (pos0 + n, kv_dim) float32, the keys and
+ * values of positions 0 .. pos0+n-1, stored in order into a cache of `cap` slots of type
+ * kv_type (a ring behind n_sinks sinks when cap is smaller than pos0 + n); then the n query
+ * rows q (n, n_heads*head_size) at positions pos0.. attend, all heads in one kernel call
+ * (tiles of rows and kv groups inside), with the kernel a model of that tier would use (the
+ * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size)
+ * float32. */
+static PyObject *py_attention(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *qo, *ko, *vo, *out;
+    Py_ssize_t pos0, nh, nkv, hsz, window, sinks, cap;
+    int kv_type;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOOnnnnnnniO|z", &qo, &ko, &vo, &pos0, &nh, &nkv, &hsz,
+                          &window, &sinks, &cap, &kv_type, &out, &tier))
+        return NULL;
+    const if_kernel_table *t = table_for(tier, 1);
+    if (!t) return NULL;
+    Py_buffer v[4];
+    PyObject *objs[4] = {qo, ko, vo, out};
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got],
+                               PyBUF_C_CONTIGUOUS | (got == 3 ? PyBUF_WRITABLE : 0)) != 0)
+            break;
+    PyObject *ret = NULL;
+    void *kc = NULL, *vc = NULL;
+    float *ks = NULL, *vs = NULL, *scratch = NULL;
+    if (got < 4) goto done;
+    if (nh <= 0 || nkv <= 0 || nh % nkv || hsz <= 0 || hsz % 2 || pos0 < 0 || window < 0 ||
+        sinks < 0 || cap <= 0 || kv_type < 0 || kv_type > 2 || (sinks && !window)) {
+        PyErr_SetString(PyExc_ValueError, "attention: bad head counts, positions or cache");
+        goto done;
+    }
+    size_t dim_q = (size_t)v[0].len / sizeof(float), T = (size_t)v[1].len / sizeof(float);
+    size_t n = (size_t)v[3].len / sizeof(float);
+    /* q and out are (n, nh*hs); k and v are (pos0 + n, nkv*hs) */
+    size_t hs = (size_t)hsz, rows = dim_q / ((size_t)nh * hs);
+    if (!rows || rows * (size_t)nh * hs != dim_q || n != dim_q ||
+        (size_t)v[2].len != T * sizeof(float) || T != (rows + (size_t)pos0) * (size_t)nkv * hs) {
+        PyErr_SetString(PyExc_ValueError, "attention: q/out (n, n_heads*hs) and k/v "
+                                          "(pos0+n, n_kv_heads*hs) shapes disagree");
+        goto done;
+    }
+    size_t kv_dim = (size_t)nkv * hs, total = (size_t)pos0 + rows, el = kv_type == 0 ? 4
+                                                                       : kv_type == 1 ? 2 : 1;
+    size_t need = window ? (size_t)sinks + (size_t)window + rows - 1 : total;
+    if ((size_t)cap < (need < total ? need : total)) {
+        PyErr_Format(PyExc_ValueError, "attention: cap %zd below the %zu slots needed", cap,
+                     need < total ? need : total);
+        goto done;
+    }
+    size_t group = 0;
+    if (kv_type == IF_KV_I8)
+        for (group = 32; hs % group;) group /= 2;
+    kc = calloc((size_t)cap * kv_dim, el);
+    vc = calloc((size_t)cap * kv_dim, el);
+    if (group) {
+        ks = calloc((size_t)cap * kv_dim / group, sizeof(float));
+        vs = calloc((size_t)cap * kv_dim / group, sizeof(float));
+    }
+    size_t sn = if_attn_scratch_floats(hs, (size_t)nh, (size_t)(nh / nkv), (size_t)cap);
+    scratch = malloc(sn * sizeof(float));
+    if (!kc || !vc || !scratch || (group && (!ks || !vs))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if_kv_layer kv = {(if_kv_type)kv_type, kc, vc, ks, vs, (size_t)cap, kv_dim, group,
+                      window ? (size_t)sinks : 0};
+    if_attn_job j = {v[0].buf, v[3].buf, (size_t)nh * hs, (size_t)nh * hs, (size_t)pos0,
+                     (size_t)nh, (size_t)nkv, hs, (size_t)window, (size_t)sinks, &kv};
+    Py_BEGIN_ALLOW_THREADS for (size_t p = 0; p < total; p++) {
+        if_kv_store(&kv, 0, p, (const float *)v[1].buf + p * kv_dim);
+        if_kv_store(&kv, 1, p, (const float *)v[2].buf + p * kv_dim);
+    }
+    if_attn_fn fn = (kv_type == IF_KV_I8 ? t->attn_i8 : t->attn)->run;
+    fn(&j, 0, rows, 0, (size_t)nh, scratch);
+    Py_END_ALLOW_THREADS ret = Py_NewRef(Py_None);
+done:
+    free(kc);
+    free(vc);
+    free(ks);
+    free(vs);
+    free(scratch);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    return ret;
+}
+
 /* ---- module functions ---- */
 
 static PyObject *py_tiers(PyObject *mod, PyObject *args) {
@@ -214,6 +435,14 @@ static PyMethodDef module_methods[] = {
     {"peak_int8", py_peak_int8, METH_VARARGS,
      "peak_int8(tier, threads, iters) -> GOP/s of the tier's int8 instruction in a tight loop"},
     {"now", py_now, METH_NOARGS, "now() -> monotonic seconds"},
+    {"attention", py_attention, METH_VARARGS,
+     "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
+     "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
+    {"swiglu", py_swiglu, METH_VARARGS, "swiglu(x, g, tier=None): x = silu(x) * g in place"},
+    {"quantize_q8", py_quantize_q8, METH_VARARGS,
+     "quantize_q8(x_f32, gs, q_out_i8, s_out_f32, tier=None): activation quantization."},
+    {"q8_gemm", py_q8_gemm, METH_VARARGS,
+     "q8_gemm(xq, xs, M, w, ws, N, K, gs, out, tier=None): out (M, N) float32."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_bench",

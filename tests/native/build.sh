@@ -111,14 +111,23 @@ build() {
             -c tests/native/detmath_lanes.c -o "$obj/detmath_lanes16.o"
         lanes=("$obj/detmath_lanes8.o" "$obj/detmath_lanes16.o")
     fi
+    # if_native_test's test-only tables (the bench's ifb_test_table: amx_emulated from
+    # csrc/testing/, scalar flags), as the _bench module links them; x86 only
+    local testing=()
+    if [ "$x86" = 1 ]; then
+        for src in csrc/testing/*.c csrc/bench/bench_kernels.c; do
+            o="$obj/testing_$(basename "$src" .c).o"
+            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" -c "$src" -o "$o"
+            testing+=("$o")
+        done
+    fi
     local drv more ddefs
     for drv in if_native_test attn_native_test detmath_test; do
         o="$obj/$drv.o"
         more=() ddefs=()
-        if [ "$drv" = detmath_test ]; then
-            more=("${lanes[@]}")
-            [ "$x86" = 1 ] && ddefs=(-DIF_X86_TIERS=1)
-        fi
+        [ "$x86" = 1 ] && ddefs=(-DIF_X86_TIERS=1)
+        if [ "$drv" = detmath_test ]; then more=("${lanes[@]}"); fi
+        if [ "$drv" = if_native_test ]; then more=("${testing[@]}"); fi
         "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${ddefs[@]}" -c "tests/native/$drv.c" -o "$o"
         "$ccfn" "${extra[@]}" -o "$OUT/$drv-$name" "${objs[@]}" "${more[@]}" "$o" "${LIBS[@]}"
         echo "built $OUT/$drv-$name" >&2

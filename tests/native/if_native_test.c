@@ -35,6 +35,9 @@
 #include <time.h>
 
 #include "isaforge.h"
+#if defined(IF_X86_TIERS)
+#include "isaforge_bench.h" /* ifb_test_table: the test-only amx_emulated table */
+#endif
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -452,11 +455,11 @@ static int cmd_conformance(int argc, char **argv) {
         printf("conformance FAILED: the scalar tier is not first or not supported\n");
         return 1;
     }
-    const if_kernel_table *emu = if_test_table("amx_emulated");
-    if (emu) {
-        tiers[n_tiers].name = emu->tier;
-        tiers[n_tiers++].t = emu;
-    }
+#if defined(IF_X86_TIERS)
+    const if_kernel_table *emu = ifb_test_table("amx_emulated");
+    tiers[n_tiers].name = emu->tier;
+    tiers[n_tiers++].t = emu;
+#endif
     printf("tiers:");
     for (size_t i = 0; i < n_tiers; i++) printf(" %s", tiers[i].name);
     printf("\n");

@@ -1,12 +1,8 @@
 /* AMX Q8 GEMM (-mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mfma): the kernel body
  * of q8_gemm_16x16_amx_body.h with real tile intrinsics (TDPBSSD: signed int8 x signed int8,
  * so no sign trick is needed) and an AVX-512 readout of the 16x16 int32 C tile after each
- * group. Packed layout, group-scale scheme and tile registers: see the body header.
- *
- * Test hook: compiled with -DIF_AMX_SELFTEST_EMULATED_TILES (test drivers only, never in the
- * library) the tile ops come from the body's plain-C tile machine while the AVX-512 readout
- * below stays, so everything in this file but the six tile intrinsics runs on CPUs without
- * AMX (AVX-512 is enough). */
+ * group. Packed layout, group-scale scheme and tile registers: see the body header (its
+ * emulated twin, test-only, is csrc/testing/q8_gemm_16x16_amx_emulated.c). */
 #define _DEFAULT_SOURCE 1 /* syscall() under -std=c11 */
 #include <immintrin.h>
 #include <stdint.h>
@@ -18,9 +14,6 @@
 #include <unistd.h>
 #endif
 
-#if defined(IF_AMX_SELFTEST_EMULATED_TILES)
-#define AMX_USE_TILE_EMULATION 1
-#else
 /* GCC's _tile_loadconfig tells the compiler it reads only 8 bytes of the config; the empty
  * asm with the config's address and a memory clobber makes all 64 bytes be stored first. */
 #define AMX_TILE_STATE ((void)0)
@@ -34,7 +27,6 @@
 #define AMX_TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
 #define AMX_TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
 #define AMX_TILE_STORE(t, p, s) _tile_stored(t, p, s)
-#endif
 
 /* AVX-512 readout: one zmm per activation row, lanes = the 16 output rows of the block. */
 typedef struct amx_acc {

@@ -1,6 +1,6 @@
 /* q8_gemm_16x16_amx_body.h - the AMX Q8 GEMM kernel body, written once and compiled twice:
  * with real tile intrinsics (q8_gemm_16x16_amx.c, AMX + AVX-512 flags) and with the tile
- * operations emulated in plain C (q8_gemm_16x16_amx_pack.c, scalar flags: the test-only
+ * operations emulated in plain C (csrc/testing/q8_gemm_16x16_amx_emulated.c, scalar flags: the test-only
  * "amx_emulated" table). Only the tile ops and the 16x16 readout differ between the two;
  * the loops, the tile shapes, the tile configuration and all address arithmetic are this file.
  *
@@ -91,6 +91,7 @@
 #include <string.h>
 
 #include "../kernels.h"
+#include "q8_gemm_16x16_amx_layout.h"
 
 /* Packed weights of this many bytes (16 output rows x K each block) are swept for all
  * activation blocks before moving on, so they are re-read from L2, not from memory. */
@@ -108,10 +109,6 @@ typedef struct amx_tilecfg {
 } amx_tilecfg;
 _Static_assert(sizeof(amx_tilecfg) == 64, "tile configuration must be 64 bytes");
 
-/* 1 when the packed buffer has the VNNI block layout; 0 when it is a row-major copy. */
-static inline int amx_layout_is_vnni(size_t K, size_t gs) {
-    return gs != 0 && gs % 4 == 0 && K % gs == 0;
-}
 
 /* The configuration for mr activation rows, main window kt bytes, tail window tail bytes. */
 static inline void amx_cfg_build(amx_tilecfg *c, size_t mr, size_t kt, size_t tail) {

@@ -1,11 +1,10 @@
 /* AMX Q8 GEMM, the ISA-free half (scalar flags: -O3, no -march): the weight packing done once
- * at load, and the test-only kernel that runs the AMX kernel body with the tile operations
- * and the readout emulated in plain C (so the packed layout, tile shapes, tile configuration
- * and group bookkeeping are tested on any x86 CPU). The layout and the group-scale scheme are
- * described in q8_gemm_16x16_amx_body.h. */
-#define AMX_USE_TILE_EMULATION 1
-#define AMX_USE_PLAIN_C_READOUT 1
-#include "q8_gemm_16x16_amx_body.h"
+ * at load (also by the test-only emulated kernel, csrc/testing/, on CPUs without AMX). The
+ * layout and the group-scale scheme are described in q8_gemm_16x16_amx_body.h. */
+#include <string.h>
+
+#include "../kernels.h"
+#include "q8_gemm_16x16_amx_layout.h"
 
 /* Bytes of the packed buffer: ceil(N/16)*16*K (VNNI blocks of 16 output rows, zero-padded
  * past N) when gs is a multiple of 4, else the row-major copy N*K rounded up to a multiple
@@ -39,16 +38,3 @@ void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_
         }
     }
 }
-
-/* The AMX kernel (16 activation rows x 16 output rows per tile, one TDPBSSD group per C
- * readout) on an emulated tile machine, plain-C readout: bit-equal to if_q8_gemm_1x1_scalar
- * and to if_q8_gemm_16x16_amx, which shares every line of the body but the tile ops. */
-void if_q8_gemm_16x16_amx_emulated(float *out, size_t ldo, const int8_t *xq, const float *xs,
-                                   size_t M, const int8_t *w, const float *ws, size_t n0,
-                                   size_t n1, size_t K, size_t gs) {
-    amx_q8_gemm_body(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
-}
-
-const if_q8_gemm_kernel if_k_q8_gemm_16x16_amx_emulated = {.name = "q8_gemm_16x16_amx_emulated",
-    .mr = 16, .nr = 16, .pack_size = if_q8_gemm_pack_size_amx, .pack = if_q8_gemm_pack_amx,
-    .run = if_q8_gemm_16x16_amx_emulated};

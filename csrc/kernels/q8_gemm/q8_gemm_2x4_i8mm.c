@@ -1,6 +1,7 @@
 /* Q8 GEMM, Armv8.6 I8MM (-mcpu=generic+dotprod+i8mm). Tile: 2 activation rows x 4 weight rows
- * (output columns) per step. Each 4-column block of weights is packed once per K block (up to
- * Q8I_KC bytes of K, whole groups, stack scratch) and reused by every activation-row pair.
+ * (output columns) per step. Each 4-column block of weights is packed once, at load (pack
+ * below), and each K block of it (up to Q8I_KC bytes of K, whole groups) is reused by every
+ * activation-row pair.
  *
  * gs % 8 == 0: per 8 K-bytes the packed block holds [w0 | w1 | w2 | w3] (8 bytes each), so
  *   SMMLA(A = [x0 | x1], B = [w0 | w1]) gives the int32 2x2 tile [x0.w0, x0.w1, x1.w0, x1.w1]
@@ -15,65 +16,42 @@
  *   acc = acc + (((float)isum * ws[n][g]) * xs[m][g])  (two separate vmulq_f32, no FMA)
  * from acc = 0.0f, exactly as q8_gemv_1x1_scalar; the float accumulators live in `out` between
  * K blocks (a float store/load is exact). Tails: an odd last activation row is run as a pair
- * with itself (only one row stored); a last block of 1..3 columns repeats row n1-1 in the
- * missing columns (never reading past it) and stores only the valid ones. gs % 4 != 0 or
- * gs > Q8I_KC uses the scalar kernel. */
+ * with itself (only one row stored); a last block of 1..3 columns computes the packed block's
+ * other rows (zero past N) and stores only the valid ones. gs % 4 != 0 or gs > Q8I_KC keeps
+ * the row-major rows and uses the scalar kernel. */
 #include <arm_neon.h>
 #include <string.h>
 
 #include "../kernels.h"
 
-#define Q8I_KC 2048 /* K bytes per packed block: 8 KiB of weights + 8 KiB of scales */
+#define Q8I_KC 2048 /* K bytes per block: 8 KiB of packed weights, 8 KiB of scales on the stack */
 
-/* Rows of the 4-column block starting at nb; missing columns repeat row n1 - 1. */
-static inline void q8i_block_rows(const int8_t *rows[4], const float *srows[4], const int8_t *w,
-                                  const float *ws, size_t nb, size_t n1, size_t K, size_t ng) {
-    for (size_t r = 0; r < 4; r++) {
-        size_t n = nb + r < n1 ? nb + r : n1 - 1;
-        rows[r] = w + n * K;
-        srows[r] = ws + n * ng;
-    }
+/* The packed layout, written once at load (pack): per block of 4 weight rows (rows past N
+ * zero), K in units of U bytes (U = 8 when gs % 8 == 0, the SMMLA operand; else 4, the SDOT
+ * one), unit u of the 4 rows as [r0 | r1 | r2 | r3] at block + 4 U u: 4 K bytes per K byte,
+ * so K block [k0, ...) of a weight block starts at block + 4 k0. Other group sizes keep the
+ * row-major rows. */
+static int q8i_tiled(size_t gs) { return gs != 0 && gs % 4 == 0 && gs <= Q8I_KC; }
+
+static size_t pack_size(size_t N, size_t K, size_t gs) {
+    return q8i_tiled(gs) ? (N + 3) / 4 * 4 * K : N * K;
 }
 
-/* Pack K bytes [k0, k0 + kc) of 4 rows as 8-byte chunks [r0 | r1 | r2 | r3] (kc % 8 == 0). */
-static inline void q8i_pack8(int8_t *dst, const int8_t *const rows[4], size_t k0, size_t kc) {
-    size_t k = 0;
-    for (; k + 16 <= kc; k += 16, dst += 64) {
-        int64x2_t v0 = vreinterpretq_s64_s8(vld1q_s8(rows[0] + k0 + k));
-        int64x2_t v1 = vreinterpretq_s64_s8(vld1q_s8(rows[1] + k0 + k));
-        int64x2_t v2 = vreinterpretq_s64_s8(vld1q_s8(rows[2] + k0 + k));
-        int64x2_t v3 = vreinterpretq_s64_s8(vld1q_s8(rows[3] + k0 + k));
-        vst1q_s8(dst, vreinterpretq_s8_s64(vzip1q_s64(v0, v1)));
-        vst1q_s8(dst + 16, vreinterpretq_s8_s64(vzip1q_s64(v2, v3)));
-        vst1q_s8(dst + 32, vreinterpretq_s8_s64(vzip2q_s64(v0, v1)));
-        vst1q_s8(dst + 48, vreinterpretq_s8_s64(vzip2q_s64(v2, v3)));
+static void pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
+    if (!q8i_tiled(gs)) {
+        memcpy(dst, w, N * K);
+        return;
     }
-    for (; k < kc; k += 8, dst += 32) {
-        for (size_t r = 0; r < 4; r++) vst1_s8(dst + 8 * r, vld1_s8(rows[r] + k0 + k));
-    }
-}
-
-/* Pack K bytes [k0, k0 + kc) of 4 rows as 4-byte chunks [r0 | r1 | r2 | r3] (kc % 4 == 0). */
-static inline void q8i_pack4(int8_t *dst, const int8_t *const rows[4], size_t k0, size_t kc) {
-    size_t k = 0;
-    for (; k + 16 <= kc; k += 16, dst += 64) {
-        int32x4_t v0 = vreinterpretq_s32_s8(vld1q_s8(rows[0] + k0 + k));
-        int32x4_t v1 = vreinterpretq_s32_s8(vld1q_s8(rows[1] + k0 + k));
-        int32x4_t v2 = vreinterpretq_s32_s8(vld1q_s8(rows[2] + k0 + k));
-        int32x4_t v3 = vreinterpretq_s32_s8(vld1q_s8(rows[3] + k0 + k));
-        /* 4x4 transpose of 32-bit chunks */
-        int64x2_t t01l = vreinterpretq_s64_s32(vzip1q_s32(v0, v1)); /* r0c0 r1c0 r0c1 r1c1 */
-        int64x2_t t01h = vreinterpretq_s64_s32(vzip2q_s32(v0, v1)); /* r0c2 r1c2 r0c3 r1c3 */
-        int64x2_t t23l = vreinterpretq_s64_s32(vzip1q_s32(v2, v3));
-        int64x2_t t23h = vreinterpretq_s64_s32(vzip2q_s32(v2, v3));
-        vst1q_s8(dst, vreinterpretq_s8_s64(vzip1q_s64(t01l, t23l)));
-        vst1q_s8(dst + 16, vreinterpretq_s8_s64(vzip2q_s64(t01l, t23l)));
-        vst1q_s8(dst + 32, vreinterpretq_s8_s64(vzip1q_s64(t01h, t23h)));
-        vst1q_s8(dst + 48, vreinterpretq_s8_s64(vzip2q_s64(t01h, t23h)));
-    }
-    for (; k < kc; k += 4, dst += 16) {
-        for (size_t r = 0; r < 4; r++) memcpy(dst + 4 * r, rows[r] + k0 + k, 4);
-    }
+    const size_t U = gs % 8 == 0 ? 8 : 4;
+    for (size_t nb = 0; nb < N; nb += 4)
+        for (size_t u = 0; u < K / U; u++)
+            for (size_t r = 0; r < 4; r++) {
+                int8_t *d = dst + nb * K + 4 * U * u + U * r;
+                if (nb + r < N)
+                    memcpy(d, w + (nb + r) * K + U * u, U);
+                else
+                    memset(d, 0, U);
+            }
 }
 
 /* Float accumulators of one row (4 columns, nv valid) from / to out. */
@@ -234,12 +212,13 @@ static void q8i_block_dot(float *out, size_t ldo, const int8_t *xq, const float 
     }
 }
 
-/* Q8 GEMM out[m, n] for m < M, n0 <= n < n1 with SMMLA 2x4 tiles (SDOT for gs % 8 == 4); see
- * the file comment for the packing and the exact per-group readout. */
+/* Q8 GEMM out[m, n] for m < M, n0 <= n < n1 (n0 a multiple of 4) with SMMLA 2x4 tiles (SDOT
+ * for gs % 8 == 4) over the weights pack wrote to w; see the file comment for the exact
+ * per-group readout. */
 void if_q8_gemm_2x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
                          const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
                          size_t gs) {
-    if (gs == 0 || gs % 4 != 0 || gs > Q8I_KC) {
+    if (!q8i_tiled(gs)) { /* w: the row-major rows */
         if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
         return;
     }
@@ -249,19 +228,18 @@ void if_q8_gemm_2x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *
                 for (size_t n = n0; n < n1; n++) out[m * ldo + n] = 0.0f;
         return;
     }
-    const size_t ng = K / gs, gpb = Q8I_KC / gs; /* groups per packed K block */
+    const size_t ng = K / gs, gpb = Q8I_KC / gs; /* groups per K block */
     const int mmla = gs % 8 == 0;
-    int8_t wp[4 * Q8I_KC] __attribute__((aligned(16)));
     float wsT[Q8I_KC] __attribute__((aligned(16))); /* <= 8 (mmla) or 4 floats per group */
     for (size_t nb = n0; nb < n1; nb += 4) {
         const size_t nv = n1 - nb < 4 ? n1 - nb : 4;
-        const int8_t *rows[4];
+        const int8_t *blk = w + nb * K; /* block nb / 4: 4 K bytes */
         const float *srows[4];
-        q8i_block_rows(rows, srows, w, ws, nb, n1, K, ng);
+        for (size_t r = 0; r < 4; r++) srows[r] = ws + (nb + (r < nv ? r : nv - 1)) * ng;
         for (size_t g0 = 0; g0 < ng; g0 += gpb) {
             const size_t G = ng - g0 < gpb ? ng - g0 : gpb;
+            const int8_t *wp = blk + 4 * g0 * gs;
             if (mmla) {
-                q8i_pack8(wp, rows, g0 * gs, G * gs);
                 for (size_t g = 0; g < G; g++) {
                     float *t = wsT + 8 * g;
                     t[0] = t[2] = srows[0][g0 + g];
@@ -271,7 +249,6 @@ void if_q8_gemm_2x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *
                 }
                 q8i_block_mmla(out, ldo, xq, xs, M, wp, wsT, nb, nv, K, gs, ng, g0, G);
             } else {
-                q8i_pack4(wp, rows, g0 * gs, G * gs);
                 for (size_t g = 0; g < G; g++)
                     for (size_t r = 0; r < 4; r++) wsT[4 * g + r] = srows[r][g0 + g];
                 q8i_block_dot(out, ldo, xq, xs, M, wp, wsT, nb, nv, K, gs, ng, g0, G);
@@ -282,4 +259,4 @@ void if_q8_gemm_2x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *
 
 const if_q8_gemm_kernel if_k_q8_gemm_2x4_i8mm = {.name = "q8_gemm_2x4_i8mm",
     .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP | IF_FEAT_I8MM, .mr = 2, .nr = 4,
-    .run = if_q8_gemm_2x4_i8mm};
+    .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_2x4_i8mm};

@@ -1,0 +1,15 @@
+/* testing.h - test-only kernels (csrc/testing/, built into the _bench module and the test
+ * drivers, never into the runtime): the AMX kernels with their tile operations emulated in
+ * plain C, for the "amx_emulated" table (isaforge_bench.h, ifb_test_table). */
+#ifndef ISAFORGE_TESTING_H
+#define ISAFORGE_TESTING_H
+
+#include "../kernels/kernels.h"
+
+#if defined(IF_X86_TIERS)
+extern const if_q8_gemm_kernel if_k_q8_gemm_16x16_amx_emulated;
+extern const if_attn_kernel if_k_i8_attn_16x64_amx_emulated;
+void if_i8_attn_16x64_amx_emulated(IF_ATTN_ARGS);
+#endif
+
+#endif
