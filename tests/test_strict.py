@@ -13,7 +13,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fuzz import seeds  # noqa: E402
-
 from isaforge.formats import read_any  # noqa: E402
 from isaforge.formats.llama2c import V1_HEADER, write_llama2c_v1  # noqa: E402
 from isaforge.types import Config, ModelFormatError  # noqa: E402
