@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .formats import with_context
+from .formats import read_any, with_context
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import DEFAULT_MAX_NEW, ContextFullError, GenerationConfig, Session
 from .runtime.profile import ModelProfile, profile_for
@@ -30,8 +30,6 @@ def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("q8" | "f32") is how non-Q8 GGUF/HF tensors are held; llama2.c
     files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c)."""
-    from .formats import read_any
-
     if quant not in QUANTS:
         raise ValueError(f"quant must be one of {', '.join(QUANTS)}, got {quant!r}")
     return read_any(path, quant)
