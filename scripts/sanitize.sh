@@ -13,28 +13,35 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SAN="-g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-rm -rf "$OUT/wheel" "$OUT/pkg"
+rm -rf "$OUT/wheel" "$OUT/venv"
 python3 -m pip wheel -q --no-deps --no-build-isolation -w "$OUT/wheel" "$ROOT" \
     -C "build-dir=$OUT/build" -C install.strip=false \
     -C "cmake.define.CMAKE_C_FLAGS=$SAN" \
     -C "cmake.define.CMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
     -C "cmake.define.CMAKE_MODULE_LINKER_FLAGS=-fsanitize=address,undefined"
-python3 -m pip install -q --no-deps --target "$OUT/pkg" "$OUT"/wheel/isaforge-*.whl
-SO=$(ls "$OUT"/pkg/isaforge/_native*.so)
+# A venv without the system site-packages holds the sanitized build; a .pth line then appends
+# the system site-packages (numpy, pytest, ...) without running its .pth files, so the editable
+# install's import hook stays out, also in the subprocesses tests start with sys.executable.
+python3 -m venv --without-pip "$OUT/venv"
+VSITE=$("$OUT/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$SITE" >"$VSITE/zz_system_site.pth"
+python3 -m pip install -q --no-deps --target "$VSITE" "$OUT"/wheel/isaforge-*.whl
+SO=$(ls "$VSITE"/isaforge/_native*.so)
 SYMS=$(nm -D -u "$SO")
 [[ $SYMS == *__asan_report* ]] || { echo "sanitize.sh: $SO is not instrumented" >&2; exit 1; }
 
 CC=${CC:-cc}
 PRELOAD="$($CC -print-file-name=libasan.so) $($CC -print-file-name=libubsan.so)"
-SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-# python3 -S: no site.py, so the editable install's import hook stays out and `isaforge` is
-# the sanitized copy; site-packages comes after it on PYTHONPATH for numpy, pytest and the rest.
 cd "$ROOT"
-read -r -a SEL <<<"${PYTEST_ARGS:-tests/test_kernels.py tests/test_tiers.py tests/test_native.py
-    tests/test_prefill.py tests/test_attention.py tests/test_formats.py tests/test_gguf.py
-    tests/test_hf.py tests/test_isaf.py tests/test_selection.py tests/test_fuzz.py}"
+DEFAULT_SEL="tests/test_kernels.py tests/test_tiers.py tests/test_native.py tests/test_prefill.py
+    tests/test_attention.py tests/test_formats.py tests/test_gguf.py tests/test_hf.py
+    tests/test_isaf.py tests/test_strict.py tests/test_selection.py tests/test_fuzz.py"
+# shellcheck disable=SC2206 # word splitting of the test list is intended
+SEL=(${PYTEST_ARGS:-$DEFAULT_SEL})
 echo "sanitize.sh: running ${SEL[*]} against $SO" >&2
-LD_PRELOAD="$PRELOAD" PYTHONPATH="$OUT/pkg:$SITE" \
+LD_PRELOAD="$PRELOAD" \
     ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1" \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ISAFORGE_SANITIZED=1 \
-    python3 -S -m pytest -q -p no:cacheprovider --capture=sys -x -k "not coverage_guided" "${SEL[@]}"
+    "$OUT/venv/bin/python" -m pytest -q -p no:cacheprovider --capture=sys -x \
+    -k "not coverage_guided" "${SEL[@]}"

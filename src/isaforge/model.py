@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from . import settings
 from .formats import read_any, with_context
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import DEFAULT_MAX_NEW, ContextFullError, GenerationConfig, Session
@@ -154,12 +155,15 @@ class Model:
     def render_chat(self, messages, add_generation_prompt: bool = True) -> str:
         """The conversation as the model's chat template renders it."""
         return render_conversation(self.tokenizer, self._template(), messages,
-                                   add_generation_prompt)
+                                   add_generation_prompt, self._template_chars())
 
     def chat_tokens(self, messages) -> list[int]:
         """Token ids of the rendered conversation plus the assistant prompt (BOS added when
         the tokenizer asks for it and the template did not already write it)."""
-        return chat_tokens(self.tokenizer, self._template(), messages)
+        return chat_tokens(self.tokenizer, self._template(), messages, self._template_chars())
+
+    def _template_chars(self) -> int:
+        return settings.template_max_chars(self.config.seq_len)
 
     def _template(self) -> str:
         template = self.chat_template

@@ -55,6 +55,34 @@ def default_threads() -> int:
     return physical_cores()
 
 
+def _positive(name: str, default: float, kind=float):
+    value = getenv(name)
+    if not value:
+        return default
+    try:
+        v = kind(value)
+    except ValueError:
+        raise ValueError(f"ISAFORGE_{name}={value!r} is not a {kind.__name__}") from None
+    if not v > 0:
+        raise ValueError(f"ISAFORGE_{name}={value!r} must be > 0")
+    return v
+
+
+TEMPLATE_CHARS_PER_POSITION = 16
+
+
+def template_max_chars(ctx: int | None = None) -> int:
+    """ISAFORGE_TEMPLATE_MAX_CHARS, else 16 characters per context position (ctx, default
+    4096): the most a chat template may render (a prompt that long cannot fit anyway)."""
+    return _positive("TEMPLATE_MAX_CHARS",
+                     TEMPLATE_CHARS_PER_POSITION * max(ctx or 4096, 256), int)
+
+
+def template_seconds() -> float:
+    """ISAFORGE_TEMPLATE_SECONDS (default 1): the wall time a chat template may render for."""
+    return _positive("TEMPLATE_SECONDS", 1.0)
+
+
 def cache_dir() -> Path:
     """Where pulled models live: ISAFORGE_CACHE, else $XDG_CACHE_HOME/isaforge, else
     ~/.cache/isaforge."""

@@ -36,10 +36,11 @@ def check_messages(messages) -> list[dict]:
 
 
 @lru_cache(maxsize=8)
-def _compile(template: str):
+def _compile(template: str, max_chars: int):
     import jinja2
     from jinja2.ext import Extension, loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from .sandbox import LimitedEnvironment
 
     class _Generation(Extension):
         """``{% generation %}...{% endgeneration %}`` (transformers marks assistant text with
@@ -62,8 +63,8 @@ def _compile(template: str):
     def strftime_now(fmt):
         return datetime.now().strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[_Generation, loopcontrols])
+    env = LimitedEnvironment(max_chars, trim_blocks=True, lstrip_blocks=True,
+                             extensions=[_Generation, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -71,26 +72,35 @@ def _compile(template: str):
 
 
 def render_chat(template: str, messages: list[dict], add_generation_prompt: bool = True,
-                bos_token: str = "", eos_token: str = "", **extra) -> str:
+                bos_token: str = "", eos_token: str = "", max_chars: int | None = None,
+                **extra) -> str:
     """Render `messages` with the Jinja2 chat `template` (as transformers does). Extra keyword
     arguments become template variables (e.g. tools=..., date_string=...). Raises ValueError
-    for bad messages or a template that fails to compile or render."""
+    for bad messages or a template that fails to compile or render, and TemplateLimitError
+    (a ValueError) past the limits of text/sandbox.py: `max_chars` of output (default
+    settings.template_max_chars()) and settings.template_seconds() of rendering."""
     import jinja2
+
+    from .. import settings
+    from .sandbox import render_limited
 
     if not isinstance(template, str) or not template:
         raise ValueError("the chat template must be a non-empty string")
     msgs = check_messages(messages)
     try:
-        compiled = _compile(template)
+        max_chars = max_chars or settings.template_max_chars()
+        compiled = _compile(template, max_chars)
     except jinja2.TemplateSyntaxError as e:
         raise ValueError(f"chat template syntax error (line {e.lineno}): {e.message}") from None
     try:
         variables = {"tools": None, "documents": None, **extra}  # transformers' defaults
-        return compiled.render(messages=msgs, add_generation_prompt=bool(add_generation_prompt),
-                               bos_token=bos_token, eos_token=eos_token, **variables)
+        variables.update(messages=msgs, add_generation_prompt=bool(add_generation_prompt),
+                         bos_token=bos_token, eos_token=eos_token)
+        return render_limited(compiled, variables, max_chars, settings.template_seconds())
     except jinja2.TemplateError as e:
         raise ValueError(f"chat template error: {e}") from None
-    except (TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError) as e:
+    except (TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError,
+            OverflowError) as e:
         raise ValueError(f"chat template error: {type(e).__name__}: {e}") from None
 
 
@@ -103,17 +113,18 @@ def special_text(tokenizer, token_id: int | None) -> str:
 
 
 def render_conversation(tokenizer, template: str, messages,
-                        add_generation_prompt: bool = True) -> str:
+                        add_generation_prompt: bool = True, max_chars: int | None = None) -> str:
     """`messages` rendered by `template` with the tokenizer's BOS and EOS texts."""
     return render_chat(template, messages, add_generation_prompt=add_generation_prompt,
                        bos_token=special_text(tokenizer, tokenizer.bos_id),
-                       eos_token=special_text(tokenizer, tokenizer.eos_id))
+                       eos_token=special_text(tokenizer, tokenizer.eos_id),
+                       max_chars=max_chars)
 
 
-def chat_tokens(tokenizer, template: str, messages) -> list[int]:
+def chat_tokens(tokenizer, template: str, messages, max_chars: int | None = None) -> list[int]:
     """Token ids of the rendered conversation plus the assistant prompt: BOS added when the
     tokenizer asks for it and the template did not already write it."""
-    text = render_conversation(tokenizer, template, messages)
+    text = render_conversation(tokenizer, template, messages, max_chars=max_chars)
     bos_text = special_text(tokenizer, tokenizer.bos_id)
     bos = tokenizer.add_bos and not (bos_text and text.startswith(bos_text))
     return tokenizer.encode(text, bos=bos, special=True)

@@ -310,7 +310,7 @@ class HFJsonTokenizer(Tokenizer):
     chat template come from the GGUF-style keys of `md` (add_bos defaults to whether the
     post-processor's template starts with a special token, as transformers adds it)."""
 
-    def __init__(self, spec: str, md: dict, name: str):
+    def __init__(self, spec: str, md: dict, name: str, vocab_size: int | None = None):
         from tokenizers import Tokenizer as HFTokenizer
 
         try:
@@ -322,6 +322,13 @@ class HFJsonTokenizer(Tokenizer):
         n = max(vocab.values()) + 1 if vocab else 0
         if n == 0:
             raise ModelFormatError(f"{name}: tokenizer.json has an empty vocabulary")
+        cap = vocab_size if vocab_size is not None else MAX_VOCAB
+        if n > cap:  # before any list of n entries is made
+            t = max(vocab, key=vocab.get)
+            raise ModelFormatError(
+                f"{name}: tokenizer.json token {t!r} has id {n - 1}, beyond the model's "
+                f"vocabulary of {cap} ids" if vocab_size is not None else
+                f"{name}: tokenizer.json token {t!r} has id {n - 1} (limit {MAX_VOCAB})")
         texts = [""] * n
         for t, i in vocab.items():
             texts[i] = t
@@ -388,9 +395,14 @@ def _opt_id(md: dict, key: str, n: int, source: str) -> int | None:
     return v
 
 
-def load_tokenizer(metadata: dict, source: str) -> Tokenizer:
+MAX_VOCAB = 1 << 24  # ids a tokenizer may have when the model's vocabulary is not known
+TOKEN_TYPES = range(0, 7)  # GGUF: undefined (0), normal ... byte (6)
+
+
+def load_tokenizer(metadata: dict, source: str, vocab_size: int | None = None) -> Tokenizer:
     """Build the tokenizer described by GGUF-style `metadata` (see the module docstring);
-    `source` names the file in error messages."""
+    `source` names the file in error messages. Every token id must be below `vocab_size`, the
+    model's vocabulary (when given)."""
     md, src = metadata, str(source)
     template = md.get("tokenizer.chat_template")
     if template is not None and not isinstance(template, str):
@@ -399,19 +411,29 @@ def load_tokenizer(metadata: dict, source: str) -> Tokenizer:
         spec = md["tokenizer.huggingface.json"]
         if not isinstance(spec, str):
             raise ModelFormatError(f"{src}: tokenizer.huggingface.json is not a string")
-        return HFJsonTokenizer(spec, md, src)
+        return HFJsonTokenizer(spec, md, src, vocab_size)
     kind = _need(md, "tokenizer.ggml.model", src)
     texts = _seq(md, "tokenizer.ggml.tokens", str, None, src)
     if not texts:
         raise ModelFormatError(f"{src}: tokenizer.ggml.tokens is empty")
     n = len(texts)
+    if n > (vocab_size or MAX_VOCAB):
+        raise ModelFormatError(f"{src}: tokenizer.ggml.tokens has {n} entries, more than the "
+                               f"model's vocabulary of {vocab_size or MAX_VOCAB}")
     types = _seq(md, "tokenizer.ggml.token_type", int, n, src, default=[NORMAL] * n)
+    bad = next((i for i, t in enumerate(types) if t not in TOKEN_TYPES), None)
+    if bad is not None:
+        raise ModelFormatError(f"{src}: tokenizer.ggml.token_type[{bad}] = {types[bad]} is not "
+                               "a GGUF token type (0..6)")
     kw = dict(bos_id=_opt_id(md, "tokenizer.ggml.bos_token_id", n, src),
               eos_id=_opt_id(md, "tokenizer.ggml.eos_token_id", n, src),
               eot_id=_opt_id(md, "tokenizer.ggml.eot_token_id", n, src),
               chat_template=template, name=src)
     if kind == "gpt2":
         merges = _seq(md, "tokenizer.ggml.merges", str, None, src)
+        if not merges:
+            raise ModelFormatError(f"{src}: tokenizer.ggml.merges is empty (a 'gpt2' BPE "
+                                   "vocabulary needs its merges)")
         pre = md.get("tokenizer.ggml.pre") or "default"
         if not isinstance(pre, str):
             raise ModelFormatError(f"{src}: tokenizer.ggml.pre is not a string")

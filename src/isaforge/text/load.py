@@ -36,6 +36,8 @@ def tokenizer_for(loaded: LoadedModel, tokenizer: str | os.PathLike | None = Non
             raise ValueError(f"{loaded.path} carries its own tokenizer; -z/tokenizer= is only "
                              "for llama2.c models")
         tok_path = Path(tokenizer)
+        if tok_path.exists() and not tok_path.is_file():
+            raise ModelFormatError(f"{tok_path}: not a regular file (a FIFO, socket or device)")
         if not tok_path.is_file():
             raise FileNotFoundError(f"{tok_path}: no such tokenizer file")
         return Llama2cTokenizer.load(tok_path, vocab)
@@ -49,4 +51,4 @@ def tokenizer_for(loaded: LoadedModel, tokenizer: str | os.PathLike | None = Non
             raise ModelFormatError(f"{loaded.path}: bad embedded llama2.c tokenizer: {e}") from None
     if loaded.format.startswith("llama2c"):
         return Llama2cTokenizer.load(find_tokenizer(Path(loaded.path), vocab), vocab)
-    return load_tokenizer(loaded.metadata, loaded.path)
+    return load_tokenizer(loaded.metadata, loaded.path, vocab)
