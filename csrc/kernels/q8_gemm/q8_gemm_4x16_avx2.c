@@ -1,14 +1,239 @@
-/* Q8 GEMM, AVX2 (-mavx2 -mfma). Tile: 4 activation rows x 16 weight rows per step (8 ymm of
- * int32 / float accumulators, lane = output row; the name's "4x4" is historical). Each 16-row
- * weight tile is packed once per K block (up to 2048 bytes / 128 groups, stack scratch) into
- * 4-byte quads transposed across 8 rows, and reused by every activation row: per quad and
- * activation row, VPSIGNB (s8 = w * sign(x), x's 4 bytes broadcast) + VPMADDUBSW (u8 = |x|,
- * copied once per 4-row tile and block) + VPMADDWD add that quad of 8 rows' dot products to
- * the int32 lanes, so no horizontal reduction is needed. Per group each lane then adds
- * ((float)isum * ws) * xs in group order, exactly as q8_gemv_1x1_scalar; float accumulators
- * live in `out` between K blocks. M and N tails use 3/2/1-row steps, 8-row halves and masked
- * loads/stores; gs % 4 != 0 uses the scalar kernel. Code: ../q8_avx2_common.h. */
+/* Q8 GEMM, AVX2 (-mavx2 -mfma) and, compiled with -mavxvnni (q8_gemm_4x16_avx_vnni.c),
+ * AVX-VNNI. Tile: 4 activation rows x 16 weight rows per step (8 ymm of int32 / float
+ * accumulators, lane = output row). The weights are packed once, at load (pack below), into
+ * 16-row tiles of 4-byte quads transposed across 8 rows, and each K block of a tile (up to
+ * 2048 bytes / 128 groups) is reused by every activation row: per quad and activation row,
+ * one broadcast of the activation's 4 bytes against the packed quad vector adds that quad of
+ * 8 rows' dot products to the int32 lanes, so no horizontal reduction is needed.
+ *   AVX2: sign trick, u8 = |x| (copied once per 4-row tile and block), VPSIGNB s8 = w * sign(x),
+ *   VPMADDUBSW + VPMADDWD.
+ *   AVX-VNNI: offset trick, u8 = x + 128 (x ^ 0x80, copied once per 4-row tile and block),
+ *   s8 = w, one VPDPBUSD per product vector, and each group's int32 accumulator starts at
+ *   -128 * sum(w) (packed at load after the tile's weights): exact integer arithmetic
+ *   (VPDPBUSD wraps, never saturates); x = -128 is handled exactly by both.
+ * Per group each lane then adds ((float)isum * ws) * xs in group order, exactly as
+ * q8_gemv_1x1_scalar; float accumulators live in `out` between K blocks. M and N tails use
+ * 3/2/1-row steps, 8-row halves and masked loads/stores. gs % 4 != 0 or a group above one K
+ * block keeps the row-major rows (pack copies them) and runs the scalar GEMM / this ISA's GEMV
+ * per row. */
 #include "../q8_avx2_common.h"
+
+#if defined(__AVXVNNI__)
+#define Q8C_GEMM_RUN if_q8_gemm_4x16_avx_vnni
+#define Q8C_GEMM_DESC if_k_q8_gemm_4x16_avx_vnni
+#define Q8C_GEMM_NAME "q8_gemm_4x16_avx_vnni"
+#define Q8C_GEMM_REQUIRES (IF_FEATS_AVX2 | IF_FEAT_AVX_VNNI)
+#else
+#define Q8C_GEMM_RUN if_q8_gemm_4x16_avx2
+#define Q8C_GEMM_DESC if_k_q8_gemm_4x16_avx2
+#define Q8C_GEMM_NAME "q8_gemm_4x16_avx2"
+#define Q8C_GEMM_REQUIRES IF_FEATS_AVX2
+#endif
+#if defined(__AVXVNNI__)
+#define Q8C_GEMV_RUN if_q8_gemv_1x8_avx_vnni /* the fallback for groups above one K block */
+#else
+#define Q8C_GEMV_RUN if_q8_gemv_1x8_avx2
+#endif
+
+/* K blocking: at most Q8C_KB bytes of K and Q8C_GB groups per block; the stack scratch
+ * (q8c_pack: the block's activation rows and transposed scales) is 4 * Q8C_KB + 64 * Q8C_GB
+ * bytes, 16 KiB with the defaults. */
+#ifndef Q8C_KB
+#define Q8C_KB 2048
+#endif
+#ifndef Q8C_GB
+#define Q8C_GB 128
+#endif
+/* GEMM activation rows per microkernel step (the weight vector is reused this many times). */
+#define Q8C_MT 4
+
+#define Q8C_NT 16 /* weight rows per GEMM tile: Q8C_NT / 8 vectors */
+
+/* The packed layout, written once at load (q8c_pack_weights): per tile of 16 weight rows
+ * (rows past N are zero), quad q of rows 8v .. 8v+7 at tile + 64 q + 32 v (the rows' 4-byte
+ * quads transposed, so one int32 lane is one output row), K / 4 quads; for AVX-VNNI then the
+ * offset-trick corrections, -128 * sum(w) of group g of row 8v + r at int32 16 g + 8 v + r.
+ * Groups the kernel does not tile (gs % 4 != 0, or a group above Q8C_KB bytes) keep the
+ * row-major rows (a copy), which the fallbacks read. */
+Q8C_INLINE int q8c_tiled(size_t gs) { return gs != 0 && gs % 4 == 0 && gs <= Q8C_KB; }
+
+Q8C_INLINE size_t q8c_tile_bytes(size_t K, size_t gs) {
+#if defined(__AVXVNNI__)
+    return Q8C_NT * K + Q8C_NT * (K / gs) * sizeof(int32_t);
+#else
+    (void)gs;
+    return Q8C_NT * K;
+#endif
+}
+
+Q8C_INLINE size_t q8c_pack_size(size_t N, size_t K, size_t gs) {
+    if (!q8c_tiled(gs)) return N * K;
+    return (N + Q8C_NT - 1) / Q8C_NT * q8c_tile_bytes(K, gs);
+}
+
+Q8C_INLINE void q8c_pack_weights(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
+    if (!q8c_tiled(gs)) {
+        memcpy(dst, w, N * K);
+        return;
+    }
+    const size_t tb = q8c_tile_bytes(K, gs);
+    for (size_t n = 0; n < N; n += Q8C_NT) {
+        int8_t *t = dst + n / Q8C_NT * tb;
+        for (size_t r = 0; r < Q8C_NT; r++) {
+            const int8_t *row = n + r < N ? w + (n + r) * K : NULL;
+            for (size_t q = 0; q < K / 4; q++)
+                for (size_t b = 0; b < 4; b++)
+                    t[q * 64 + 32 * (r / 8) + 4 * (r % 8) + b] = row ? row[4 * q + b] : 0;
+#if defined(__AVXVNNI__)
+            int32_t *corr = (int32_t *)(void *)(t + Q8C_NT * K);
+            for (size_t g = 0; g < K / gs; g++) {
+                int32_t sum = 0;
+                for (size_t k = 0; row && k < gs; k++) sum += row[g * gs + k];
+                corr[g * Q8C_NT + r] = -128 * sum;
+            }
+#endif
+        }
+    }
+}
+
+typedef struct q8c_pack {
+    const int8_t *w;  /* the block's packed quads: quad q of rows 8v..8v+7 at w + 64 q + 32 v */
+#if defined(__AVXVNNI__)
+    const int32_t *corr; /* the block's corrections: group g, row 8v + r at corr + 16 g + 8 v + r */
+#endif
+    _Alignas(32) int8_t x[Q8C_MT * Q8C_KB];   /* activation rows: x ^ 0x80 (VNNI) or |x| (AVX2) */
+    _Alignas(32) float st[Q8C_NT * Q8C_GB];   /* scale of group g, rows: st + 16 g + 8 v */
+} q8c_pack;
+
+/* Point pk at groups [gb0, gb0 + gc) of packed tile t and transpose the scales of its 8 * V
+ * rows (sr) for them. */
+Q8C_INLINE void q8c_pack_block(q8c_pack *pk, const int8_t *t, const float *const sr[Q8C_NT],
+                               size_t V, size_t gb0, size_t gc, size_t gs, size_t K) {
+    pk->w = t + gb0 * gs / 4 * 64;
+#if defined(__AVXVNNI__)
+    pk->corr = (const int32_t *)(const void *)(t + Q8C_NT * K) + gb0 * Q8C_NT;
+#else
+    (void)K;
+#endif
+    for (size_t v = 0; v < V; v++) {
+        for (size_t g = 0; g < gc; g += 8) {
+            const size_t cnt = gc - g < 8 ? gc - g : 8;
+            __m256 st[8];
+            q8c_load_scales(st, sr + 8 * v, gb0 + g, cnt);
+            for (size_t j = 0; j < cnt; j++) _mm256_store_ps(pk->st + (g + j) * 16 + 8 * v, st[j]);
+        }
+    }
+}
+
+/* MT activation rows x 8 * V packed rows (both compile-time) over one K block. */
+Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float *out,
+                            size_t ldo, const int8_t *xq, const float *xs, size_t K, size_t ng,
+                            size_t gb0, size_t gc, size_t gs, int first, size_t nr) {
+    const size_t qpg = gs / 4, k0 = gb0 * gs, kb = gc * gs;
+    const size_t nv[2] = {nr < 8 ? nr : 8, nr > 8 ? nr - 8 : 0};
+    __m256 acc[Q8C_MT][2];
+    for (size_t i = 0; i < MT; i++)
+        for (size_t v = 0; v < V; v++)
+            acc[i][v] = first ? _mm256_setzero_ps() : q8c_load_out(out + i * ldo + 8 * v, nv[v]);
+    /* the activation rows of this block, transformed once for all weight rows */
+    for (size_t i = 0; i < MT; i++) {
+        for (size_t k = 0; k < kb; k += 32) {
+            const size_t nq = (kb - k) / 4 < 8 ? (kb - k) / 4 : 8;
+            const __m256i x = q8c_load_bytes(xq + i * K + k0 + k, nq);
+#if defined(__AVXVNNI__)
+            const __m256i t = _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
+#else
+            const __m256i t = _mm256_abs_epi8(x);
+#endif
+            _mm256_store_si256((__m256i *)(pk->x + i * Q8C_KB + k), t);
+        }
+    }
+    for (size_t g = 0; g < gc; g++) {
+        const int8_t *wq = pk->w + g * qpg * 64;
+        const size_t kg = g * gs;
+        __m256i a[Q8C_MT][2];
+        for (size_t i = 0; i < MT; i++)
+            for (size_t v = 0; v < V; v++) {
+#if defined(__AVXVNNI__)
+                a[i][v] = _mm256_loadu_si256((const __m256i *)(pk->corr + g * 16 + 8 * v));
+#else
+                a[i][v] = _mm256_setzero_si256();
+#endif
+            }
+        _Pragma("GCC unroll 2") for (size_t q = 0; q < qpg; q++) {
+            __m256i wv[2];
+            for (size_t v = 0; v < V; v++) wv[v] = _mm256_load_si256((const __m256i *)(wq + q * 64 + 32 * v));
+            for (size_t i = 0; i < MT; i++) {
+                const __m256i bu = q8c_bcast4(pk->x + i * Q8C_KB + kg + 4 * q);
+#if defined(__AVXVNNI__)
+                for (size_t v = 0; v < V; v++) a[i][v] = q8c_dot(a[i][v], bu, wv[v]);
+#else
+                const __m256i bx = q8c_bcast4(xq + i * K + k0 + kg + 4 * q);
+                for (size_t v = 0; v < V; v++)
+                    a[i][v] = q8c_dot(a[i][v], bu, _mm256_sign_epi8(wv[v], bx));
+#endif
+            }
+        }
+        for (size_t i = 0; i < MT; i++) {
+            const __m256 xsg = _mm256_set1_ps(xs[i * ng + gb0 + g]);
+            for (size_t v = 0; v < V; v++) {
+                const __m256 sg = _mm256_load_ps(pk->st + g * 16 + 8 * v);
+                const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(a[i][v]), sg), xsg);
+                acc[i][v] = _mm256_add_ps(acc[i][v], p);
+            }
+        }
+    }
+    for (size_t i = 0; i < MT; i++)
+        for (size_t v = 0; v < V; v++) q8c_store_out(out + i * ldo + 8 * v, acc[i][v], nv[v]);
+}
+
+/* All activation rows against one packed block of 8 * V weight rows. */
+Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t ldo,
+                               const int8_t *xq, const float *xs, size_t M, size_t K, size_t ng,
+                               size_t gb0, size_t gc, size_t gs, size_t nr) {
+    const int first = gb0 == 0;
+    size_t m = 0;
+    for (; m + Q8C_MT <= M; m += Q8C_MT)
+        q8c_gemm_mk(Q8C_MT, V, pk, out + m * ldo, ldo, xq + m * K, xs + m * ng, K, ng, gb0, gc,
+                    gs, first, nr);
+    float *o = out + m * ldo;
+    const int8_t *x = xq + m * K;
+    const float *s = xs + m * ng;
+    switch (M - m) {
+    case 3: q8c_gemm_mk(3, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
+    case 2: q8c_gemm_mk(2, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
+    case 1: q8c_gemm_mk(1, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
+    default: break;
+    }
+}
+
+/* out[m * ldo + n] for m in [0, M), n in [n0, n1) (n0 a multiple of Q8C_NT) from the weights
+ * q8c_pack_weights wrote to wp; q8c_tiled(gs). */
+Q8C_INLINE void q8c_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                         const int8_t *wp, const float *ws, size_t n0, size_t n1, size_t K,
+                         size_t gs) {
+    const size_t ng = K / gs, tb = q8c_tile_bytes(K, gs);
+    size_t gpb = Q8C_KB / gs;
+    if (gpb > Q8C_GB) gpb = Q8C_GB;
+    q8c_pack pk;
+    for (size_t n = n0; n < n1; n += Q8C_NT) {
+        const size_t nr = n1 - n < Q8C_NT ? n1 - n : Q8C_NT;
+        const int8_t *t = wp + n / Q8C_NT * tb, *wr[Q8C_NT];
+        const float *sr[Q8C_NT];
+        q8c_rows(wr, sr, wp, ws, n, nr < 8 ? nr : 8, 0, ng); /* scales only */
+        if (nr > 8) q8c_rows(wr + 8, sr + 8, wp, ws, n + 8, nr - 8, 0, ng);
+        for (size_t gb0 = 0; gb0 < ng; gb0 += gpb) {
+            const size_t gc = ng - gb0 < gpb ? ng - gb0 : gpb;
+            if (nr > 8) {
+                q8c_pack_block(&pk, t, sr, 2, gb0, gc, gs, K);
+                q8c_gemm_block(2, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
+            } else {
+                q8c_pack_block(&pk, t, sr, 1, gb0, gc, gs, K);
+                q8c_gemm_block(1, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
+            }
+        }
+    }
+}
 
 static size_t pack_size(size_t N, size_t K, size_t gs) { return q8c_pack_size(N, K, gs); }
 
@@ -17,18 +242,17 @@ static void pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
 }
 
 /* w: what pack wrote; n0 a multiple of 16. */
-void if_q8_gemm_4x16_avx2(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
-                          const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K,
-                          size_t gs) {
+void Q8C_GEMM_RUN(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                  const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
     if (q8c_tiled(gs)) {
         q8c_gemm(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
     } else if (gs % 4 == 0) { /* groups above one K block: w is row-major, GEMV per row */
         for (size_t m = 0; m < M; m++)
-            q8c_gemv(out + m * ldo, xq + m * K, xs + m * (K / gs), w, ws, n0, n1, K, gs);
+            Q8C_GEMV_RUN(out + m * ldo, xq + m * K, xs + m * (K / gs), w, ws, n0, n1, K, gs);
     } else {
         if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
     }
 }
 
-const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2 = {.name = "q8_gemm_4x16_avx2",
-    .requires = IF_FEATS_AVX2, .mr = 4, .nr = 16, .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x16_avx2};
+const if_q8_gemm_kernel Q8C_GEMM_DESC = {.name = Q8C_GEMM_NAME, .requires = Q8C_GEMM_REQUIRES,
+    .mr = 4, .nr = 16, .pack_size = pack_size, .pack = pack, .run = Q8C_GEMM_RUN};

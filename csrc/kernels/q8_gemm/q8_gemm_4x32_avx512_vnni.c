@@ -13,7 +13,7 @@
  * two roundings and add order, never fused, so the result is bit-exact.
  *
  * Group sizes not a multiple of 4 or above 1 KiB keep the row-major rows (pack copies them)
- * and take the 16-rows-per-pass GEMV (q8_avx512_common.h) per activation row. Tails: packed
+ * and take the AVX-512 GEMV (q8_gemv_1x1_avx512_vnni) per activation row. Tails: packed
  * rows past N are zero and not stored; 1..3 leftover activation rows and a last 16-row half
  * are separate specialisations; K tails inside a block are masked loads of the activations.
  * Stack use: about 12 KiB. This file is compiled and read here, never run (no AVX-512 VNNI on
@@ -154,11 +154,9 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
     if (M == 0 || n1 <= n0) return;
     if (K == 0 || !gm_tiled(gs)) { /* w: the row-major rows */
         const size_t ngs = gs ? K / gs : 0;
-        for (size_t m = 0; m < M; m++) {
-            if (gs == 0 || K == 0 ||
-                !ifz_gemv(out + m * ldo, xq + m * K, xs + m * ngs, w, ws, n0, n1, K, gs))
-                if_q8_gemv_1x1_scalar(out + m * ldo, xq + m * K, xs + m * ngs, w, ws, n0, n1, K, gs);
-        }
+        for (size_t m = 0; m < M; m++)
+            if_q8_gemv_1x1_avx512_vnni(out + m * ldo, xq + m * K, xs + m * ngs, w, ws, n0, n1, K,
+                                       gs);
         return;
     }
     const size_t ng = K / gs, L = gs / 4, ti = gm_tile_ints(K, gs);
