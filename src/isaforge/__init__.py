@@ -10,9 +10,9 @@
 from .converter import convert
 from .model import Model, load
 from .runtime.engine import runtime_info
-from .runtime.generate import GenerationConfig
+from .runtime.generate import GenerationConfig, ModelBusyError
 from .types import Config, ModelFormatError, Q8Tensor
 
 __version__ = "0.1.0"
-__all__ = ["Config", "GenerationConfig", "Model", "ModelFormatError", "Q8Tensor", "convert", "load",
-           "runtime_info"]
+__all__ = ["Config", "GenerationConfig", "Model", "ModelBusyError", "ModelFormatError", "Q8Tensor",
+           "convert", "load", "runtime_info"]

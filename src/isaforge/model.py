@@ -17,13 +17,20 @@ import numpy as np
 from . import settings
 from .formats import read_any, with_context
 from .runtime.engine import Engine, runtime_info
-from .runtime.generate import DEFAULT_MAX_NEW, ContextFullError, GenerationConfig, Session
+from .runtime.generate import (
+    DEFAULT_MAX_NEW,
+    ContextFullError,
+    GenerationConfig,
+    ModelBusyError,
+    Session,
+)
 from .runtime.profile import ModelProfile, profile_for
 from .text.chat import chat_tokens, render_conversation
 from .text.load import tokenizer_for
 from .types import LoadedModel
 
-__all__ = ["ContextFullError", "GenerationConfig", "Model", "load", "read_model"]
+__all__ = ["ContextFullError", "GenerationConfig", "Model", "ModelBusyError", "load",
+           "read_model"]
 QUANTS = ("q8", "f32")
 
 
@@ -39,7 +46,11 @@ def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
 class Model:
     """A loaded model ready to generate. Built by `isaforge.load`. Every method that generates
     runs the one loop (`runtime.generate.Session`) with a GenerationConfig whose unset fields
-    come from the model's profile (`profile`: llama2.c's run.c defaults, or the chat model's)."""
+    come from the model's profile (`profile`: llama2.c's run.c defaults, or the chat model's).
+
+    Thread-safe: the engine and cached prefix serve one call at a time (a stream holds them
+    from its first piece until it ends or is closed); another thread waits, the thread with
+    an unfinished stream on this model gets ModelBusyError (README, "Thread safety")."""
 
     def __init__(self, loaded: LoadedModel, tokenizer, threads: int | None = None,
                  ubatch: int = 0, kv_cache: str = "f32", kernel: str | None = None):

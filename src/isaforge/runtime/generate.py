@@ -9,8 +9,10 @@ one of these two over one config."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -19,8 +21,8 @@ import numpy as np
 from ..text.stream import StopMatcher, StreamDecoder
 from .sampler import Sampler, check_penalty, check_sampling
 
-__all__ = ["ContextFullError", "GenerationConfig", "Sampler", "Session", "Stats",
-           "resolve_steps"]
+__all__ = ["ContextFullError", "GenerationConfig", "ModelBusyError", "Sampler", "Session",
+           "Stats", "resolve_steps"]
 
 DEFAULT_MAX_NEW = 512  # new tokens per reply when nothing else is said
 REPEAT_LAST_N = 64  # tokens the repetition penalty looks back on (llama.cpp's)
@@ -28,6 +30,10 @@ REPEAT_LAST_N = 64  # tokens the repetition penalty looks back on (llama.cpp's)
 
 class ContextFullError(ValueError):
     """The prompt (or conversation) does not fit in the context."""
+
+
+class ModelBusyError(RuntimeError):
+    """The model was used again from the thread whose generation on it is still open."""
 
 
 @dataclass(frozen=True)
@@ -126,19 +132,41 @@ class Stats:
 class Session:
     """An engine and the tokens whose K/V sit in its cache at positions 0.. (`cached`): a
     prompt that shares a prefix with them prefills only the rest, so a multi-turn chat runs
-    only its new turn. `stats` describes the last generation."""
+    only its new turn. `stats` describes the last generation.
+
+    One call at a time: every engine call and the cached prefix are under the session's lock,
+    held by a generation from its first token until it ends, is closed or is collected.
+    Another thread waits for it; the thread holding it gets ModelBusyError (it would wait
+    for itself)."""
 
     def __init__(self, engine):
         self.engine = engine
         self.cached: list[int] = []
         self.stats: Stats | None = None
+        self._lock = threading.Lock()  # not an RLock: a generator may close in another thread
+        self._owner: int | None = None
+
+    @contextmanager
+    def hold(self):
+        """The session to this thread alone (waits while another thread holds it)."""
+        me = threading.get_ident()
+        if self._owner == me:
+            raise ModelBusyError("the model is in use by an unfinished generation in this "
+                                 "thread (finish or close() it first)")
+        with self._lock:
+            self._owner = me
+            try:
+                yield self
+            finally:
+                self._owner = None
 
     def logits(self, tokens: list[int]) -> np.ndarray:
         """(n, vocab) logits of `tokens` at positions 0..n-1, a fresh sequence."""
-        self.cached = []
-        out = self.engine.prefill(tokens, 0, all_logits=True)
-        self.cached = list(tokens)
-        return out
+        with self.hold():
+            self.cached = []
+            out = self.engine.prefill(tokens, 0, all_logits=True)
+            self.cached = list(tokens)
+            return out
 
     def _prefill(self, tokens: list[int], stats: Stats) -> np.ndarray:
         k = 0
@@ -169,9 +197,13 @@ class Session:
         c = config
         sampler = Sampler(c.temperature, c.top_p, c.seed, c.repeat_penalty, c.repeat_last_n)
         sampler.accept(tokens[-c.repeat_last_n:])
-        self.stats = Stats()
-        return self._loop(tokens, c.new_tokens(len(tokens), seq_len), sampler,
-                          tuple(c.stop_ids), c.echo, self.stats)
+        return self._held(tokens, c.new_tokens(len(tokens), seq_len), sampler,
+                          tuple(c.stop_ids), c.echo)
+
+    def _held(self, *args) -> Iterator[tuple[int, int]]:
+        with self.hold():  # released when the loop ends, is closed or is collected
+            self.stats = Stats()
+            yield from self._loop(*args, self.stats)
 
     def _loop(self, tokens: list[int], new: int, sampler: Sampler, stop_ids: tuple[int, ...],
               echo: bool, stats: Stats) -> Iterator[tuple[int, int]]:
