@@ -42,15 +42,33 @@ _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 _LLAMA3 = (_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+# Mistral's tekken: llama.cpp's lookahead form of "upper* lower+ | upper+ lower*" (any letter
+# but a-z / A-Z), digits one by one, "/" kept after punctuation
+_UPPER, _LOWER = r"(?:(?=\p{L})[^a-z])", r"(?:(?=\p{L})[^A-Z])"
+_TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*"
+           r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# DeepSeek's: newlines alone, then (llm) cased letters (DeepSeek lists their ranges; here as
+# the Lu/Ll/Lt categories), ASCII and full-width punctuation, trailing spaces, CJK/Hangul runs
+_DS_CJK = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+"
+_DS_PUNCT = r"\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+"
 _PRE_GROUPS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     (("default",), (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]")),
-    (("gpt-2", "phi-2", "roberta-bpe"), (_GPT2,)),
+    (("gpt-2", "phi-2", "roberta-bpe", "mpt"), (_GPT2,)),
     (("smollm", "starcoder", "refact", "codeshell"), (r"\p{N}", _GPT2)),
     (("llama3", "llama-v3", "llama-bpe", "falcon3"), (_LLAMA3,)),
     (("qwen2", "stablelm2"), (_QWEN2,)),
+    (("dbrx", "smaug-bpe"), (_LLAMA3,)),  # llama3's regex, merges always applied
+    (("tekken",), (_TEKKEN,)),
+    (("falcon",), (r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, r"[0-9][0-9][0-9]")),
+    (("deepseek-llm",), (r"[\r\n]", r"\s?[\p{Lu}\p{Ll}\p{Lt}]+", _DS_PUNCT, r"\s+$", _DS_CJK,
+                         r"\p{N}+")),
+    (("deepseek-coder",), (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DS_CJK, r"\p{N}")),
 ]
 _PRE_REGEXES = {name: rx for names, rx in _PRE_GROUPS for name in names}
-_LLAMA3_NAMES = _PRE_GROUPS[3][0]  # llama.cpp: ignore merges for whole-token words, add BOS
+# names for the refusal message: the first five groups, then those added by issue 16
+_PRE_NAMES = [[n for g in _PRE_GROUPS[a:b] for n in g[0]] for a, b in ((0, 5), (5, None))]
+# llama.cpp: these ignore merges for a word that is a token, and add BOS by default
+_IGNORE_MERGES = (*_PRE_GROUPS[3][0], "tekken")
 
 
 def byte_to_unicode() -> dict[int, str]:
@@ -196,7 +214,8 @@ class BPETokenizer(Tokenizer):
         if pre not in _PRE_REGEXES:
             raise ModelFormatError(
                 f"{name}: unsupported tokenizer.ggml.pre {pre!r} "
-                f"(supported: {', '.join(sorted(_PRE_REGEXES))})")
+                f"(supported: {', '.join(sorted(_PRE_NAMES[0]))}; and "
+                f"{', '.join(sorted(_PRE_NAMES[1]))})")
         vocab: dict[str, int] = {}
         for i, t in enumerate(texts):
             vocab.setdefault(t, i)
@@ -209,7 +228,7 @@ class BPETokenizer(Tokenizer):
         try:
             # llama.cpp's llama3 pre-tokenizer takes a word that is a token as is
             bpe = models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False,
-                             ignore_merges=pre in _LLAMA3_NAMES)
+                             ignore_merges=pre in _IGNORE_MERGES)
         except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception
             raise ModelFormatError(f"{name}: bad BPE vocab/merges: {e}") from None
         self._hf = HFTokenizer(bpe)
@@ -437,7 +456,7 @@ def load_tokenizer(metadata: dict, source: str, vocab_size: int | None = None) -
         pre = md.get("tokenizer.ggml.pre") or "default"
         if not isinstance(pre, str):
             raise ModelFormatError(f"{src}: tokenizer.ggml.pre is not a string")
-        add_bos = md.get("tokenizer.ggml.add_bos_token", pre in _LLAMA3_NAMES)
+        add_bos = md.get("tokenizer.ggml.add_bos_token", pre in _IGNORE_MERGES)
         return BPETokenizer(texts, types, merges, pre, add_bos=bool(add_bos), **kw)
     if kind == "llama":
         scores = _seq(md, "tokenizer.ggml.scores", (int, float), n, src)
