@@ -139,7 +139,27 @@ class _Cursor:
             a = np.frombuffer(self.buf, np.dtype(_SCALARS[etype][1]), count, self.pos)
             self.pos += a.nbytes
             return a.tolist()
+        if etype == _STRING:
+            return self.strings(count, what)
         return [self.value(etype, f"{what}[{i}]", depth + 1) for i in range(count)]
+
+    def strings(self, count: int, what: str) -> list[str]:
+        """`count` strings in a row (a 262k-token vocabulary in a fraction of a second); the
+        same checks and messages as string() for each."""
+        buf, pos, size, out, length = self.buf, self.pos, self.size, [], struct.Struct("<Q")
+        for i in range(count):
+            n = length.unpack_from(buf, pos)[0] if size - pos >= 8 else size
+            try:
+                if n > size - pos - 8:
+                    raise ValueError
+                out.append(buf[pos + 8:pos + 8 + n].decode("utf-8"))
+            except ValueError:  # truncated, or not UTF-8 (UnicodeDecodeError)
+                self.pos = pos
+                self.string(f"{what}[{i}]")  # raises the error string() gives
+                raise
+            pos += 8 + n
+        self.pos = pos
+        return out
 
 
 def parse_gguf(path: str | os.PathLike, buf) -> GGUFFile:

@@ -114,9 +114,9 @@ class Tokenizer:
         self._strip_after_bos = strip_space_after_bos
         n = len(self._texts)
         stops = [t for t in (eos_id, eot_id) if t is not None and 0 <= t < n]
-        for i, t in enumerate(self._texts):  # end-of-turn tokens the model may emit
-            if t in _STOP_TEXTS and self._types[i] in (CONTROL, USER_DEFINED) and i not in stops:
-                stops.append(i)
+        for i in [i for i, t in enumerate(self._texts) if t in _STOP_TEXTS]:
+            if self._types[i] in (CONTROL, USER_DEFINED) and i not in stops:  # end-of-turn
+                stops.append(i)  # tokens the model may emit
         self.stop_ids: tuple[int, ...] = tuple(stops)
         # llama.cpp: control, user-defined and unknown tokens are split out before BPE,
         # longest first; only user-defined ones when special=False
@@ -272,17 +272,23 @@ class SPMTokenizer(Tokenizer):
             (i for i, ty in enumerate(types) if ty == UNKNOWN), None)
 
         self._scores = list(array("f", scores))  # float32, compared as llama.cpp does
-        self._lookup: dict[str, int] = {}
+        n = len(texts)  # text -> its first id
+        self._lookup: dict[str, int] = dict(zip(reversed(texts), range(n - 1, -1, -1), strict=True))
         self._byte_ids: dict[int, int] = {}
-        for i, t in enumerate(texts):
-            self._lookup.setdefault(t, i)
         for b in range(256):
             tid = self._lookup.get(f"<0x{b:02X}>")
             if tid is not None:
                 self._byte_ids[b] = tid
         self.add_space_prefix = bool(add_space_prefix)
-        pieces = [_spm_piece_bytes(t) if ty in (NORMAL, BYTE, USER_DEFINED, UNUSED)
-                  else t.encode("utf-8") for t, ty in zip(texts, types, strict=True)]
+        # _spm_piece_bytes for normal, byte, user-defined and unused tokens, inlined
+        joined = "\0".join(texts)  # one replace/encode/split for all 262k texts
+        pieces = joined.replace("\u2581", " ").encode("utf-8").split(b"\0")
+        if len(pieces) != n:  # a token has a NUL in it
+            pieces = [t.replace("\u2581", " ").encode("utf-8") for t in texts]
+        for i in [i for i, t in enumerate(texts) if len(t) == 6 and t[:3] == "<0x"]:
+            pieces[i] = _spm_piece_bytes(texts[i])
+        for i in [i for i, ty in enumerate(types) if ty in (CONTROL, UNKNOWN, 0)]:
+            pieces[i] = texts[i].encode("utf-8")
         super().__init__(texts, types, pieces, strip_space_after_bos=self.add_space_prefix,
                          **kw)
 
@@ -395,8 +401,8 @@ def _seq(md: dict, key: str, kind, n: int | None, source: str, default=None) -> 
         if default is None:
             raise ModelFormatError(f"{source}: missing tokenizer metadata {key!r}")
         return default
-    if not isinstance(v, (list, tuple)) or not all(
-            isinstance(x, kind) and not isinstance(x, bool) for x in v):
+    if not isinstance(v, (list, tuple)) or not all(  # each distinct type once: fast
+            issubclass(t, kind) and not issubclass(t, bool) for t in set(map(type, v))):
         names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
         raise ModelFormatError(f"{source}: {key} must be a list of {names}")
     if n is not None and len(v) != n:
@@ -440,7 +446,8 @@ def load_tokenizer(metadata: dict, source: str, vocab_size: int | None = None) -
         raise ModelFormatError(f"{src}: tokenizer.ggml.tokens has {n} entries, more than the "
                                f"model's vocabulary of {vocab_size or MAX_VOCAB}")
     types = _seq(md, "tokenizer.ggml.token_type", int, n, src, default=[NORMAL] * n)
-    bad = next((i for i, t in enumerate(types) if t not in TOKEN_TYPES), None)
+    bad = None if set(types) <= set(TOKEN_TYPES) else next(
+        i for i, t in enumerate(types) if t not in TOKEN_TYPES)
     if bad is not None:
         raise ModelFormatError(f"{src}: tokenizer.ggml.token_type[{bad}] = {types[bad]} is not "
                                "a GGUF token type (0..6)")
