@@ -1,16 +1,17 @@
 """The `isaforge` command: run, chat, pull, convert, quantize, info.
 
 Text goes to stdout exactly as llama2.c's run.c prints it; statistics and errors go to
-stderr. Bad flags or files give one line on stderr and exit status 2, never a traceback."""
+stderr. Bad flags or files give one line on stderr and exit status 2, never a traceback; a
+closed stdout one line and status 1; Ctrl-C (at any moment, imports included) 130; a closed
+pipe on stdout ends quietly with status 0. Bytes of argv or stdin that are not UTF-8 go to a
+llama2.c tokenizer as they are (byte tokens, as run.c), to the others as U+FFFD."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-
-from .bench import cli as bench_cli
-from .types import ModelFormatError
 
 
 class UsageError(Exception):
@@ -104,6 +105,8 @@ def _model_options(r, chat: bool = False) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from .bench import cli as bench_cli
+
     p = _Parser(prog="isaforge", description="LLM inference with per-ISA quantized kernels.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
@@ -184,6 +187,17 @@ def _split_run_args(a) -> tuple[str | None, str]:
     return model, prompt or ""
 
 
+def _raw(text: str) -> bytes:
+    """The bytes of argv or stdin text: Python keeps bytes that are not UTF-8 as lone
+    surrogates (surrogateescape); they come back as the bytes they were."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _clean(text: str) -> str:
+    """Text with every byte that was not UTF-8 as U+FFFD (a UTF-8 decoder's replacement)."""
+    return _raw(text).decode("utf-8", "replace")
+
+
 def _load(a, model):
     from . import load
     from .runtime.sampler import check_penalty, check_sampling
@@ -229,6 +243,8 @@ def _cmd_run(a) -> int:
     model = _load(a, model_path)
     profile, config = model.profile, _config(a, model)
     out = sys.stdout.buffer
+    raw = _raw(prompt)  # a llama2.c tokenizer takes the prompt's bytes as run.c does
+    prompt = model.encode(raw) if profile.runc_output else _clean(prompt)
     if profile.runc_output and not a.stop:  # run.c, byte for byte: every piece as printed
         from .text.llama2c import safe_piece
 
@@ -238,8 +254,8 @@ def _cmd_run(a) -> int:
             out.flush()
     else:
         if profile.echo_prompt or a.raw:  # a plain continuation, the prompt printed first
-            tokens = model.encode(prompt)
-            out.write(prompt.encode())
+            tokens = model._tokens(prompt)
+            out.write(raw if profile.runc_output else prompt.encode())
         else:  # a chat model answers the prompt as one user message
             tokens = model.chat_tokens([{"role": "user", "content": prompt}])
         for piece in model.stream(tokens, config):
@@ -270,11 +286,11 @@ def _cmd_chat(a) -> int:
     config = _config(a, model)
     system = [{"role": "system", "content": a.system}] if a.system else []
     history: list[dict] = []
-    tty = sys.stdin.isatty()
-    out = sys.stdout
+    tty = sys.stdin is not None and sys.stdin.isatty()  # None: stdin closed, no messages
+    out = sys.stdout.buffer  # UTF-8 whatever the locale, as `run`
     if tty:
         print(f"isaforge chat with {model.path}; /exit or Ctrl-D to quit", file=sys.stderr)
-    if tty:
+        sys.stdin.reconfigure(errors="surrogateescape")  # bytes not UTF-8 become U+FFFD
         try:
             import readline  # noqa: F401  (line editing and history for input())
         except ImportError:
@@ -282,15 +298,15 @@ def _cmd_chat(a) -> int:
     while True:
         if tty:
             try:
-                text = input(">>> ")
+                text = _clean(input(">>> "))
             except EOFError:
-                out.write("\n")
+                out.write(b"\n")
                 break
         else:
-            line = sys.stdin.readline()
+            line = sys.stdin.buffer.readline() if sys.stdin is not None else b""
             if not line:
                 break
-            text = line.rstrip("\r\n")
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
         if text.strip() in EXIT_COMMANDS:
             break
         if not text.strip():
@@ -310,7 +326,7 @@ def _cmd_chat(a) -> int:
         reply = []
         try:
             for piece in model.stream(tokens, config):
-                out.write(piece)
+                out.write(piece.encode())
                 out.flush()
                 reply.append(piece)
         except ContextFullError as e:
@@ -318,7 +334,7 @@ def _cmd_chat(a) -> int:
         except KeyboardInterrupt:  # on a terminal Ctrl-C cuts the reply short, not the chat
             if not tty:
                 raise
-        out.write("\n")
+        out.write(b"\n")
         out.flush()
         history.append({"role": "assistant", "content": "".join(reply)})
     return 0
@@ -343,7 +359,10 @@ def _cmd_convert(a) -> int:
 
 
 def _cmd_quantize(a) -> int:
+    from .formats import detect_format
     from .formats.llama2c import quantize_model
+
+    detect_format(a.input)  # no such file, a FIFO or a device: refused before it is opened
 
     bar = _ProgressBar() if sys.stderr.isatty() else None
     summary = quantize_model(a.input, a.output, group_size=a.group_size,
@@ -452,27 +471,60 @@ def _cmd_info(a) -> int:
     return 0
 
 
+def _open_std_fds() -> None:
+    """/dev/null in place of a closed fd 0, 1 or 2, so that no file opened later takes its
+    number (and nothing meant for stdout or stderr lands in it)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            n = os.open(os.devnull, os.O_RDWR)
+            if n != fd:
+                os.dup2(n, fd)
+                os.close(n)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (for the process's life)
+
+
+def _message(e: BaseException) -> str:
+    """e's reason, never empty (MemoryError() and OSError() carry none)."""
+    text = str(e).strip()
+    if isinstance(e, MemoryError):
+        return f"out of memory{': ' + text if text else ''}"
+    return text or type(e).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = _build_parser()
     try:
+        _open_std_fds()
+        if sys.stdout is None:  # fd 1 was closed when Python started
+            print("isaforge: error: standard output is closed", file=sys.stderr)
+            return 1
+        parser = _build_parser()
         a, extra = parser.parse_known_args(argv)
         if extra:  # run/chat take positionals after options: `run MODEL -t 0 "PROMPT"`
             if a.cmd not in ("run", "chat") or any(x.startswith("-") and x != "-" for x in extra):
                 raise UsageError(f"isaforge: unrecognized arguments: {' '.join(extra)}")
             a.args = list(a.args) + extra
+        from .bench import cli as bench_cli
+
         cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
                 "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main}
         return cmds[a.cmd](a)
+    except KeyboardInterrupt:
+        return 130
     except UsageError as e:
         print(f"{e} (see --help)", file=sys.stderr)
         return 2
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader left (`| head`): quiet, and nothing more to flush
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file descriptor (in-process callers)
+            pass
         return 0
-    except (ModelFormatError, ValueError, OSError, RuntimeError, MemoryError) as e:
-        print(f"isaforge: error: {e}", file=sys.stderr)
+    except (ValueError, OSError, RuntimeError, MemoryError) as e:  # ModelFormatError too
+        print(f"isaforge: error: {_message(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

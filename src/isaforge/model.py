@@ -90,7 +90,11 @@ class Model:
         """1.0 (off) for llama2.c files, as run.c; 1.1 for the others (see runtime.profile)."""
         return self.profile.repeat_penalty
 
-    def encode(self, text: str, bos: bool | None = None) -> list[int]:
+    def encode(self, text: str | bytes, bos: bool | None = None) -> list[int]:
+        """Token ids of `text`. Bytes go to a llama2.c tokenizer as they are (bytes that are not
+        UTF-8 as byte tokens, as run.c); the others read them as UTF-8, bad bytes as U+FFFD."""
+        if isinstance(text, bytes) and not self.profile.runc_output:
+            text = text.decode("utf-8", "replace")
         return self.tokenizer.encode(text, bos=self.add_bos if bos is None else bos,
                                      special=True)
 
@@ -108,8 +112,8 @@ class Model:
 
     # -- the one loop, two views -------------------------------------------------------------
 
-    def _tokens(self, prompt: str | Sequence[int]) -> list[int]:
-        return self.encode(prompt) if isinstance(prompt, str) else list(prompt)
+    def _tokens(self, prompt: str | bytes | Sequence[int]) -> list[int]:
+        return self.encode(prompt) if isinstance(prompt, (str, bytes)) else list(prompt)
 
     def pairs(self, prompt: str | Sequence[int], config: GenerationConfig | None = None
               ) -> Iterator[tuple[int, int]]:
