@@ -401,3 +401,16 @@ def test_spm_matches_live_llama_cpp(stories, tmp_path):
     _compare_live(md, tmp_path / "tok512.gguf", corpus, add_bos=True)
     _compare_live({**md, "tokenizer.ggml.add_space_prefix": False}, tmp_path / "np.gguf",
                   corpus[:40])
+
+
+def test_spm_pieces_fast_path_keeps_every_kind():
+    """The pieces are built in one pass over the joined texts; a NUL in a token text, byte
+    tokens and control tokens still give what _spm_piece_bytes / the raw text give."""
+    texts = ["<unk>", "\u2581a", "x\x00\u2581y", "<0x41>", "<s>", "<0xZZ>"]
+    md = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": texts,
+          "tokenizer.ggml.scores": [0.0] * 6, "tokenizer.ggml.token_type": [2, 1, 1, 6, 3, 1]}
+    tok = load_tokenizer(md, "nul.gguf")
+    assert [tok.piece(i) for i in range(6)] == [b"<unk>", b" a", b"x\x00 y", b"A", b"<s>",
+                                                b"<0xZZ>"]
+    md["tokenizer.ggml.tokens"] = texts[:2] + ["x \u2581y"] + texts[3:]
+    assert load_tokenizer(md, "nul.gguf").piece(2) == b"x  y"

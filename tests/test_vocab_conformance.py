@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from isaforge.formats.gguf import parse_gguf
-from isaforge.text.hf import _B2U, load_tokenizer
+from isaforge.text.hf import _B2U, _U2B, load_tokenizer
 from isaforge.types import ModelFormatError
 
 VOCAB = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "llama.cpp" / "vocab"
@@ -106,3 +106,14 @@ def test_unknown_pre_tokenizer_is_refused_by_name():
     with pytest.raises(ModelFormatError, match=r"tiny.gguf: unsupported tokenizer.ggml.pre "
                        r"'no-such-pre' \(supported: .*deepseek-coder.*tekken"):
         _tiny("no-such-pre")
+
+
+def test_deepseek_llm_letters_are_deepseeks_list():
+    """DeepSeek's letter class is its own code point list, not \\p{L}: Armenian capitals are
+    in it, Armenian small letters are not (they split off), Greek and the Kelvin sign are;
+    the next regex (ASCII and full-width punctuation, ":-~" taking in ASCII letters) then cuts
+    ASCII letters off a non-ASCII run, as DeepSeek's own sequence does."""
+    tok, _ = _tiny("deepseek-llm")
+    words = [w for w, _ in tok._hf.pre_tokenizer.pre_tokenize_str("Բարև Ωmega K")]
+    as_text = ["".join(chr(_U2B[c]) for c in w).encode("latin-1").decode() for w in words]
+    assert as_text == ["Բ", "արև", " Ω", "mega", " K"]

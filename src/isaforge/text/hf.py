@@ -47,8 +47,22 @@ _QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
 _UPPER, _LOWER = r"(?:(?=\p{L})[^a-z])", r"(?:(?=\p{L})[^A-Z])"
 _TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*"
            r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-# DeepSeek's: newlines alone, then (llm) cased letters (DeepSeek lists their ranges; here as
-# the Lu/Ll/Lt categories), ASCII and full-width punctuation, trailing spaces, CJK/Hangul runs
+# DeepSeek's: newlines alone, then (llm) the letters DeepSeek lists (cased letters of its
+# Unicode version, without Armenian and Georgian small letters; code point ranges below),
+# ASCII and full-width punctuation, trailing spaces, CJK/Hangul runs
+_DS_LETTERS = "".join(
+    "\\x{" + r.replace("-", "}-\\x{") + "}" for r in (
+    "41-5A 61-7A B5 C0-D6 D8-F6 F8-1BA 1BC-1BF 1C4-293 295-2AF 370-373 376-377 37B-37D "
+    "37F 386 388-38A 38C 38E-3A1 3A3-3F5 3F7-481 48A-52F 531-556 10A0-10C5 13A0-13F5 "
+    "13F8-13FD 1C90-1CBA 1CBD-1CBF 1D00-1D2B 1D6B-1D77 1D79-1D9A 1E00-1F15 1F18-1F1D "
+    "1F20-1F45 1F48-1F4D 1F50-1F57 1F59 1F5B 1F5D 1F5F-1F7D 1F80-1FB4 1FB6-1FBC 1FBE "
+    "1FC2-1FC4 1FC6-1FCC 1FD0-1FD3 1FD6-1FDB 1FE0-1FEC 1FF2-1FF4 1FF6-1FFC 2102 2107 "
+    "210A-2113 2115 2119-211D 2124 2126 2128 212A-212D 212F-2134 2139 213C-213F "
+    "2145-2149 214E 2183-2184 2C00-2C7B 2C7E-2CE4 2CEB-2CEE 2CF2-2CF3 A640-A66D "
+    "A680-A69B A722-A76F A771-A787 A78B-A78E AB70-ABBF FB00-FB06 FB13-FB17 FF21-FF3A "
+    "FF41-FF5A 10400-1044F 104B0-104D3 104D8-104FB 10C80-10CB2 10CC0-10CF2 118A0-118DF "
+    "1E900-1E943"
+    ).split())
 _DS_CJK = r"[\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+"
 _DS_PUNCT = r"\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+"
 _PRE_GROUPS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
@@ -60,7 +74,7 @@ _PRE_GROUPS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     (("dbrx", "smaug-bpe"), (_LLAMA3,)),  # llama3's regex, merges always applied
     (("tekken",), (_TEKKEN,)),
     (("falcon",), (r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, r"[0-9][0-9][0-9]")),
-    (("deepseek-llm",), (r"[\r\n]", r"\s?[\p{Lu}\p{Ll}\p{Lt}]+", _DS_PUNCT, r"\s+$", _DS_CJK,
+    (("deepseek-llm",), (r"[\r\n]", rf"\s?[{_DS_LETTERS}]+", _DS_PUNCT, r"\s+$", _DS_CJK,
                          r"\p{N}+")),
     (("deepseek-coder",), (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DS_CJK, r"\p{N}")),
 ]
