@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # sanitize.sh [OUT_DIR] - build the C core and the extension with AddressSanitizer and
 # UndefinedBehaviorSanitizer (-fsanitize=address,undefined, UB fatal) into OUT_DIR (default
-# build-sanitize, outside build/ so the tier tests never read its objects), install it there (not over the editable install), and run the kernel,
-# forward-pass, format-reader and fuzz-corpus tests against that build. Any out-of-bounds
-# access, use after free or undefined behaviour in C aborts the test run with a report.
-# PYTEST_ARGS overrides the test selection; pytest captures only sys.stdout/stderr so a sanitizer
-# report (written to fd 2 before the abort) reaches the log. CI runs this after the test suite (.ci/run).
+# build-sanitize, outside build/ so the tier tests never read its objects), install it in a venv
+# there (not over the editable install), and run the kernel, forward-pass, hostile-header and
+# fuzz-corpus tests against that build. Any out-of-bounds access, use after free or undefined
+# behaviour in C aborts the run with a report. PYTEST_ARGS overrides the test selection;
+# pytest captures only sys.stdout/stderr, so a sanitizer report (written to fd 2 before the
+# abort) reaches the log. CI runs this after the test suite (.ci/run).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${1:-$ROOT/build-sanitize}
