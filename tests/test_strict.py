@@ -163,3 +163,20 @@ def test_fifo_model_path_is_refused_without_blocking(tmp_path):
     os.mkfifo(f)
     with pytest.raises(ModelFormatError, match="not a regular file"):
         read_any(f)
+
+
+def test_fifo_refused_by_the_llama2c_entry_points(tmp_path):
+    """quantize_model, read_llama2c and the tokenizer loader refuse a FIFO before opening it
+    (opening one for reading would block until a writer comes)."""
+    import os
+
+    from isaforge.formats.llama2c import quantize_model, read_llama2c
+    from isaforge.text.llama2c import Llama2cTokenizer
+
+    f = tmp_path / "fifo"
+    os.mkfifo(f)
+    for call in (lambda: quantize_model(f, tmp_path / "out.bin"), lambda: read_llama2c(f),
+                 lambda: Llama2cTokenizer.load(f, 32)):
+        with pytest.raises(ModelFormatError, match="not a regular file"):
+            call()
+    assert not (tmp_path / "out.bin").exists()

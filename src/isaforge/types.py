@@ -22,6 +22,20 @@ class ModelFormatError(ValueError):
     """A model or tokenizer file is malformed; the message names the file and the reason."""
 
 
+def check_regular(path) -> None:
+    """Refuse a path that exists but is not a regular file (a FIFO or a device would block or
+    stream forever when read), before anything opens it."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: the caller's open() reports it
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise ModelFormatError(f"{path}: not a regular file (a FIFO, socket or device)")
+
+
 @dataclass(frozen=True)
 class Config:
     dim: int  # embedding width

@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from isaforge.types import ModelFormatError
+from isaforge.types import ModelFormatError, check_regular
 
 from .merge import merge_by_score
 from .stream import decode_tokens
@@ -117,6 +117,7 @@ class Llama2cTokenizer:
         """Read a llama2.c tokenizer.bin: int32 max_token_length, then `vocab_size` records
         of (float32 score, int32 len, len bytes). Trailing bytes are ignored, as in run.c."""
         p = Path(path)
+        check_regular(p)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 3:
             raise ModelFormatError(f"{p}: vocab_size must be an int >= 3, got {vocab_size!r}")
         data = p.read_bytes()
