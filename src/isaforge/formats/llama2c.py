@@ -17,16 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from isaforge import types as _types
 from isaforge.quant.q8 import pick_group_size, quantize_q8
-from isaforge.types import (
-    LAYER_MATRICES,
-    Config,
-    LoadedModel,
-    ModelFormatError,
-    Q8Tensor,
-    Weights,
-    check_regular,
-)
+from isaforge.types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = 0x616B3432  # "ak42" as a little-endian uint32 (bytes b"24ka" on disk)
 HEADER_SIZE = 256  # v1 / v2 header, zero padded
@@ -201,7 +194,7 @@ def _size_mismatch(c: Config, version: int, gs: int | None, off: int, need: int,
 
 def detect_format(path: str | os.PathLike) -> str:
     """'llama2c-v0', 'llama2c-v1' or 'llama2c-v2' after validating the header."""
-    check_regular(path)
+    _types.check_regular(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
     return f"llama2c-v{_parse_header(path, head)[0]}"
@@ -209,7 +202,7 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def read_llama2c(path: str | os.PathLike) -> LoadedModel:
     """Memory-map a llama2.c v0/v1/v2 checkpoint; raises ModelFormatError if malformed."""
-    check_regular(path)
+    _types.check_regular(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
         size = os.fstat(f.fileno()).st_size
