@@ -27,6 +27,7 @@ struct if_model {
     const if_kernel_table *gemm_k; /* prefill kernels */
     int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
     size_t packed_bytes; /* their total */
+    int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
     size_t ub;         /* prefill chunk rows */
     size_t n_threads;
@@ -103,6 +104,12 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     const size_t K = w->cols, gs = w->group_size;
+    if (j->M == 1 && j->wq != w->q) { /* decode over the packed layout: tasks are nr-row tiles */
+        const size_t nr = j->k->q8_gemm->nr;
+        const size_t n1 = t1 * nr < w->rows ? t1 * nr : w->rows;
+        j->k->q8_gemm->run(j->out, j->ldo, j->xq, j->xs, 1, j->wq, w->s, t0 * nr, n1, K, gs);
+        return;
+    }
     for (size_t t = t0; t < t1; t++) {
         size_t m0 = (t % j->m_tiles) * j->m_tile, n0 = (t / j->m_tiles) * j->n_tile;
         size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
@@ -126,6 +133,15 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     if (M == 1) {
         const if_kernel_table *k = m->gemv_k;
         if (w->dtype == IF_Q8 && quantize) k->quantize->run(m->xq, m->xs, x, K, w->group_size);
+        if (w->dtype == IF_Q8 && packed && m->decode_packed) {
+            /* one resident copy: decode reads the GEMM's packed layout through the same tier's
+             * GEMM at M = 1 (each nr-row tile one contiguous stream), the same per-output
+             * arithmetic as the GEMV, so the logits do not change */
+            const size_t nr = k->q8_gemm->nr;
+            mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
+            run_tasks(m, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K);
+            return;
+        }
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
         run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K);
         return;
@@ -202,6 +218,7 @@ static void attention(if_model *m, size_t l, size_t pos0, size_t M) {
 static const int8_t *packed_of(const if_model *m, size_t idx) {
     return m->packed ? m->packed[idx] : NULL;
 }
+static size_t n_cls_of(const if_model *m) { return m->c.n_layers * N_MATS; }
 
 /* Runs the layers for rows already embedded in m->x and leaves the final-normed rows in
  * m->x. Caller checked tokens and positions. */
@@ -272,7 +289,7 @@ if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits
     const size_t dim = m->c.dim;
     memcpy(m->x, m->w.tok_embeddings + (size_t)token * dim, dim * sizeof(float));
     run_layers(m, pos, 1);
-    matmul(m, logits, m->c.vocab_size, m->x, 1, &m->w.wcls, NULL, 1);
+    matmul(m, logits, m->c.vocab_size, m->x, 1, &m->w.wcls, packed_of(m, n_cls_of(m)), 1);
     return IF_OK;
 }
 
@@ -297,7 +314,7 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
                    packed_of(m, n_cls), 1);
         } else if (start + M == n) {
             /* only the last position's logits are needed */
-            matmul(m, logits, vocab, m->x + (M - 1) * dim, 1, &m->w.wcls, NULL, 1);
+            matmul(m, logits, vocab, m->x + (M - 1) * dim, 1, &m->w.wcls, packed_of(m, n_cls), 1);
         }
     }
     if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
@@ -374,6 +391,8 @@ static int pack_weights(if_model *m) {
         k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
         m->packed_bytes += bytes;
     }
+    /* decode shares the copy when it runs the same tier (the same kernel's layout) */
+    m->decode_packed = m->gemv_k == m->gemm_k && k->decode_packed && k->unpack;
     return 1;
 }
 
@@ -588,4 +607,15 @@ const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
 const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
 size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
 size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
+int if_model_reads_rowmajor(const if_model *m) { return m->group_size != 0 && !m->decode_packed; }
+
+if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes) {
+    const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
+    if (!m->packed || !k->unpack) return IF_ENOTSUP;
+    if (idx > m->c.n_layers * N_MATS) return IF_EINVAL;
+    const if_matrix *w = matrix_at(m, idx);
+    if (!dst || bytes != w->rows * w->cols) return IF_EINVAL;
+    k->unpack(dst, m->packed[idx], w->rows, w->cols, w->group_size);
+    return IF_OK;
+}
 const char *if_model_attn_name(const if_model *m) { return m->attn[1]->name; }

@@ -63,6 +63,8 @@ typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
 /* Pack row-major int8 weights w (N, K) into dst (if_q8_pack_size_fn bytes) once, at load. The
  * scales stay row-major (N, K/gs). */
 typedef void (*if_q8_pack_fn)(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
+/* The inverse: the row-major int8 weights w (N, K) back from what pack wrote to src. */
+typedef void (*if_q8_unpack_fn)(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs);
 
 /* ---- attention over the KV cache ---- */
 
@@ -130,7 +132,10 @@ size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, s
  * list of descriptors, one per op (csrc/cpu/dispatch.c). */
 
 /* Q8 GEMM kernel. With pack == NULL, run reads the row-major int8 weights; otherwise run's `w`
- * is the buffer pack wrote (pack_size bytes, at load) and the caller's n0 is a multiple of nr. */
+ * is the buffer pack wrote (pack_size bytes, at load) and the caller's n0 is a multiple of nr.
+ * decode_packed = 1: run at M = 1 streams its packed layout at least about as fast as the
+ * tier's GEMV reads row-major rows, so a model whose decode runs the same tier decodes with
+ * run at M = 1 over the packed copy and keeps one resident copy (if_model_reads_rowmajor). */
 typedef struct if_q8_gemm_kernel {
     const char *name;
     uint32_t requires;
@@ -138,6 +143,8 @@ typedef struct if_q8_gemm_kernel {
     if_q8_pack_size_fn pack_size;
     if_q8_pack_fn pack;
     if_q8_gemm_fn run;
+    int decode_packed;     /* requires unpack */
+    if_q8_unpack_fn unpack;
 } if_q8_gemm_kernel;
 
 /* Q8 GEMV kernel (M = 1): mr = 1, nr output rows per step; reads row-major weights. */
@@ -347,6 +354,14 @@ size_t if_model_kv_bytes(const if_model *m);
 /* Bytes of the weights the model packed at load for its GEMM kernel's layout (0 when the
  * kernel reads the row-major weights). */
 size_t if_model_packed_bytes(const if_model *m);
+/* 1 if the model reads the row-major int8 weights it was given after if_model_create (0 when
+ * it packed every Q8 matrix and decode, like prefill, reads the packed copy: the caller may then
+ * release the row-major int8 arrays; the scales stay borrowed). fp32 models: 0 (no int8). */
+int if_model_reads_rowmajor(const if_model *m);
+/* Matrix idx (layer l's matrix i at l * IF_N_LAYER_MATRICES + i, the classifier last) back as
+ * row-major int8 (rows * cols bytes) from the packed copy, for callers that released theirs;
+ * IF_ENOTSUP when the model keeps no packed copy its kernel can unpack, IF_EINVAL for idx. */
+if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes);
 /* Bytes a model with config c, prefill chunk `ubatch` (0: 512) and cache type `type` would
  * allocate for its KV cache (what if_model_kv_bytes then reports); 0 if the config is
  * invalid or the size overflows. Allocates nothing. */

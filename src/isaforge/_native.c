@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "isaforge.h"
 
@@ -257,6 +260,18 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         raise_status(st, err);
         return -1;
     }
+    if (!if_model_reads_rowmajor(self->m)) {
+        /* one resident copy: the core reads only its packed copy, so let the row-major int8
+         * arrays go (views on other weights, the scales included, stay borrowed) */
+        for (size_t i = 0; i < self->bufs.n; i++) {
+            const void *buf = self->bufs.v[i].buf;
+            int q = buf == w.wcls.q;
+            for (size_t l = 0; l < L && !q; l++)
+                for (size_t k = 0; k < IF_N_LAYER_MATRICES && !q; k++)
+                    q = buf == if_layer_matrix(&self->layers[l], k)->q;
+            if (q) PyBuffer_Release(&self->bufs.v[i]); /* obj NULL after: release_all skips */
+        }
+    }
     return 0;
 }
 
@@ -280,6 +295,31 @@ static PyObject *Model_forward(ModelObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS PyBuffer_Release(&ov);
     if (st != IF_OK) return raise_status(st, err);
     Py_RETURN_NONE;
+}
+
+/* unpack(idx) -> bytes: matrix idx (layer-major, the classifier last) as row-major int8 from
+ * the packed copy (for callers that let theirs go). */
+static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
+    Py_ssize_t idx;
+    if (!PyArg_ParseTuple(args, "n", &idx)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    size_t L = self->cfg.n_layers;
+    if (idx < 0 || (size_t)idx > L * IF_N_LAYER_MATRICES)
+        return PyErr_Format(PyExc_IndexError, "matrix index %zd out of range", idx);
+    const if_matrix *w = (size_t)idx == L * IF_N_LAYER_MATRICES
+                             ? NULL
+                             : if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
+                                               idx % IF_N_LAYER_MATRICES);
+    size_t rows = w ? w->rows : self->cfg.vocab_size, cols = w ? w->cols : self->cfg.dim;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * cols));
+    if (!out) return NULL;
+    if_status st = if_model_unpack(self->m, (size_t)idx, (int8_t *)PyBytes_AS_STRING(out),
+                                   rows * cols);
+    if (st != IF_OK) {
+        Py_DECREF(out);
+        return raise_status(st, "no packed copy to unpack");
+    }
+    return out;
 }
 
 static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
@@ -341,6 +381,11 @@ static PyObject *Model_packed_bytes(ModelObject *self, void *closure) {
     return PyLong_FromSize_t(self->m ? if_model_packed_bytes(self->m) : 0);
 }
 
+static PyObject *Model_reads_rowmajor(ModelObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->m ? if_model_reads_rowmajor(self->m) : 1);
+}
+
 static PyObject *Model_attention(ModelObject *self, void *closure) {
     (void)closure;
     if (!self->m) Py_RETURN_NONE;
@@ -350,6 +395,8 @@ static PyObject *Model_attention(ModelObject *self, void *closure) {
 static PyMethodDef Model_methods[] = {
     {"forward", (PyCFunction)Model_forward, METH_VARARGS,
      "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
+    {"unpack", (PyCFunction)Model_unpack, METH_VARARGS,
+     "unpack(idx) -> bytes: matrix idx (layer-major, classifier last) as row-major int8."},
     {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
      "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
     {NULL, NULL, 0, NULL},
@@ -361,6 +408,8 @@ static PyGetSetDef Model_getset[] = {
     {"kv_cache_bytes", (getter)Model_kv_bytes, NULL, "bytes of the KV cache", NULL},
     {"packed_bytes", (getter)Model_packed_bytes, NULL,
      "bytes of weights packed at load into the GEMM kernel's layout (0: none)", NULL},
+    {"reads_rowmajor", (getter)Model_reads_rowmajor, NULL,
+     "False when decode and prefill read only the packed copy (row-major int8 never read)", NULL},
     {"attention", (getter)Model_attention, NULL, "the attention kernel this model runs", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -505,7 +554,21 @@ static PyObject *py_packed_bytes(PyObject *mod, PyObject *args) {
     return PyLong_FromSize_t(if_packed_weight_bytes(&c, (size_t)gs, ks.gemm));
 }
 
+/* trim_heap(): hand the C heap's free memory back to the system (glibc malloc_trim; a no-op
+ * elsewhere), after an engine let the row-major weights go: those small arrays came from the
+ * heap, and their freed pages otherwise stay resident. */
+static PyObject *py_trim_heap(PyObject *mod, PyObject *args) {
+    (void)mod;
+    (void)args;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"trim_heap", py_trim_heap, METH_NOARGS,
+     "trim_heap(): return the C heap's free pages to the system (glibc; else a no-op)."},
     {"kv_cache_bytes", py_kv_cache_bytes, METH_VARARGS,
      "kv_cache_bytes(cfg, ubatch, kv_type) -> bytes the model's KV cache would take."},
     {"packed_bytes", py_packed_bytes, METH_VARARGS,

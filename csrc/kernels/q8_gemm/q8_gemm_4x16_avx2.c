@@ -96,6 +96,22 @@ Q8C_INLINE void q8c_pack_weights(int8_t *dst, const int8_t *w, size_t N, size_t 
     }
 }
 
+/* The inverse of q8c_pack_weights (the VNNI corrections are derived data and skipped). */
+Q8C_INLINE void q8c_unpack_weights(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs) {
+    if (!q8c_tiled(gs)) {
+        memcpy(w, src, N * K);
+        return;
+    }
+    const size_t tb = q8c_tile_bytes(K, gs);
+    for (size_t n = 0; n < N; n++) {
+        const int8_t *t = src + n / Q8C_NT * tb;
+        const size_t r = n % Q8C_NT;
+        for (size_t q = 0; q < K / 4; q++)
+            for (size_t b = 0; b < 4; b++)
+                w[n * K + 4 * q + b] = t[q * 64 + 32 * (r / 8) + 4 * (r % 8) + b];
+    }
+}
+
 typedef struct q8c_pack {
     const int8_t *w;  /* the block's packed quads: quad q of rows 8v..8v+7 at w + 64 q + 32 v */
 #if defined(__AVXVNNI__)
@@ -241,6 +257,10 @@ static void pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
     q8c_pack_weights(dst, w, N, K, gs);
 }
 
+static void unpack(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs) {
+    q8c_unpack_weights(w, src, N, K, gs);
+}
+
 /* w: what pack wrote; n0 a multiple of 16. */
 void Q8C_GEMM_RUN(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
                   const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
@@ -255,4 +275,5 @@ void Q8C_GEMM_RUN(float *out, size_t ldo, const int8_t *xq, const float *xs, siz
 }
 
 const if_q8_gemm_kernel Q8C_GEMM_DESC = {.name = Q8C_GEMM_NAME, .requires = Q8C_GEMM_REQUIRES,
-    .mr = 4, .nr = 16, .pack_size = pack_size, .pack = pack, .run = Q8C_GEMM_RUN};
+    .mr = 4, .nr = 16, .pack_size = pack_size, .pack = pack, .run = Q8C_GEMM_RUN,
+    .decode_packed = 1, .unpack = unpack};

@@ -79,6 +79,44 @@ def _c(a: np.ndarray, dtype) -> np.ndarray:
     return np.require(a, requirements=["C", "A"])
 
 
+def _in_memory(a: np.ndarray) -> bool:
+    """True when a's memory is a Python-owned buffer (a requantized array), not a mapped file."""
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return isinstance(a, (np.ndarray, bytes, bytearray))
+
+
+class _PackedQ8(Q8Tensor):
+    """A Q8 matrix whose row-major int8 the engine let go (its C model reads only its packed
+    copy): q is unpacked from that copy on each access (a fresh read-only array)."""
+
+    def __init__(self, native, idx: int, shape: tuple, s: np.ndarray, group_size: int):
+        self._native, self._idx, self._shape = native, idx, shape
+        self.s, self.group_size = s, group_size
+
+    @property
+    def q(self) -> np.ndarray:
+        return np.frombuffer(self._native.unpack(self._idx), np.int8).reshape(self._shape)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._shape
+
+
+def _release_rowmajor(w, native) -> None:
+    """One resident copy: swap each in-memory Q8 matrix of w for a _PackedQ8 over the C
+    model's packed copy (mmapped file-backed matrices stay: their pages are never read again)."""
+    idx = 0
+    for layer in range(len(w.wq)):
+        for name in LAYER_MATRICES:
+            t = getattr(w, name)[layer]
+            if type(t) is Q8Tensor and _in_memory(t.q):
+                getattr(w, name)[layer] = _PackedQ8(native, idx, t.q.shape, t.s, t.group_size)
+            idx += 1
+    if type(w.wcls) is Q8Tensor and _in_memory(w.wcls.q):
+        w.wcls = _PackedQ8(native, idx, w.wcls.q.shape, w.wcls.s, w.wcls.group_size)
+
+
 def _native_view(name: str, doc: str) -> property:
     """A read-only attribute of the engine's C model."""
     return property(lambda self: getattr(self._m, name), doc=doc)
@@ -113,6 +151,12 @@ class Engine:
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
                                 chosen_tier(kernel), disabled_features())
+        if not self._m.reads_rowmajor:
+            # decode and prefill read only the packed copy: keep no row-major int8 resident
+            self._arrays = [m[:4] + (None,) + m[5:] if m[0] == Q8 else m for m in mats]
+            _release_rowmajor(w, self._m)
+            del mats
+            _native.trim_heap()  # the freed arrays' heap pages, else still resident
         self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
 
