@@ -224,3 +224,38 @@ def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):
         assert (eng.packed_bytes > 0) == eng.kernels["prefill"]["q8_gemm_packs"], tier
     assert Engine(m, threads=1, kernel="scalar").packed_bytes == 0
     assert Engine(read_llama2c(stories / "stories260K.bin"), threads=1).packed_bytes == 0
+
+
+def test_one_resident_copy_decode_reads_the_packed_layout(stories_q8):
+    """Where a tier's GEMM declares decode_packed (AVX2, AVX-VNNI), decode reads the packed copy
+    too: the engine lets the in-memory row-major int8 go (reads_rowmajor False) and the model's
+    Q8 matrices are then unpacked from the packed copy on access, equal to the originals; every
+    tier's decode and prefill stay bit-identical to scalar's. File-backed (mmapped) ones stay."""
+    from isaforge.types import LAYER_MATRICES
+
+    m = read_llama2c(stories_q8)
+    w = m.weights
+    file_backed = Engine(m, threads=1)  # mmapped v2 weights: nothing swapped
+    assert all(type(t) is Q8Tensor for t in w.wq) and type(w.wcls) is Q8Tensor
+    del file_backed
+    for name in LAYER_MATRICES:  # in-memory copies, as a requantized GGUF's
+        getattr(w, name)[:] = [Q8Tensor(t.q.copy(), t.s, t.group_size) for t in getattr(w, name)]
+    w.wcls = Q8Tensor(w.wcls.q.copy(), w.wcls.s, w.wcls.group_size)
+    want = {name: [t.q.copy() for t in getattr(w, name)] for name in LAYER_MATRICES}
+    want["wcls"] = [w.wcls.q.copy()]
+    tokens = [1, 403, 407, 261, 378, 30, 100, 7, 8]
+    scalar = Engine(read_llama2c(stories_q8), threads=1, kernel="scalar")
+    ref = np.stack([scalar.forward(t, pos).copy() for pos, t in enumerate(tokens)])
+    for tier in [t["name"] for t in _native.info()["tiers"] if t["supported"]]:
+        for threads in (1, 2):
+            eng = Engine(m, threads=threads, kernel=tier)
+            got = np.stack([eng.forward(t, pos).copy() for pos, t in enumerate(tokens)])
+            assert np.array_equal(bits(got), bits(ref)), (tier, threads)
+            batched = eng.prefill(tokens, 0, all_logits=True)
+            assert np.array_equal(bits(batched), bits(ref)), (tier, threads)
+            if tier in ("avx2", "avx_vnni"):
+                assert not eng._m.reads_rowmajor, tier
+                assert type(w.wq[0]) is not Q8Tensor and type(w.wcls) is not Q8Tensor
+            for name, qs in want.items():
+                mats = getattr(w, name) if name != "wcls" else [w.wcls]
+                assert all(np.array_equal(t.q, q) for t, q in zip(mats, qs, strict=True)), name
