@@ -192,11 +192,11 @@ def test_the_core_exports_its_constants_and_python_mirrors_none():
 def test_the_config_crosses_by_name():
     """The core takes the model config as named fields (the names it exports, CONFIG_FIELDS),
     and an unknown, missing or non-positive field is an error that names it."""
-    from isaforge.runtime.engine import _config_tuple
+    from isaforge.runtime.engine import _config_fields
     from isaforge.types import Config
 
     c = Config(64, 128, 1, 4, 2, 32, 16, sliding_window=8, n_sinks=2)
-    d = _config_tuple(c)
+    d = _config_fields(c)
     assert tuple(d) == _native.CONFIG_FIELDS and d["sliding_window"] == 8 and d["n_sinks"] == 2
     assert _native.kv_cache_bytes(d, 0, 0) > 0
     del d["n_sinks"], d["sliding_window"]  # optional: 0

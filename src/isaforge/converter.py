@@ -41,8 +41,6 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
         try:
             tpath = Path(tokenizer) if tokenizer is not None else find_tokenizer(
                 src_p, loaded.config.vocab_size)
-            if tpath.exists() and not tpath.is_file():  # a FIFO or a device would block
-                raise ValueError(f"{tpath}: not a regular file (a FIFO, socket or device)")
             tok = Llama2cTokenizer.load(tpath, loaded.config.vocab_size)
         except FileNotFoundError:
             if tokenizer is not None:

@@ -57,22 +57,21 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def t_llama2c(data: bytes) -> None:
+def _llama2c(name: str, data: bytes) -> None:
+    """A llama2.c model and tokenizer.bin, the file `name` replaced by data."""
     d = workdir() / "llama2c"
     d.mkdir(exist_ok=True)
-    tok = d / "tokenizer.bin"
-    if not tok.exists():
-        tok.write_bytes(seeds.llama2c_tokenizer())
-    _drive(_write(d / "model.bin", data), tok)
+    for n, make in (("model.bin", seeds.llama2c_model), ("tokenizer.bin", seeds.llama2c_tokenizer)):
+        (d / n).write_bytes(data if n == name else make())
+    _drive(d / "model.bin", d / "tokenizer.bin")
+
+
+def t_llama2c(data: bytes) -> None:
+    _llama2c("model.bin", data)
 
 
 def t_llama2c_tokenizer(data: bytes) -> None:
-    d = workdir() / "llama2c_tok"
-    d.mkdir(exist_ok=True)
-    model = d / "model.bin"
-    if not model.exists():
-        model.write_bytes(seeds.llama2c_model())
-    _drive(model, _write(d / "tokenizer.bin", data))
+    _llama2c("tokenizer.bin", data)
 
 
 def t_gguf(data: bytes) -> None:

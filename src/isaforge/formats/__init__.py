@@ -23,7 +23,7 @@ from isaforge.formats.llama2c import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
-from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor
+from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
 
 DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
 
@@ -71,8 +71,7 @@ def detect_format(path: str | os.PathLike) -> str:
             return "hf"
         raise ModelFormatError(f"{p}: is a directory without config.json "
                                "(not a Hugging Face model folder)")
-    if not p.is_file():  # a FIFO or a device would block or stream forever when read
-        raise ModelFormatError(f"{p}: not a regular file (a FIFO, socket or device)")
+    check_regular(p)
     with open(p, "rb") as f:
         magic = f.read(4)
     if magic == b"GGUF":

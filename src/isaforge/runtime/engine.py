@@ -40,7 +40,7 @@ def runtime_info(kernel: str | None = None) -> dict:
     return _native.info(chosen_tier(kernel), disabled_features())
 
 
-def _config_tuple(c: Config) -> dict:
+def _config_fields(c: Config) -> dict:
     """The config as the C core's named fields (_native.CONFIG_FIELDS)."""
     return {name: getattr(c, name) for name in _native.CONFIG_FIELDS}
 
@@ -54,12 +54,12 @@ def _kv_type(kv_cache: str) -> int:
 def kv_cache_bytes(config: Config, kv_cache: str = "f32", ubatch: int = 0) -> int:
     """Bytes the KV cache of an Engine over `config` (context config.seq_len) would take,
     counted by the C core that allocates it; nothing is allocated."""
-    return _native.kv_cache_bytes(_config_tuple(config), ubatch, _kv_type(kv_cache))
+    return _native.kv_cache_bytes(_config_fields(config), ubatch, _kv_type(kv_cache))
 
 
 def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> int:
     """Bytes a Q8 model (group_size) packs at load for the chosen GEMM kernel's layout."""
-    return _native.packed_bytes(_config_tuple(config), group_size, chosen_tier(kernel),
+    return _native.packed_bytes(_config_fields(config), group_size, chosen_tier(kernel),
                                 disabled_features())
 
 
@@ -144,7 +144,7 @@ class Engine:
                 mats.append(_matrix_spec(getattr(w, name)[layer]))
         mats.append(_matrix_spec(w.wcls))
         self._arrays = mats  # keep every borrowed array referenced
-        cfg = _config_tuple(c)
+        cfg = _config_fields(c)
         self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)

@@ -7,7 +7,7 @@ import base64
 import os
 from pathlib import Path
 
-from isaforge.types import LoadedModel, ModelFormatError
+from isaforge.types import LoadedModel, ModelFormatError, check_regular
 
 from .hf import load_tokenizer
 from .llama2c import Llama2cTokenizer
@@ -36,8 +36,7 @@ def tokenizer_for(loaded: LoadedModel, tokenizer: str | os.PathLike | None = Non
             raise ValueError(f"{loaded.path} carries its own tokenizer; -z/tokenizer= is only "
                              "for llama2.c models")
         tok_path = Path(tokenizer)
-        if tok_path.exists() and not tok_path.is_file():
-            raise ModelFormatError(f"{tok_path}: not a regular file (a FIFO, socket or device)")
+        check_regular(tok_path)
         if not tok_path.is_file():
             raise FileNotFoundError(f"{tok_path}: no such tokenizer file")
         return Llama2cTokenizer.load(tok_path, vocab)

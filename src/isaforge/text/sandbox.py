@@ -82,9 +82,8 @@ class LimitedEnvironment(ImmutableSandboxedEnvironment):
             if name == "format" and args:
                 self._check_format(args[0])
             return fn(*args, **kwargs)
-        for attr in ("jinja_pass_arg",):
-            if hasattr(fn, attr):
-                setattr(checked, attr, getattr(fn, attr))
+        if hasattr(fn, "jinja_pass_arg"):  # pass_context / pass_environment markers
+            checked.jinja_pass_arg = fn.jinja_pass_arg
         return checked
 
     def call_binop(self, context, operator, left, right):
