@@ -43,7 +43,13 @@ struct if_model {
     float *rope;   /* (ub, head_size) RoPE cos/sin of the chunk's positions, for every layer */
     float *att;    /* (n_threads, att_n) attention kernel scratch */
     size_t att_n;  /* scratch floats per thread */
-    int8_t *xq;    /* (ub, max(dim, hidden_dim)) quantized activations */
+    int8_t *xq;    /* (ub, act_w) quantized activations */
+    float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
+    size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
+    /* what xq holds: 0 Q8 groups of x, 1 a 4-bit matrix's (q4_signs, q4_kpad, q4_gs) */
+    int xq_q4;
+    const float *q4_signs;
+    size_t q4_kpad, q4_gs;
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
     const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
@@ -91,7 +97,10 @@ static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
     (void)tid;
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
-    if (w->dtype == IF_F32)
+    if (w->dtype == IF_Q4)
+        (j->k->q4_gemv ? j->k->q4_gemv : &if_k_q4_gemv_1x1_scalar)
+            ->run(j->out, j->xq, j->xs, w->q4, w->s, w->codebook, n0, n1, w->kpad, w->group_size);
+    else if (w->dtype == IF_F32)
         j->k->f32_gemv->run(j->out, j->x, w->f32, n0, n1, w->cols);
     else
         j->k->q8_gemv->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
@@ -115,7 +124,12 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
         size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
         size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
         float *out = j->out + m0 * j->ldo;
-        if (w->dtype == IF_F32) {
+        if (w->dtype == IF_Q4) {
+            const size_t kp = w->kpad;
+            (j->k->q4_gemm ? j->k->q4_gemm : &if_k_q4_gemm_1x1_scalar)
+                ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm, w->q4, w->s,
+                      w->codebook, n0, n1, kp, gs);
+        } else if (w->dtype == IF_F32) {
             for (size_t m = 0; m < mm; m++)
                 j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
         } else {
@@ -127,9 +141,52 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
 
 /* out (M, ldo) = x (M, cols) W^T. For Q8, quantize = 1 (re)quantizes x into m->xq first, 0
  * reuses the quantization of the same x from the previous call. */
+/* A 4-bit matrix: x rows zero-padded to kpad and rotated (when the matrix has signs) by the
+ * tier's Hadamard kernel, quantized per group, then the 4-bit GEMV (M = 1) or GEMM. The
+ * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike. */
+static void matmul_q4(if_model *m, float *out, size_t ldo, const float *x, size_t M,
+                      const if_matrix *w, int quantize) {
+    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
+    const size_t K = w->cols, kp = w->kpad, gs = w->group_size;
+    if (quantize || !m->xq_q4 || m->q4_signs != w->signs || m->q4_kpad != kp || m->q4_gs != gs) {
+        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
+        for (size_t r = 0; r < M; r++) {
+            h->run(m->xr + r * kp, x + r * K, w->signs, K, kp, gs);
+            k->quantize->run(m->xq + r * kp, m->xs + r * (kp / gs), m->xr + r * kp, kp, gs);
+        }
+        m->xq_q4 = 1;
+        m->q4_signs = w->signs;
+        m->q4_kpad = kp;
+        m->q4_gs = gs;
+    }
+    if (M == 1) {
+        mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
+        run_tasks(m, w->rows, 8, gemv_task, &j, w->rows * kp / 2);
+        return;
+    }
+    const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
+    size_t mt = (GEMM_M_ROWS + mr - 1) / mr * mr, nt = nr;
+    size_t n_tiles = (w->rows + nt - 1) / nt;
+    size_t want = 4 * m->n_threads, group = n_tiles / want > 1 ? n_tiles / want : 1;
+    if (group > 8) group = 8;
+    nt *= group;
+    size_t m_tiles = (M + mt - 1) / mt;
+    n_tiles = (w->rows + nt - 1) / nt;
+    mm_job j = {k, w, NULL, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
+    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp);
+}
+
 static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M,
                    const if_matrix *w, const int8_t *packed, int quantize) {
     const size_t K = w->cols;
+    if (w->dtype == IF_Q4) {
+        matmul_q4(m, out, ldo, x, M, w, quantize);
+        return;
+    }
+    if (w->dtype == IF_Q8 && m->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
+        quantize = 1;
+        m->xq_q4 = 0;
+    }
     if (M == 1) {
         const if_kernel_table *k = m->gemv_k;
         if (w->dtype == IF_Q8 && quantize) k->quantize->run(m->xq, m->xs, x, K, w->group_size);
@@ -340,6 +397,27 @@ static int check_matrix(const if_matrix *w, size_t rows, size_t cols, size_t gs,
                 w->group_size, cols, gs);
             return 0;
         }
+    } else if (w->dtype == IF_Q4) {
+        const size_t g = w->group_size, kp = w->kpad;
+        if (g == 0 || g % 32 || kp % g || kp < cols || kp - cols >= g) {
+            ERR("%s: 4-bit group size %zu and padded length %zu invalid for %zu columns (the "
+                "group size must be a multiple of 32 dividing the padded length, padding less "
+                "than one group)", name, g, kp, cols);
+            return 0;
+        }
+        if (w->signs && (g & (g - 1))) {
+            ERR("%s: rotation needs a power-of-two group size, got %zu", name, g);
+            return 0;
+        }
+        if (!w->q4 || !w->s || !w->codebook) {
+            ERR("%s: 4-bit matrix without data, scales or codebook", name);
+            return 0;
+        }
+        for (int i = 0; i < 16; i++)
+            if (w->codebook[i] == -128) {
+                ERR("%s: codebook entry %d is -128 (the kernels need [-127, 127])", name, i);
+                return 0;
+            }
     } else {
         ERR("%s: unknown dtype %d", name, (int)w->dtype);
         return 0;
@@ -385,6 +463,7 @@ static int pack_weights(if_model *m) {
     if (!m->packed) return 0;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
+        if (w->dtype != IF_Q8) continue; /* 4-bit matrices run their row-major nibbles */
         size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
         m->packed[i] = aligned_alloc(64, bytes);
         if (!m->packed[i]) return 0;
@@ -497,7 +576,16 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         return IF_EINVAL;
     }
     const size_t hs = c.dim / c.n_heads, kv_dim = hs * c.n_kv_heads;
-    const size_t gs = w->layers[0].wq.dtype == IF_Q8 ? w->layers[0].wq.group_size : 0;
+    /* the model's Q8 group size: the first Q8 matrix's (4-bit matrices have their own) */
+    size_t gs = 0, kpad_max = 0;
+    for (size_t i = 0; i <= c.n_layers * N_MATS; i++) {
+        const if_matrix *mi = i == c.n_layers * N_MATS
+                                  ? &w->wcls
+                                  : if_layer_matrix(&w->layers[i / N_MATS], i % N_MATS);
+        if (mi->dtype == IF_Q8 && !gs) gs = mi->group_size;
+        if (mi->dtype == IF_Q4 && mi->kpad > kpad_max && mi->kpad - mi->cols < mi->group_size)
+            kpad_max = mi->kpad;
+    }
     char name[32];
     for (size_t l = 0; l < c.n_layers; l++) {
         const if_layer_weights *L = &w->layers[l];
@@ -519,6 +607,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     if (ub > c.seq_len) ub = c.seq_len;
     if (n_threads < 1) n_threads = 1;
     size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
+    if (kpad_max > big) big = kpad_max;
     size_t cap, kv_group, kv_el;
     kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
     const size_t att_each = if_attn_scratch_floats(hs, c.n_heads, c.n_heads / c.n_kv_heads, cap);
@@ -562,8 +651,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->kv = calloc(c.n_layers, sizeof *m->kv);
     m->xq = calloc(act_big, 1);
     m->xs = calloc(act_big, sizeof(float));
+    m->xr = calloc(act_big, sizeof(float));
+    m->act_w = big;
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
-        !m->kb || !m->vb || !m->rope || !m->kv || !m->xq || !m->xs || !m->pool ||
+        !m->kb || !m->vb || !m->rope || !m->kv || !m->xq || !m->xs || !m->xr || !m->pool ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
@@ -591,6 +682,7 @@ void if_model_free(if_model *m) {
     free(m->att);
     free(m->xq);
     free(m->xs);
+    free(m->xr);
     free(m->kb);
     free(m->vb);
     free(m->rope);
@@ -614,7 +706,7 @@ if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t byt
     if (!m->packed || !k->unpack) return IF_ENOTSUP;
     if (idx > m->c.n_layers * N_MATS) return IF_EINVAL;
     const if_matrix *w = matrix_at(m, idx);
-    if (!dst || bytes != w->rows * w->cols) return IF_EINVAL;
+    if (!dst || bytes != w->rows * w->cols || !m->packed[idx]) return IF_EINVAL;
     k->unpack(dst, m->packed[idx], w->rows, w->cols, w->group_size);
     return IF_OK;
 }

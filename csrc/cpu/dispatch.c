@@ -24,26 +24,36 @@ static const if_kernel_table g_tiers[] = {
     {.tier = "scalar", .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_1x1_scalar,
      .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+     .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #if defined(IF_X86_TIERS)
     {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
      .quantize = &if_k_q8_quantize_1x1_avx2, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_avx2, .attn_i8 = &if_k_f32_attn_16x64_avx2,
-     .swiglu = &if_k_f32_swiglu_1x1_avx2},
+     .swiglu = &if_k_f32_swiglu_1x1_avx2,
+     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .hadamard = &if_k_f32_hadamard_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
-     .attn_i8 = &if_k_f32_attn_16x64_avx2, .swiglu = &if_k_f32_swiglu_1x1_avx2},
+     .attn_i8 = &if_k_f32_attn_16x64_avx2, .swiglu = &if_k_f32_swiglu_1x1_avx2,
+     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .hadamard = &if_k_f32_hadamard_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
-     .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512},
+     .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
+     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .hadamard = &if_k_f32_hadamard_1x1_avx2},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. */
     {.tier = "amx", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni, .q8_gemm = &if_k_q8_gemm_16x16_amx,
      .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
-     .swiglu = &if_k_f32_swiglu_1x1_avx512},
+     .swiglu = &if_k_f32_swiglu_1x1_avx512,
+     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .hadamard = &if_k_f32_hadamard_1x1_avx2},
 #endif
 #if defined(IF_ARM_TIERS)
     /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the
@@ -51,24 +61,32 @@ static const if_kernel_table g_tiers[] = {
     {.tier = "neon", .q8_gemv = &if_k_q8_gemv_1x4_neon, .q8_gemm = &if_k_q8_gemm_4x4_neon,
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+     .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .hadamard = &if_k_f32_hadamard_1x1_scalar},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+     .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
      * M = 1) */
     {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+     .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_sme2,
-     .swiglu = &if_k_f32_swiglu_1x1_scalar},
+     .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
@@ -82,7 +100,9 @@ const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i
 uint32_t if_table_requires(const if_kernel_table *t) {
     return t->q8_gemv->requires | t->q8_gemm->requires | t->quantize->requires |
            t->f32_gemv->requires | t->attn->requires | t->attn_i8->requires |
-           t->swiglu->requires;
+           t->swiglu->requires |
+           (t->q4_gemv ? t->q4_gemv->requires : 0) | (t->q4_gemm ? t->q4_gemm->requires : 0) |
+           (t->hadamard ? t->hadamard->requires : 0);
 }
 
 if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t errlen) {

@@ -28,7 +28,9 @@ typedef enum if_status {
     IF_ENOTSUP = 3,   /* kernel tier or feature not available on this CPU */
 } if_status;
 
-typedef enum if_dtype { IF_F32 = 0, IF_Q8 = 1 } if_dtype;
+/* IF_Q4: 4-bit indices into a 16-entry int8 codebook, one float scale per group (CQ4, GGUF
+ * Q4_0 / IQ4_NL / IQ4_XS); see if_q4_gemv_fn for the layout. */
+typedef enum if_dtype { IF_F32 = 0, IF_Q8 = 1, IF_Q4 = 2 } if_dtype;
 
 /* ---------------------------------------------------------------------------------------
  * Kernel interfaces. Every ISA variant of an op fills the same signature. Kernels compute
@@ -65,6 +67,28 @@ typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
 typedef void (*if_q8_pack_fn)(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
 /* The inverse: the row-major int8 weights w (N, K) back from what pack wrote to src. */
 typedef void (*if_q8_unpack_fn)(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs);
+
+/* ---- 4-bit weights: 16-entry int8 codebook x 4-bit index, one float scale per group ----
+ * w: (N, K/2) bytes, row-major; K and gs are multiples of 32 and gs divides K. Along a row,
+ * each block of 32 values is 16 bytes: byte j holds value j in its low nibble and value j + 16
+ * in its high nibble (GGUF Q4_0 / IQ4_NL's own layout, so their nibbles are used unchanged).
+ * The weight value is cb[nibble] * ws[n, g]. Arithmetic as Q8: per group an int32 sum of
+ * xq * cb[nibble], then acc += ((float)isum * ws[n, g]) * xs[g], groups in order. cb values lie
+ * in [-127, 127]. */
+typedef void (*if_q4_gemv_fn)(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
+                              const float *ws, const int8_t *cb, size_t n0, size_t n1, size_t K,
+                              size_t gs);
+/* 4-bit GEMM: out[m, n] for m in [0, M), n in [n0, n1), same per-output arithmetic as GEMV. */
+typedef void (*if_q4_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xs,
+                              size_t M, const uint8_t *w, const float *ws, const int8_t *cb,
+                              size_t n0, size_t n1, size_t K, size_t gs);
+/* Run-time rotation of one activation row before int8 quantization: y (kpad) = x (K) zero-
+ * padded to kpad, times signs (kpad floats, each +1 or -1; NULL: no rotation, only the padding),
+ * then per group of gs (a power of two dividing kpad) the unnormalized fast Walsh-Hadamard
+ * transform in one fixed order: for h = 1, 2, 4, .., gs/2, every pair (i, i + h) with
+ * i % (2h) < h becomes (a + b, a - b). */
+typedef void (*if_hadamard_fn)(float *y, const float *x, const float *signs, size_t K,
+                               size_t kpad, size_t gs);
 
 /* ---- attention over the KV cache ---- */
 
@@ -155,6 +179,27 @@ typedef struct if_q8_gemv_kernel {
     if_q8_gemv_fn run;
 } if_q8_gemv_kernel;
 
+/* 4-bit GEMV / GEMM kernels (row-major nibbles: the layout is the file's, nothing packed). */
+typedef struct if_q4_gemv_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_q4_gemv_fn run;
+} if_q4_gemv_kernel;
+typedef struct if_q4_gemm_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_q4_gemm_fn run;
+} if_q4_gemm_kernel;
+/* Hadamard rotation kernel (one row per call). */
+typedef struct if_hadamard_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_hadamard_fn run;
+} if_hadamard_kernel;
+
 /* fp32 GEMV kernel (fp32 models' matmuls, one activation row at a time). */
 typedef struct if_f32_gemv_kernel {
     const char *name;
@@ -199,6 +244,9 @@ typedef struct if_kernel_table {
     const if_attn_kernel *attn;        /* attention over a float32 or float16 cache */
     const if_attn_kernel *attn_i8;     /* over an int8 cache (a matrix engine's, else = attn) */
     const if_swiglu_kernel *swiglu;
+    const if_q4_gemv_kernel *q4_gemv;  /* 4-bit decode matmuls (NULL in a test table: scalar) */
+    const if_q4_gemm_kernel *q4_gemm;  /* 4-bit prefill matmuls (likewise) */
+    const if_hadamard_kernel *hadamard; /* activation rotation of 4-bit matrices (likewise) */
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -289,7 +337,14 @@ typedef struct if_matrix {
     size_t rows, cols, group_size; /* group_size 0 for F32 */
     const float *f32;              /* (rows, cols) when F32 */
     const int8_t *q;               /* (rows, cols) when Q8 */
-    const float *s;                /* (rows, cols / group_size) when Q8 */
+    const float *s;                /* (rows, cols / group_size) when Q8; (rows, kpad /
+                                      group_size) when Q4 */
+    /* Q4 only (if_q4_gemv_fn's layout): the row length padded with zero weights to kpad
+     * (a multiple of 32 and of group_size); the activations are zero-padded to match */
+    const uint8_t *q4;             /* (rows, kpad / 2) nibbles */
+    const int8_t *codebook;        /* (16) */
+    const float *signs;            /* (kpad) +-1 of the rotation (if_hadamard_fn), or NULL */
+    size_t kpad;
 } if_matrix;
 
 /* The matrices of one layer, in the one order every reader, writer, binding and the core use

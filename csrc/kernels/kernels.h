@@ -28,6 +28,15 @@
     float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,             \
         const int8_t *w, const float *ws, size_t n0, size_t n1, size_t K, size_t gs
 #define IF_QUANT_ARGS int8_t *q, float *s, const float *x, size_t K, size_t gs
+#define IF_Q4_GEMV_ARGS                                                              \
+    float *out, const int8_t *xq, const float *xs, const uint8_t *w, const float *ws, \
+        const int8_t *cb, size_t n0, size_t n1, size_t K, size_t gs
+#define IF_Q4_GEMM_ARGS                                                              \
+    float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,             \
+        const uint8_t *w, const float *ws, const int8_t *cb, size_t n0, size_t n1,   \
+        size_t K, size_t gs
+#define IF_HADAMARD_ARGS \
+    float *y, const float *x, const float *signs, size_t K, size_t kpad, size_t gs
 
 /* The descriptors, by op (each defined in the kernel's file). */
 extern const if_q8_gemv_kernel if_k_q8_gemv_1x1_scalar;
@@ -36,7 +45,13 @@ extern const if_quantize_kernel if_k_q8_quantize_1x1_scalar;
 extern const if_f32_gemv_kernel if_k_f32_gemv_1x1_scalar;
 extern const if_attn_kernel if_k_f32_attn_16x64_scalar;
 extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar;
+extern const if_q4_gemv_kernel if_k_q4_gemv_1x1_scalar;
+extern const if_q4_gemm_kernel if_k_q4_gemm_1x1_scalar;
+extern const if_hadamard_kernel if_k_f32_hadamard_1x1_scalar;
 #if defined(IF_X86_TIERS)
+extern const if_q4_gemv_kernel if_k_q4_gemv_1x8_avx2;
+extern const if_q4_gemm_kernel if_k_q4_gemm_16x8_avx2;
+extern const if_hadamard_kernel if_k_f32_hadamard_1x1_avx2;
 extern const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx2, if_k_q8_gemv_1x8_avx_vnni,
     if_k_q8_gemv_1x1_avx512_vnni;
 extern const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2, if_k_q8_gemm_4x16_avx_vnni,
@@ -62,6 +77,18 @@ void if_q8_gemv_1x1_scalar(IF_GEMV_ARGS);
 void if_q8_gemm_1x1_scalar(IF_GEMM_ARGS);
 void if_f32_gemv_1x1_scalar(float *out, const float *x, const float *w, size_t n0, size_t n1,
                             size_t K);
+
+/* 4-bit codebook matmuls (csrc/kernels/q4_gemv/, q4_gemm/) and the activation rotation
+ * (csrc/kernels/hadamard/): scalar references; AVX2 (VPSHUFB codebook lookup, then the Q8
+ * sign-trick VPMADDUBSW + VPMADDWD; the rotation 8 floats per ymm, same butterflies) */
+void if_q4_gemv_1x1_scalar(IF_Q4_GEMV_ARGS);
+void if_q4_gemm_1x1_scalar(IF_Q4_GEMM_ARGS);
+void if_f32_hadamard_1x1_scalar(IF_HADAMARD_ARGS);
+#if defined(IF_X86_TIERS)
+void if_q4_gemv_1x8_avx2(IF_Q4_GEMV_ARGS);
+void if_q4_gemm_16x8_avx2(IF_Q4_GEMM_ARGS);
+void if_f32_hadamard_1x1_avx2(IF_HADAMARD_ARGS);
+#endif
 
 /* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
 void if_f32_swiglu_1x1_scalar(float *x, const float *g, size_t n);

@@ -427,7 +427,87 @@ static PyObject *py_now(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(ifb_now());
 }
 
+/* The buffers of a kernel test call: each object's C-contiguous view, checked to hold at
+ * least need[i] bytes (the last `writable` ones writable). 0 with an exception and nothing
+ * held, else 1 (the caller releases all n). */
+static int get_views(PyObject *const *objs, const size_t *need, int n, int writable,
+                     Py_buffer *v) {
+    for (int i = 0; i < n; i++) {
+        int fl = PyBUF_C_CONTIGUOUS | (i >= n - writable ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[i], &v[i], fl) != 0 || (size_t)v[i].len < need[i]) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_ValueError, "argument %d: buffer too small", i);
+                PyBuffer_Release(&v[i]);
+            }
+            for (int j = 0; j < i; j++) PyBuffer_Release(&v[j]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None): out (M, N) with the 4-bit GEMM
+ * kernel of `tier` (M == 1: its 4-bit GEMV). w: (N, K/2) nibbles, ws: (N, K/gs), cb: (16). */
+static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *objs[6];
+    Py_ssize_t M, N, K, gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOnOOOnnnO|z", &objs[0], &objs[1], &M, &objs[2], &objs[3],
+                          &objs[4], &N, &K, &gs, &objs[5], &tier))
+        return NULL;
+    if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || gs % 32 || K % gs)
+        return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
+    const if_kernel_table *t = table_for(tier, M > 1);
+    if (!t) return NULL;
+    size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
+    size_t need[6] = {m * k, m * k / g * sizeof(float), n * k / 2, n * k / g * sizeof(float), 16,
+                      m * n * sizeof(float)};
+    Py_buffer v[6];
+    if (!get_views(objs, need, 6, 1, v)) return NULL;
+    const if_q4_gemv_kernel *gv = t->q4_gemv ? t->q4_gemv : if_tier_table(0)->q4_gemv;
+    const if_q4_gemm_kernel *gm = t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
+    Py_BEGIN_ALLOW_THREADS
+    if (m == 1) gv->run(v[5].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, 0, n, k, g);
+    else gm->run(v[5].buf, n, v[0].buf, v[1].buf, m, v[2].buf, v[3].buf, v[4].buf, 0, n, k, g);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
+    Py_RETURN_NONE;
+}
+
+/* hadamard(x, signs, kpad, gs, out, tier=None): out (kpad) = the tier's rotation of x (K
+ * floats; signs (kpad) float32 or None). */
+static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *x, *signs, *out;
+    Py_ssize_t kpad, gs;
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOnnO|z", &x, &signs, &kpad, &gs, &out, &tier)) return NULL;
+    if (kpad <= 0 || gs <= 0 || kpad % gs || (signs != Py_None && (gs & (gs - 1))))
+        return PyErr_Format(PyExc_ValueError, "bad kpad=%zd gs=%zd", kpad, gs);
+    const if_kernel_table *t = table_for(tier, 0);
+    if (!t) return NULL;
+    Py_buffer v[3];
+    PyObject *objs[3] = {x, signs == Py_None ? x : signs, out};
+    size_t need[3] = {0, signs == Py_None ? 0 : (size_t)kpad * sizeof(float),
+                      (size_t)kpad * sizeof(float)};
+    if (!get_views(objs, need, 3, 1, v)) return NULL;
+    size_t K = (size_t)v[0].len / sizeof(float);
+    if (K > (size_t)kpad) {
+        for (int i = 0; i < 3; i++) PyBuffer_Release(&v[i]);
+        return PyErr_Format(PyExc_ValueError, "x longer than kpad");
+    }
+    const if_hadamard_kernel *h = t->hadamard ? t->hadamard : if_tier_table(0)->hadamard;
+    h->run(v[2].buf, v[0].buf, signs == Py_None ? NULL : v[1].buf, K, (size_t)kpad, (size_t)gs);
+    for (int i = 0; i < 3; i++) PyBuffer_Release(&v[i]);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"q4_gemm", py_q4_gemm, METH_VARARGS,
+     "q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None): 4-bit codebook matmul (tests)."},
+    {"hadamard", py_hadamard, METH_VARARGS,
+     "hadamard(x, signs, kpad, gs, out, tier=None): activation rotation (tests)."},
     {"tiers", py_tiers, METH_VARARGS,
      "tiers(disabled=None) -> [{name, supported, reason, q8_gemv, q8_gemm, quantize, f32_gemv}]"},
     {"stream_read", py_stream_read, METH_VARARGS,

@@ -80,12 +80,43 @@ static void Model_dealloc(ModelObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* A matrix spec is (dtype, rows, cols, group_size, data, scales_or_None). */
+/* A matrix spec is (dtype, rows, cols, group_size, data, scales_or_None); a Q4 one adds
+ * (codebook, signs_or_None, kpad): nibbles (rows, kpad / 2) u8, scales (rows, kpad / gs) f32,
+ * codebook (16) i8, signs (kpad) f32. */
 static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const char *what) {
     int dtype;
-    Py_ssize_t rows, cols, gs;
-    PyObject *data, *scales;
-    if (!PyArg_ParseTuple(spec, "innnOO", &dtype, &rows, &cols, &gs, &data, &scales)) return 0;
+    Py_ssize_t rows, cols, gs, kpad = 0;
+    PyObject *data, *scales, *codebook = NULL, *signs = NULL;
+    if (!PyArg_ParseTuple(spec, "innnOO|OOn", &dtype, &rows, &cols, &gs, &data, &scales,
+                          &codebook, &signs, &kpad))
+        return 0;
+    if (dtype == IF_Q4) {
+        if (!codebook || gs <= 0 || kpad <= 0 || kpad % 32 || kpad % gs || kpad < cols ||
+            rows > PY_SSIZE_T_MAX / kpad) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: bad 4-bit matrix spec (group size %zd, padded length %zd, %zd "
+                         "columns)", what, gs, kpad, cols);
+            return 0;
+        }
+        memset(w, 0, sizeof *w);
+        w->dtype = IF_Q4;
+        w->rows = (size_t)rows;
+        w->cols = (size_t)cols;
+        w->group_size = (size_t)gs;
+        w->kpad = (size_t)kpad;
+        const size_t n = w->rows * w->kpad;
+        w->q4 = borrow(&self->bufs, data, n / 2, 0, what);
+        if (!w->q4) return 0;
+        w->s = borrow(&self->bufs, scales, n / w->group_size * sizeof(float), 0, what);
+        if (!w->s) return 0;
+        w->codebook = borrow(&self->bufs, codebook, 16, 0, what);
+        if (!w->codebook) return 0;
+        if (signs && signs != Py_None) {
+            w->signs = borrow(&self->bufs, signs, w->kpad * sizeof(float), 0, what);
+            if (!w->signs) return 0;
+        }
+        return 1;
+    }
     if (rows <= 0 || cols <= 0 || gs < 0 || (dtype != IF_F32 && dtype != IF_Q8)) {
         PyErr_Format(PyExc_ValueError, "%s: bad matrix spec", what);
         return 0;
@@ -481,7 +512,11 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
 
 /* A tier's kernel names by op, and its GEMM's step and packed layout. */
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}", "tier", t->tier,
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+                         "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
+                         "q4_gemm", t->q4_gemm ? t->q4_gemm->name : "q4_gemm_1x1_scalar",
+                         "hadamard", t->hadamard ? t->hadamard->name : "f32_hadamard_1x1_scalar",
+                         "tier", t->tier,
                          "q8_gemv", t->q8_gemv->name, "q8_gemm", t->q8_gemm->name, "quantize",
                          t->quantize->name, "f32_gemv", t->f32_gemv->name, "attention",
                          t->attn->name, "attention_int8_kv", t->attn_i8->name, "swiglu",
@@ -620,7 +655,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                     PyModule_AddObjectRef(m, "KV_CACHE_TYPES", kv) < 0 ||
                     PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0 ||
                     PyModule_AddIntConstant(m, "F32", IF_F32) < 0 ||
-                    PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0;
+                    PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0 ||
+                    PyModule_AddIntConstant(m, "Q4", IF_Q4) < 0;
     Py_XDECREF(names);
     Py_XDECREF(kv);
     Py_XDECREF(cfgf);

@@ -1,0 +1,205 @@
+"""The 4-bit codebook kernels (q4_gemv, q4_gemm) and the activation rotation (hadamard): the
+scalar kernels against a numpy oracle of the same arithmetic (int32 per group, then the float
+chain in group order), and every other tier against the scalar kernels bit for bit on the Q8
+shape grid restricted to the 4-bit group sizes (M x N x K x GS with tails), with codebooks at
+the int8 range's ends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from isaforge import _bench, _native
+
+M_SET = [1, 2, 3, 15, 16, 17, 64, 129]
+N_SET = [1, 3, 8, 17, 63, 64, 576]
+GS_SET = [32, 64, 128, 256]
+
+
+def k_set(gs: int) -> list[int]:
+    return sorted({k for k in (gs, 3 * gs, 576, 1536) if k % gs == 0})
+
+
+def tiers() -> list[str]:
+    return [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
+
+
+TIERS = tiers()
+
+
+def pack_nibbles(idx: np.ndarray) -> np.ndarray:
+    """(N, K) indices 0..15 -> (N, K/2) bytes in the kernels' layout (per block of 32: byte j =
+    value j low, value j + 16 high)."""
+    N, K = idx.shape
+    b = idx.reshape(N, K // 32, 2, 16).astype(np.uint8)
+    return (b[:, :, 0] | (b[:, :, 1] << 4)).reshape(N, K // 2)
+
+
+def make_case(rng, M, N, K, gs):
+    cb = rng.integers(-127, 128, 16).astype(np.int8)
+    cb[0], cb[15] = -127, 127
+    idx = rng.integers(0, 16, (N, K))
+    idx[0, :gs] = 15
+    if K > gs:
+        idx[-1, gs:2 * gs] = 0
+    x = rng.integers(-127, 128, (M, K), dtype=np.int8)
+    x[0, :gs] = -127
+    if M > 1:
+        x[1, :gs] = 0
+    ng = K // gs
+    ws = (rng.uniform(-1, 1, (N, ng)) * 10.0 ** rng.integers(-30, 6, (N, ng))).astype(np.float32)
+    xs = (rng.uniform(0, 1, (M, ng)) * 10.0 ** rng.integers(-30, 6, (M, ng))).astype(np.float32)
+    return x, xs, idx, pack_nibbles(idx), ws, cb
+
+
+def run(tier, x, xs, w, ws, cb, N, gs):
+    M, K = x.shape
+    out = np.full((M, N), np.nan, np.float32)
+    _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, out, tier)
+    return out
+
+
+def oracle(x, xs, idx, ws, cb, gs):
+    """The contract in numpy: isum per group exactly, then acc += (isum * ws) * xs in float32,
+    groups in order."""
+    M, K = x.shape
+    N = idx.shape[0]
+    wv = cb[idx].astype(np.int64)
+    isum = np.einsum("mgk,ngk->mng", x.astype(np.int64).reshape(M, -1, gs), wv.reshape(N, -1, gs))
+    acc = np.zeros((M, N), np.float32)
+    for g in range(K // gs):
+        acc = acc + (isum[:, :, g].astype(np.float32) * ws[None, :, g]) * xs[:, None, g]
+    return acc
+
+
+def test_some_tier_besides_scalar_is_tested():
+    assert TIERS, "no SIMD tier available on this machine"
+
+
+def test_scalar_equals_oracle():
+    rng = np.random.default_rng(1)
+    for M, N, K, gs in [(1, 5, 64, 32), (3, 17, 192, 64), (2, 9, 256, 128), (1, 3, 512, 256)]:
+        x, xs, idx, w, ws, cb = make_case(rng, M, N, K, gs)
+        got = run("scalar", x, xs, w, ws, cb, N, gs)
+        assert np.array_equal(got.view(np.uint32), oracle(x, xs, idx, ws, cb, gs).view(np.uint32))
+
+
+def test_file_nibbles_used_unchanged():
+    """Q4_0's codebook -8..7 over nibbles 0..15: the integer partial is sum x * (nibble - 8)."""
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, 16, (4, 64))
+    x = rng.integers(-127, 128, (1, 64), dtype=np.int8)
+    cb = np.arange(-8, 8, dtype=np.int8)
+    out = run("scalar", x, np.ones((1, 2), np.float32), pack_nibbles(idx),
+              np.ones((4, 2), np.float32), cb, 4, 32)
+    want = (x.astype(np.int64) * (idx - 8)).sum(axis=1)
+    assert np.array_equal(out[0], want.astype(np.float32))
+
+
+@pytest.mark.parametrize("gs", GS_SET)
+def test_q4_gemv_gemm_equal_scalar_bits(gs):
+    rng = np.random.default_rng(gs)
+    failures = []
+    for K in k_set(gs):
+        for N in N_SET:
+            for M in M_SET:
+                x, xs, _idx, w, ws, cb = make_case(rng, M, N, K, gs)
+                want = run("scalar", x, xs, w, ws, cb, N, gs).view(np.uint32)
+                for tier in TIERS:
+                    got = run(tier, x, xs, w, ws, cb, N, gs).view(np.uint32)
+                    if not np.array_equal(got, want):
+                        failures.append((tier, M, N, K, gs))
+    assert not failures, failures[:10]
+
+
+def hadamard_ref(x, signs, kpad, gs):
+    """float64 normalized-free Walsh-Hadamard of the padded, sign-flipped row (the oracle)."""
+    y = np.zeros(kpad)
+    y[: len(x)] = x
+    if signs is None:
+        return y
+    y = y * signs
+    H = np.array([[1.0]])
+    while H.shape[0] < gs:
+        H = np.block([[H, H], [H, -H]])
+    return (y.reshape(-1, gs) @ H.T).reshape(-1)
+
+
+@pytest.mark.parametrize("gs", [8, 16, 32, 64, 128, 256])
+def test_hadamard_equals_scalar_and_float64(gs):
+    rng = np.random.default_rng(gs)
+    for K in sorted({gs, 3 * gs - 5, 576 - 576 % gs, 172}):
+        if K <= 0:
+            continue
+        kpad = -(-K // gs) * gs
+        x = rng.normal(size=K).astype(np.float32)
+        signs = rng.choice([-1.0, 1.0], kpad).astype(np.float32)
+        for sg in (signs, None):
+            want = np.full(kpad, np.nan, np.float32)
+            _bench.hadamard(x, sg, kpad, gs, want, "scalar")
+            ref = hadamard_ref(x.astype(np.float64), sg, kpad, gs)
+            # log2(gs) rounding steps of values below sqrt(gs) * max|x|
+            bound = np.log2(gs) * np.sqrt(gs) * np.abs(x).max() * 2.0 ** -23
+            assert np.abs(want - ref).max() <= bound, (gs, K)
+            for tier in TIERS:
+                got = np.full(kpad, np.nan, np.float32)
+                _bench.hadamard(x, sg, kpad, gs, got, tier)
+                assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, gs, K)
+
+
+def test_bad_shapes_refused():
+    x = np.zeros((1, 64), np.int8)
+    with pytest.raises(ValueError, match="bad shape"):
+        _bench.q4_gemm(x, np.ones(4, np.float32), 1, np.zeros(32, np.uint8), np.ones(4, np.float32),
+                       np.zeros(16, np.int8), 1, 64, 16, np.zeros(1, np.float32), "scalar")
+    with pytest.raises(ValueError, match="too small"):
+        _bench.q4_gemm(x, np.ones(2, np.float32), 1, np.zeros(31, np.uint8),
+                       np.ones(2, np.float32), np.zeros(16, np.int8), 1, 64, 32,
+                       np.zeros(1, np.float32), "scalar")
+
+
+GUARD_SCRIPT = '''
+import ctypes, mmap, sys
+import numpy as np
+from isaforge import _bench
+PAGE = mmap.PAGESIZE
+libc = ctypes.CDLL(None)
+keep = []
+def guarded(shape, dtype):
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = (nbytes + PAGE - 1) // PAGE + 1
+    buf = mmap.mmap(-1, pages * PAGE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(ctypes.c_void_p(addr + (pages - 1) * PAGE), PAGE, 0) == 0
+    keep.append(buf)
+    off = (pages - 1) * PAGE - nbytes
+    return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
+rng = np.random.default_rng(0)
+for (M, N, K, gs) in [(1, 17, 64, 32), (3, 63, 192, 64), (17, 9, 384, 128), (1, 1, 256, 256),
+                      (2, 3, 96, 32)]:
+    ng = K // gs
+    x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
+    w = guarded((N, K // 2), np.uint8); w[:] = rng.integers(0, 256, (N, K // 2))
+    xs = guarded((M, ng), np.float32); xs[:] = rng.uniform(0, 1, (M, ng))
+    ws = guarded((N, ng), np.float32); ws[:] = rng.uniform(-1, 1, (N, ng))
+    cb = guarded((16,), np.int8); cb[:] = rng.integers(-127, 128, 16)
+    ref = np.empty((M, N), np.float32)
+    _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, ref, "scalar")
+    for tier in sys.argv[1].split(","):
+        out = guarded((M, N), np.float32)
+        _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, out, tier)
+        assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K, gs)
+        xf = guarded((K - 3,), np.float32); xf[:] = rng.normal(size=K - 3)
+        sg = guarded((K,), np.float32); sg[:] = 1.0
+        y = guarded((K,), np.float32)
+        _bench.hadamard(xf, sg if gs & (gs - 1) == 0 else None, K, gs, y, tier)
+print("ok")
+'''
+
+
+def test_no_out_of_bounds_reads_at_guard_pages():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
