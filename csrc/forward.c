@@ -29,18 +29,20 @@ struct if_model {
     size_t packed_bytes; /* their total */
     int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
+    size_t q_dim;      /* n_heads * head_size (dim for Llama) */
     size_t ub;         /* prefill chunk rows */
     size_t n_threads;
     /* activations, (ub, width) row-major; a decode step uses row 0 */
     float *x;      /* (ub, dim) residual stream */
-    float *xb;     /* (ub, dim) */
+    float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
     float *xb2;    /* (ub, dim) */
     float *hb;     /* (ub, hidden_dim) */
     float *hb2;    /* (ub, hidden_dim) */
-    float *q;      /* (ub, dim) */
+    float *q;      /* (ub, q_dim) */
     float *kb;     /* (ub, kv_dim) keys of the chunk before they go into the cache */
     float *vb;     /* (ub, kv_dim) values, likewise */
     float *rope;   /* (ub, head_size) RoPE cos/sin of the chunk's positions, for every layer */
+    float *rope_swa; /* (ub, head_size) likewise at rope_theta_swa (swa_pattern), else NULL */
     float *att;    /* (n_threads, att_n) attention kernel scratch */
     size_t att_n;  /* scratch floats per thread */
     int8_t *xq;    /* (ub, act_w) quantized activations */
@@ -254,20 +256,18 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     }
 }
 
-static void attention(if_model *m, size_t l, size_t pos0, size_t M) {
+static void attention(if_model *m, size_t l, size_t pos0, size_t M, size_t window) {
     const if_config *c = &m->c;
     att_task_job a = {m,
-                      {m->q, m->xb, c->dim, c->dim, pos0, c->n_heads, c->n_kv_heads,
-                       m->head_size, c->sliding_window, c->n_sinks, &m->kv[l]},
+                      {m->q, m->xb, m->q_dim, m->q_dim, pos0, c->n_heads, c->n_kv_heads,
+                       m->head_size, window, window ? c->n_sinks : 0, &m->kv[l]},
                       M, 0, 0, m->attn[M > 1]->run};
     size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
     a.tiles = tiles;
     a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
     size_t n = a.per_group ? tiles * c->n_kv_heads : M * c->n_heads;
-    size_t keys = c->sliding_window && c->sliding_window + c->n_sinks < pos0 + M
-                      ? c->sliding_window + c->n_sinks
-                      : pos0 + M;
-    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * c->dim);
+    size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
+    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * m->q_dim);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
@@ -277,48 +277,108 @@ static const int8_t *packed_of(const if_model *m, size_t idx) {
 }
 static size_t n_cls_of(const if_model *m) { return m->c.n_layers * N_MATS; }
 
+/* Layer l's sliding window: 0 for global attention (if_config's swa_pattern). */
+static size_t layer_window(const if_config *c, size_t l) {
+    if (c->swa_pattern && (l + 1) % c->swa_pattern == 0) return 0;
+    return c->sliding_window;
+}
+
+/* rows[r * ld + i] += b[i] for M rows of n values (a projection's bias). */
+static void add_bias(float *rows, size_t ld, size_t M, const float *b, size_t n) {
+    for (size_t r = 0; r < M; r++)
+        for (size_t i = 0; i < n; i++) rows[r * ld + i] += b[i];
+}
+
+/* Per-head RMSNorm of M rows of n values (heads of hs, one weight w shared by the heads). */
+static void head_norm(float *rows, size_t M, size_t n, size_t hs, const float *w, float eps) {
+    for (size_t h = 0; h < M * n; h += hs) if_rmsnorm(rows + h, rows + h, w, hs, eps);
+}
+
 /* Runs the layers for rows already embedded in m->x and leaves the final-normed rows in
- * m->x. Caller checked tokens and positions. */
+ * m->x. Caller checked tokens and positions. A layer is the Llama layer plus what the config
+ * and its optional vectors describe (all absent: the Llama operations exactly). */
 static void run_layers(if_model *m, size_t pos0, size_t M) {
     const if_config *c = &m->c;
-    const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim;
+    const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim, hs = m->head_size;
+    const size_t qd = m->q_dim;
     float *x = m->x;
     /* the angles depend on the position only: once per chunk, not per layer and head */
-    for (size_t r = 0; r < M; r++)
-        if_rope_angles(m->rope + r * m->head_size, m->head_size, pos0 + r, c->rope_theta);
+    for (size_t r = 0; r < M; r++) {
+        if_rope_angles(m->rope + r * hs, hs, pos0 + r, c->rope_theta, m->w.rope_freqs);
+        if (m->rope_swa)
+            if_rope_angles(m->rope_swa + r * hs, hs, pos0 + r, c->rope_theta_swa,
+                           m->w.rope_freqs);
+    }
+    /* q *= attn_scale * sqrt(hs) before the kernels divide by sqrt(hs); not at the default */
+    const float q_mul = c->attn_scale != 0.0f && c->attn_scale != 1.0f / sqrtf((float)hs)
+                            ? c->attn_scale * sqrtf((float)hs)
+                            : 0.0f;
+    const if_kernel_table *kt = M > 1 ? m->gemm_k : m->gemv_k;
+    const if_swiglu_fn glu = c->act ? kt->geglu->run : kt->swiglu->run;
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
+        const size_t window = layer_window(c, l);
+        const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
         for (size_t r = 0; r < M; r++)
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_att, dim, c->norm_eps);
 
         /* q, k, v; the chunk's k and v rows go into the cache (converted to its type)
          * before attention, which then reads every key through the cache */
         float *k = m->kb, *v = m->vb;
-        matmul(m, m->q, dim, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 1);
+        matmul(m, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 1);
         matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
         matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
+        if (L->bq) add_bias(m->q, qd, M, L->bq, qd);
+        if (L->bk) add_bias(k, kv_dim, M, L->bk, kv_dim);
+        if (L->bv) add_bias(v, kv_dim, M, L->bv, kv_dim);
+        if (L->q_norm) head_norm(m->q, M, qd, hs, L->q_norm, c->norm_eps);
+        if (L->k_norm) head_norm(k, M, kv_dim, hs, L->k_norm, c->norm_eps);
         for (size_t r = 0; r < M; r++) {
-            if_rope_apply(m->q + r * dim, dim, k + r * kv_dim, kv_dim, m->head_size,
-                          m->rope + r * m->head_size);
+            float *qr = m->q + r * qd;
+            (c->rope_neox ? if_rope_apply_neox : if_rope_apply)(qr, qd, k + r * kv_dim, kv_dim,
+                                                                hs, rope + r * hs);
+            if (q_mul != 0.0f)
+                for (size_t i = 0; i < qd; i++) qr[i] *= q_mul;
             if_kv_store(&m->kv[l], 0, pos0 + r, k + r * kv_dim);
             if_kv_store(&m->kv[l], 1, pos0 + r, v + r * kv_dim);
         }
 
-        attention(m, l, pos0, M);
+        attention(m, l, pos0, M, window);
 
         matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
+        if (L->rms_post_att)
+            for (size_t r = 0; r < M; r++)
+                if_rmsnorm(m->xb2 + r * dim, m->xb2 + r * dim, L->rms_post_att, dim, c->norm_eps);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];
 
         for (size_t r = 0; r < M; r++)
             if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
         matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 1);
         matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
-        (M > 1 ? m->gemm_k : m->gemv_k)->swiglu->run(m->hb, m->hb2, M * hidden);
+        glu(m->hb, m->hb2, M * hidden);
         matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 1);
+        if (L->rms_post_ffn)
+            for (size_t r = 0; r < M; r++)
+                if_rmsnorm(m->xb + r * dim, m->xb + r * dim, L->rms_post_ffn, dim, c->norm_eps);
         for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
     }
     for (size_t r = 0; r < M; r++) if_rmsnorm(x + r * dim, x + r * dim, m->w.rms_final, dim, c->norm_eps);
+}
+
+/* Token rows into m->x (times embed_scale when the config has one). */
+static void embed(if_model *m, const int32_t *tokens, size_t M) {
+    const size_t dim = m->c.dim;
+    for (size_t r = 0; r < M; r++)
+        memcpy(m->x + r * dim, m->w.tok_embeddings + (size_t)tokens[r] * dim, dim * sizeof(float));
+    if (m->c.embed_scale != 0.0f)
+        for (size_t i = 0; i < M * dim; i++) m->x[i] *= m->c.embed_scale;
+}
+
+/* Final logit soft-capping over n values, when the config has it. */
+static void softcap(const if_model *m, float *logits, size_t n) {
+    if (m->c.logit_softcap != 0.0f)
+        for (size_t i = 0; i < n; i++) logits[i] = if_softcap(logits[i], m->c.logit_softcap);
 }
 
 static int check_tokens(const if_model *m, const int32_t *tokens, size_t n, size_t pos0,
@@ -343,10 +403,10 @@ static int check_tokens(const if_model *m, const int32_t *tokens, size_t n, size
 if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
                            size_t errlen) {
     if (!check_tokens(m, &token, 1, pos, err, errlen)) return IF_EINVAL;
-    const size_t dim = m->c.dim;
-    memcpy(m->x, m->w.tok_embeddings + (size_t)token * dim, dim * sizeof(float));
+    embed(m, &token, 1);
     run_layers(m, pos, 1);
     matmul(m, logits, m->c.vocab_size, m->x, 1, &m->w.wcls, packed_of(m, n_cls_of(m)), 1);
+    softcap(m, logits, m->c.vocab_size);
     return IF_OK;
 }
 
@@ -361,17 +421,17 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
     const size_t n_cls = m->c.n_layers * N_MATS;
     for (size_t start = 0; start < n; start += m->ub) {
         size_t M = n - start < m->ub ? n - start : m->ub;
-        for (size_t r = 0; r < M; r++)
-            memcpy(m->x + r * dim, m->w.tok_embeddings + (size_t)tokens[start + r] * dim,
-                   dim * sizeof(float));
+        embed(m, tokens + start, M);
         run_layers(m, pos0 + start, M);
         if (all_logits) {
             /* classifier rows of the whole chunk as one GEMM */
             matmul(m, all_logits + start * vocab, vocab, m->x, M, &m->w.wcls,
                    packed_of(m, n_cls), 1);
+            softcap(m, all_logits + start * vocab, M * vocab);
         } else if (start + M == n) {
             /* only the last position's logits are needed */
             matmul(m, logits, vocab, m->x + (M - 1) * dim, 1, &m->w.wcls, packed_of(m, n_cls), 1);
+            softcap(m, logits, vocab);
         }
     }
     if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
@@ -445,8 +505,8 @@ static size_t packed_size(const if_q8_gemm_kernel *k, size_t rows, size_t cols, 
 }
 
 size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_table *t) {
-    const size_t D = c->dim, H = c->hidden_dim;
-    const size_t KV = c->n_heads ? D / c->n_heads * c->n_kv_heads : 0;
+    const size_t D = c->dim, H = c->hidden_dim, HS = if_config_head_size(c);
+    const size_t KV = HS * c->n_kv_heads, Q = HS * c->n_heads;
     size_t layer = 0;
 #define ADD_(name, rows, cols) layer += packed_size(t->q8_gemm, rows, cols, gs);
     IF_LAYER_MATRICES(ADD_)
@@ -481,9 +541,10 @@ static int pack_weights(if_model *m) {
  * the chunk's first row), int8 group (0 for float caches) and bytes per element. */
 static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
                         size_t *group, size_t *el) {
-    const size_t hs = c->dim / c->n_heads;
+    const size_t hs = if_config_head_size(c);
     *cap = c->seq_len;
-    if (c->sliding_window && c->n_sinks + c->sliding_window + ub - 1 < *cap)
+    /* a ring only when every layer is windowed (swa_pattern's global layers need it all) */
+    if (c->sliding_window && !c->swa_pattern && c->n_sinks + c->sliding_window + ub - 1 < *cap)
         *cap = c->n_sinks + c->sliding_window + ub - 1;
     *group = 0;
     *el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
@@ -492,13 +553,13 @@ static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *
 }
 
 size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type) {
-    if (!c->n_heads || c->dim % c->n_heads || !c->seq_len ||
+    if (!c->n_heads || (!c->head_dim && c->dim % c->n_heads) || !c->seq_len ||
         (type != IF_KV_F32 && type != IF_KV_F16 && type != IF_KV_I8))
         return 0;
     size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH, cap, group, el, n, t;
     if (ub > c->seq_len) ub = c->seq_len;
     kv_geometry(c, ub, type, &cap, &group, &el);
-    if (!mul_ok(c->n_layers, cap, &t) || !mul_ok(t, c->dim / c->n_heads * c->n_kv_heads, &n) ||
+    if (!mul_ok(c->n_layers, cap, &t) || !mul_ok(t, if_config_head_size(c) * c->n_kv_heads, &n) ||
         n > SIZE_MAX / 2 / (el + sizeof(float)))
         return 0;
     return 2 * n * el + (group ? 2 * (n / group) * sizeof(float) : 0);
@@ -561,10 +622,28 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         ERR("config has a zero dimension");
         return IF_EINVAL;
     }
-    if (c.dim % c.n_heads || c.n_heads % c.n_kv_heads || (c.dim / c.n_heads) % 2) {
-        ERR("config: n_heads=%zu must divide dim=%zu into even head sizes and n_kv_heads=%zu "
-            "must divide n_heads",
-            c.n_heads, c.dim, c.n_kv_heads);
+    if ((!c.head_dim && c.dim % c.n_heads) || c.n_heads % c.n_kv_heads ||
+        if_config_head_size(&c) % 2) {
+        ERR("config: n_heads=%zu must divide dim=%zu (or head_dim=%zu be given) into even head "
+            "sizes and n_kv_heads=%zu must divide n_heads",
+            c.n_heads, c.dim, c.head_dim, c.n_kv_heads);
+        return IF_EINVAL;
+    }
+    if (c.act > 1 || c.rope_neox > 1) {
+        ERR("config: act=%zu (0 SiLU, 1 GELU-tanh) and rope_neox=%zu (0 or 1) out of range",
+            c.act, c.rope_neox);
+        return IF_EINVAL;
+    }
+    if (c.swa_pattern && !c.sliding_window) {
+        ERR("config: swa_pattern=%zu needs a sliding_window", c.swa_pattern);
+        return IF_EINVAL;
+    }
+    if (!(c.rope_theta > 0.0f) || !(c.rope_theta_swa >= 0.0f) || !(c.embed_scale >= 0.0f) ||
+        !(c.attn_scale >= 0.0f) || !(c.logit_softcap >= 0.0f) || isinf(c.rope_theta) ||
+        isinf(c.rope_theta_swa) || isinf(c.embed_scale) || isinf(c.attn_scale) ||
+        isinf(c.logit_softcap)) {
+        ERR("config: rope_theta must be positive and rope_theta_swa, embed_scale, attn_scale, "
+            "logit_softcap finite and >= 0");
         return IF_EINVAL;
     }
     if (c.n_sinks && !c.sliding_window) {
@@ -575,7 +654,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         ERR("weights missing");
         return IF_EINVAL;
     }
-    const size_t hs = c.dim / c.n_heads, kv_dim = hs * c.n_kv_heads;
+    const size_t hs = if_config_head_size(&c), kv_dim = hs * c.n_kv_heads, q_dim = hs * c.n_heads;
     /* the model's Q8 group size: the first Q8 matrix's (4-bit matrices have their own) */
     size_t gs = 0, kpad_max = 0;
     for (size_t i = 0; i <= c.n_layers * N_MATS; i++) {
@@ -593,7 +672,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
             ERR("layer %zu: norm weights missing", l);
             return IF_EINVAL;
         }
-        const size_t D = c.dim, KV = kv_dim, H = c.hidden_dim; /* IF_LAYER_MATRICES' shapes */
+        const size_t D = c.dim, KV = kv_dim, H = c.hidden_dim, Q = q_dim; /* the shapes */
 #define CHECK(field, r, cc)                                          \
     snprintf(name, sizeof name, "layer %zu " #field, l);             \
     if (!check_matrix(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
@@ -606,7 +685,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH;
     if (ub > c.seq_len) ub = c.seq_len;
     if (n_threads < 1) n_threads = 1;
-    size_t cache_n, t, big = c.dim > c.hidden_dim ? c.dim : c.hidden_dim, act_big, att_n;
+    const size_t wide = c.dim > q_dim ? c.dim : q_dim; /* x rows, or the attention's */
+    size_t cache_n, t, big = wide > c.hidden_dim ? wide : c.hidden_dim, act_big, att_n;
     if (kpad_max > big) big = kpad_max;
     size_t cap, kv_group, kv_el;
     kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
@@ -623,6 +703,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->w = *w;
     m->head_size = hs;
     m->kv_dim = kv_dim;
+    m->q_dim = q_dim;
     m->group_size = gs;
     m->ub = ub;
     m->gemv_k = ks.gemv;
@@ -633,11 +714,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->pool = if_pool_create(n_threads);
     m->n_threads = if_pool_threads(m->pool);
     m->x = calloc(ub * c.dim, sizeof(float));
-    m->xb = calloc(ub * c.dim, sizeof(float));
+    m->xb = calloc(ub * wide, sizeof(float));
     m->xb2 = calloc(ub * c.dim, sizeof(float));
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
     m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
-    m->q = calloc(ub * c.dim, sizeof(float));
+    m->q = calloc(ub * q_dim, sizeof(float));
     /* each phase's attention for the cache type (if_kernels_choose gives both phases one
      * tier, so a row's bits do not depend on the chunking) */
     const int i8 = opts->kv_type == IF_KV_I8;
@@ -648,13 +729,16 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->kb = calloc(ub * kv_dim, sizeof(float));
     m->vb = calloc(ub * kv_dim, sizeof(float));
     m->rope = calloc(ub * hs, sizeof(float));
+    const int two_bases = c.swa_pattern && c.rope_theta_swa != 0.0f;
+    if (two_bases) m->rope_swa = calloc(ub * hs, sizeof(float));
     m->kv = calloc(c.n_layers, sizeof *m->kv);
     m->xq = calloc(act_big, 1);
     m->xs = calloc(act_big, sizeof(float));
     m->xr = calloc(act_big, sizeof(float));
     m->act_w = big;
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
-        !m->kb || !m->vb || !m->rope || !m->kv || !m->xq || !m->xs || !m->xr || !m->pool ||
+        !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
+        !m->xs || !m->xr || !m->pool ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
@@ -686,6 +770,7 @@ void if_model_free(if_model *m) {
     free(m->kb);
     free(m->vb);
     free(m->rope);
+    free(m->rope_swa);
     free(m->kv);
     free(m->kc);
     free(m->vc);

@@ -19,10 +19,12 @@ void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps) {
     for (size_t j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
 }
 
-void if_rope_angles(float *cs, size_t head_size, size_t pos, float theta) {
+void if_rope_angles(float *cs, size_t head_size, size_t pos, float theta,
+                    const float *freq_div) {
     for (size_t i = 0; i + 1 < head_size; i += 2) {
         float freq = 1.0f / if_powf(theta, (float)i / (float)head_size);
         float val = (float)pos * freq;
+        if (freq_div) val /= freq_div[i / 2];
         cs[i] = if_cosf(val);
         cs[i + 1] = if_sinf(val);
     }
@@ -43,6 +45,35 @@ void if_rope_apply(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
             k[i + 1] = v0 * fci + v1 * fcr;
         }
     }
+}
+
+void if_rope_apply_neox(float *q, size_t n_q, float *k, size_t n_k, size_t head_size,
+                        const float *cs) {
+    const size_t half = head_size / 2;
+    for (size_t h = 0; h < n_q; h += head_size) {
+        for (size_t i = 0; i < half; i++) {
+            float fcr = cs[2 * i], fci = cs[2 * i + 1];
+            float *a = q + h + i, *b = a + half;
+            float v0 = *a, v1 = *b;
+            *a = v0 * fcr - v1 * fci;
+            *b = v0 * fci + v1 * fcr;
+            if (h < n_k) {
+                a = k + h + i;
+                b = a + half;
+                v0 = *a;
+                v1 = *b;
+                *a = v0 * fcr - v1 * fci;
+                *b = v0 * fci + v1 * fcr;
+            }
+        }
+    }
+}
+
+float if_softcap(float x, float cap) {
+    /* cap * tanh(x / cap), tanh(y) = sign(y) (1 - e) / (1 + e) with e = expf(-2|y|) */
+    float y = x / cap, e = if_expf(-2.0f * fabsf(y));
+    float t = (1.0f - e) / (1.0f + e);
+    return cap * (y < 0 ? -t : t);
 }
 
 /* ---- KV cache rows ---- */

@@ -449,15 +449,18 @@ def test_shape_mismatch_in_tensor(tmp_path: Path) -> None:
     t["blk.1.ffn_down.weight"] = t["blk.1.ffn_down.weight"][:, :64].copy()
     fails(write_gguf(tmp_path / "s.gguf", t), None,
           r"blk.1.ffn_down.weight has shape \[64, 64\], expected \[64, 96\]")
-    t = float_tensors()
-    t["rope_freqs.weight"] = np.ones(8, np.float32)
-    fails(write_gguf(tmp_path / "r.gguf", t), None, "rope_freqs")
+    t = float_tensors()  # Llama 3 RoPE divisors: head_size / 2 = 8 of them, positive
+    t["rope_freqs.weight"] = np.ones(5, np.float32)
+    fails(write_gguf(tmp_path / "r.gguf", t), None,
+          r"tensor rope_freqs.weight has shape \[5\], expected \[8\]")
+    t["rope_freqs.weight"] = np.array([1, 1, 1, 0, 1, 1, 1, 1], np.float32)
+    fails(write_gguf(tmp_path / "z.gguf", t), None, "rope_freqs.weight must be positive")
 
 
 def test_other_architectures_refused(tmp_path: Path) -> None:
-    kv = {k.replace("llama.", "qwen2."): v for k, v in base_kv().items()}
-    fails(write_gguf(tmp_path / "q.gguf", float_tensors(), kv=kv, arch="qwen2"), None,
-          r"architecture 'qwen2' is not supported \(supported: llama\)")
+    kv = {k.replace("llama.", "falcon."): v for k, v in base_kv().items()}
+    fails(write_gguf(tmp_path / "q.gguf", float_tensors(), kv=kv, arch="falcon"), None,
+          r"architecture 'falcon' is not supported \(supported: llama, gemma3, qwen2, qwen3\)")
 
 
 def test_absurd_counts_fail_at_once(tmp_path: Path, good: bytes) -> None:

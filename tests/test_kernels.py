@@ -171,3 +171,34 @@ def test_no_out_of_bounds_reads_at_guard_pages():
     r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+def test_geglu_equals_scalar_bits_and_gelu_tanh():
+    """Every tier's GeGLU gives the scalar bits on the same inputs as SwiGLU's test (expf
+    cut-offs, zeros, subnormals, huge and infinite values, tails); NaN stays NaN; and the
+    scalar kernel is gelu_tanh(x) * g within 1e-6 relative of float64 on normal values."""
+    rng = np.random.default_rng(8)
+    parts = [rng.normal(size=4096) * 10.0 ** e for e in range(-4, 4)]
+    edges = [0.0, -0.0, 4.4, 5.0, -5.0, -9.0, -9.5, -10.0, 88.8, -88.8, 104.0, -104.0, -200.0,
+             200.0, 1e19, -1e19, 1e30, -1e30, np.inf, -np.inf, 1e-40, -1e-40, 3.4e38, -3.4e38]
+    x0 = np.concatenate(parts + [np.array(edges)]).astype(np.float32)
+    g = rng.normal(size=x0.size).astype(np.float32)
+    g[-5:] = [0.0, -0.0, np.inf, 1e-40, -3.0]
+    for n in (x0.size, 1, 7, 8, 9, 15, 16, 17, 33):
+        ref = x0[-n:].copy()
+        _bench.geglu(ref, g[-n:].copy(), "scalar")
+        for tier in TIERS:
+            got = x0[-n:].copy()
+            _bench.geglu(got, g[-n:].copy(), tier)
+            assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (tier, n)
+    nan = np.array([np.nan] * 17, np.float32)
+    for tier in ["scalar", *TIERS]:
+        out = nan.copy()
+        _bench.geglu(out, np.ones(17, np.float32), tier)
+        assert np.isnan(out).all(), tier
+    x = (rng.normal(size=10000) * 3).astype(np.float32)
+    out = x.copy()
+    _bench.geglu(out, np.ones_like(x), "scalar")
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)

@@ -301,14 +301,14 @@ static const if_q8_gemm_kernel k_badpack_gemm = {.name = "q8_gemm_1x4_badpack", 
 static const if_kernel_table g_broken = {.tier = "broken", .q8_gemv = &k_broken_gemv,
     .q8_gemm = &k_broken_gemm, .quantize = &k_broken_quantize, .f32_gemv = &k_broken_f32_gemv,
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar};
+    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar};
 
 /* The scalar tier with the wrongly packing GEMM. */
 static const if_kernel_table g_broken_pack = {.tier = "broken_pack",
     .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &k_badpack_gemm,
     .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar};
+    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar};
 
 #if defined(IF_X86_TIERS)
 /* The AMX packed layout and attention with tile ops emulated in C (runs on any x86 CPU). */
@@ -316,7 +316,7 @@ static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
     .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
     .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar};
+    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar};
 #endif
 
 const if_kernel_table *ifb_test_table(const char *name) {

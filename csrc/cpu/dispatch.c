@@ -25,6 +25,7 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #if defined(IF_X86_TIERS)
@@ -32,18 +33,21 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_avx2, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_avx2, .attn_i8 = &if_k_f32_attn_16x64_avx2,
      .swiglu = &if_k_f32_swiglu_1x1_avx2,
+     .geglu = &if_k_f32_geglu_1x1_avx2,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
      .attn_i8 = &if_k_f32_attn_16x64_avx2, .swiglu = &if_k_f32_swiglu_1x1_avx2,
+     .geglu = &if_k_f32_geglu_1x1_avx2,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
      .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
+     .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
@@ -52,6 +56,7 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
      .swiglu = &if_k_f32_swiglu_1x1_avx512,
+     .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
 #endif
@@ -62,6 +67,7 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
@@ -69,6 +75,7 @@ static const if_kernel_table g_tiers[] = {
      .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
@@ -77,6 +84,7 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
@@ -85,6 +93,7 @@ static const if_kernel_table g_tiers[] = {
      .quantize = &if_k_q8_quantize_1x1_neon, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_sme2,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
+     .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #endif
@@ -100,7 +109,7 @@ const if_kernel_table *if_tier_table(size_t i) { return i < N_TIERS ? &g_tiers[i
 uint32_t if_table_requires(const if_kernel_table *t) {
     return t->q8_gemv->requires | t->q8_gemm->requires | t->quantize->requires |
            t->f32_gemv->requires | t->attn->requires | t->attn_i8->requires |
-           t->swiglu->requires |
+           t->swiglu->requires | t->geglu->requires |
            (t->q4_gemv ? t->q4_gemv->requires : 0) | (t->q4_gemm ? t->q4_gemm->requires : 0) |
            (t->hadamard ? t->hadamard->requires : 0);
 }

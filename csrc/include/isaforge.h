@@ -57,8 +57,12 @@ typedef void (*if_q8_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 typedef void (*if_f32_gemv_fn)(float *out, const float *x, const float *w, size_t n0, size_t n1,
                                size_t K);
 
-/* SwiGLU: x[i] = silu(x[i]) * g[i] for i < n, as val *= 1 / (1 + expf(-val)); val *= g. */
+/* SwiGLU: x[i] = silu(x[i]) * g[i] for i < n, as val *= 1 / (1 + expf(-val)); val *= g.
+ * GeGLU (the same interface): x[i] = gelu_tanh(x[i]) * g[i], in f32_geglu_1x1_scalar.c's order
+ * with these constants (0.044715 and -2 sqrt(2 / pi) as floats). */
 typedef void (*if_swiglu_fn)(float *x, const float *g, size_t n);
+#define IF_GELU_C3 0.044715f
+#define IF_GELU_M2K (-1.5957691216057308f)
 
 /* Bytes of the packed GEMM weight buffer for an (N, K) Q8 matrix with group size gs. */
 typedef size_t (*if_q8_pack_size_fn)(size_t N, size_t K, size_t gs);
@@ -244,6 +248,7 @@ typedef struct if_kernel_table {
     const if_attn_kernel *attn;        /* attention over a float32 or float16 cache */
     const if_attn_kernel *attn_i8;     /* over an int8 cache (a matrix engine's, else = attn) */
     const if_swiglu_kernel *swiglu;
+    const if_swiglu_kernel *geglu;     /* GELU-tanh gate (if_swiglu_fn's interface) */
     const if_q4_gemv_kernel *q4_gemv;  /* 4-bit decode matmuls (NULL in a test table: scalar) */
     const if_q4_gemm_kernel *q4_gemm;  /* 4-bit prefill matmuls (likewise) */
     const if_hadamard_kernel *hadamard; /* activation rotation of 4-bit matrices (likewise) */
@@ -330,7 +335,24 @@ typedef struct if_config {
     float norm_eps;   /* 1e-5 for llama2.c models */
     size_t sliding_window; /* 0: global attention; else each query sees this many positions */
     size_t n_sinks;        /* with a window: the first n_sinks positions stay visible */
+    /* The layer description (every field 0: a Llama layer, bit for bit as before). Per-layer
+     * optional vectors (norms, biases) are if_layer_weights' IF_LAYER_VECTORS, NULL when
+     * absent. */
+    size_t head_dim;       /* per-head width; 0: dim / n_heads (q rows: n_heads * head_dim) */
+    size_t act;            /* gated FFN activation: 0 SiLU (SwiGLU), 1 GELU-tanh (GeGLU) */
+    size_t rope_neox;      /* 0: rotate pairs (2i, 2i+1); 1: NEOX pairs (i, i + head_dim/2) */
+    size_t swa_pattern;    /* 0: every layer has sliding_window; n: layer l is global (window 0,
+                              rope_theta) when (l + 1) % n == 0, else windowed (rope_theta_swa) */
+    float rope_theta_swa;  /* RoPE base of the windowed layers under swa_pattern; 0: rope_theta */
+    float embed_scale;     /* token embeddings times this; 0: unscaled */
+    float attn_scale;      /* attention scores' scale; 0: 1 / sqrt(head_dim) */
+    float logit_softcap;   /* logits = c * tanh(logits / c); 0: none */
 } if_config;
+
+/* Width of one attention head. */
+static inline size_t if_config_head_size(const if_config *c) {
+    return c->head_dim ? c->head_dim : c->n_heads ? c->dim / c->n_heads : 0;
+}
 
 typedef struct if_matrix {
     if_dtype dtype;
@@ -348,16 +370,29 @@ typedef struct if_matrix {
 } if_matrix;
 
 /* The matrices of one layer, in the one order every reader, writer, binding and the core use
- * (an X-macro: X(name, rows, cols), shapes in if_config terms: D dim, KV kv_dim, H hidden_dim).
+ * (an X-macro: X(name, rows, cols), shapes in if_config terms: D dim, Q n_heads * head size, KV
+ * kv_dim, H hidden_dim).
  * IF_MAT_<name> is each one's index in that order. */
 #define IF_LAYER_MATRICES(X) \
-    X(wq, D, D) X(wk, KV, D) X(wv, KV, D) X(wo, D, D) X(w1, H, D) X(w2, D, H) X(w3, H, D)
+    X(wq, Q, D) X(wk, KV, D) X(wv, KV, D) X(wo, D, Q) X(w1, H, D) X(w2, D, H) X(w3, H, D)
 #define IF_MAT_INDEX_(name, rows, cols) IF_MAT_##name,
 enum { IF_LAYER_MATRICES(IF_MAT_INDEX_) IF_N_LAYER_MATRICES };
+
+/* A layer's optional float vectors, NULL when the layer has none (X(name, length), lengths as
+ * above, HS the head size): norms after attention and after the FFN (before each residual
+ * add), per-head RMSNorm of q and k (one head_size weight shared by the heads, before RoPE), and
+ * q/k/v biases (added after the projections). */
+#define IF_LAYER_VECTORS(X) \
+    X(rms_post_att, D) X(rms_post_ffn, D) X(q_norm, HS) X(k_norm, HS) X(bq, Q) X(bk, KV) X(bv, KV)
+#define IF_VEC_INDEX_(name, len) IF_VEC_##name,
+enum { IF_LAYER_VECTORS(IF_VEC_INDEX_) IF_N_LAYER_VECTORS };
 
 typedef struct if_layer_weights {
     const float *rms_att; /* (dim) */
     const float *rms_ffn; /* (dim) */
+#define IF_VEC_FIELD_(name, len) const float *name; /* (len) or NULL */
+    IF_LAYER_VECTORS(IF_VEC_FIELD_)
+#undef IF_VEC_FIELD_
 #define IF_MAT_FIELD_(name, rows, cols) if_matrix name; /* (rows, cols) */
     IF_LAYER_MATRICES(IF_MAT_FIELD_)
 #undef IF_MAT_FIELD_
@@ -378,7 +413,20 @@ typedef struct if_weights {
     const float *rms_final;      /* (dim) */
     if_matrix wcls;              /* (vocab, dim) */
     const if_layer_weights *layers; /* n_layers entries, copied by if_model_create */
+    const float *rope_freqs;     /* (head_size / 2) RoPE frequency divisors (Llama 3 scaling:
+                                    angle of pair i = pos * theta^(-2i / head_size) / f[i]), or
+                                    NULL */
 } if_weights;
+
+/* The layer's optional vector with index i (IF_VEC_*), as a pointer to its field. */
+static inline const float **if_layer_vector(if_layer_weights *L, size_t i) {
+#define IF_VEC_CASE_(name, len) \
+    case IF_VEC_##name:         \
+        return &L->name;
+    switch (i) { IF_LAYER_VECTORS(IF_VEC_CASE_) }
+#undef IF_VEC_CASE_
+    return NULL;
+}
 
 typedef struct if_model if_model;
 

@@ -8,7 +8,7 @@
  *         scales: Q8 matmuls, and quantize, which produces them), f32 (float32 matmuls,
  *         attention with float arithmetic over any cache, SwiGLU) or i8 (int8 matrix-engine
  *         attention: Q and P quantized to int8).
- *   op    gemv, gemm, quantize, attn, swiglu.
+ *   op    gemv, gemm, quantize, attn, swiglu, geglu.
  *   mr    activation (query) rows per step.
  *   nr    rows of the other operand per step: weight rows = output rows (matmuls), keys per
  *         block (attention); 1 for the ops with a single operand (quantize, swiglu).
@@ -44,7 +44,7 @@ extern const if_q8_gemm_kernel if_k_q8_gemm_1x1_scalar;
 extern const if_quantize_kernel if_k_q8_quantize_1x1_scalar;
 extern const if_f32_gemv_kernel if_k_f32_gemv_1x1_scalar;
 extern const if_attn_kernel if_k_f32_attn_16x64_scalar;
-extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar;
+extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar, if_k_f32_geglu_1x1_scalar;
 extern const if_q4_gemv_kernel if_k_q4_gemv_1x1_scalar;
 extern const if_q4_gemm_kernel if_k_q4_gemm_1x1_scalar;
 extern const if_hadamard_kernel if_k_f32_hadamard_1x1_scalar;
@@ -59,7 +59,8 @@ extern const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2, if_k_q8_gemm_4x16_avx_vnn
 extern const if_quantize_kernel if_k_q8_quantize_1x1_avx2, if_k_q8_quantize_1x1_avx512;
 extern const if_attn_kernel if_k_f32_attn_16x64_avx2, if_k_f32_attn_16x64_avx512,
     if_k_i8_attn_16x64_amx;
-extern const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2, if_k_f32_swiglu_1x1_avx512;
+extern const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2, if_k_f32_swiglu_1x1_avx512,
+    if_k_f32_geglu_1x1_avx2, if_k_f32_geglu_1x1_avx512;
 #endif
 #if defined(IF_ARM_TIERS)
 extern const if_q8_gemv_kernel if_k_q8_gemv_1x4_neon, if_k_q8_gemv_1x4_dotprod,
@@ -94,6 +95,10 @@ void if_f32_hadamard_1x1_avx2(IF_HADAMARD_ARGS);
 void if_f32_swiglu_1x1_scalar(float *x, const float *g, size_t n);
 void if_f32_swiglu_1x1_avx2(float *x, const float *g, size_t n);
 void if_f32_swiglu_1x1_avx512(float *x, const float *g, size_t n);
+/* GeGLU x = gelu_tanh(x) * g (csrc/kernels/geglu/): likewise */
+void if_f32_geglu_1x1_scalar(float *x, const float *g, size_t n);
+void if_f32_geglu_1x1_avx2(float *x, const float *g, size_t n);
+void if_f32_geglu_1x1_avx512(float *x, const float *g, size_t n);
 
 /* attention (csrc/kernels/attention/): the fp32 reference kernel, any cache type */
 #define IF_ATTN_ARGS                                                                 \

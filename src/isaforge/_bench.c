@@ -183,21 +183,21 @@ static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
     return ret;
 }
 
-/* swiglu(x, g, tier=None): x = silu(x) * g in place with `tier`'s SwiGLU kernel (tests). */
-static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
-    (void)mod;
+/* swiglu(x, g, tier=None): x = silu(x) * g in place with `tier`'s SwiGLU kernel (tests);
+ * geglu(x, g, tier=None): x = gelu_tanh(x) * g with its GeGLU kernel. */
+static PyObject *gated(PyObject *args, int gelu) {
     PyObject *x, *g;
     const char *tier = NULL;
     if (!PyArg_ParseTuple(args, "OO|z", &x, &g, &tier)) return NULL;
     const if_kernel_table *t = table_for(tier, 1);
     if (!t) return NULL;
-    if_swiglu_fn fn = t->swiglu->run;
+    if_swiglu_fn fn = gelu ? t->geglu->run : t->swiglu->run;
     Py_buffer xv, gv;
     if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) return NULL;
     PyObject *ret = NULL;
     if (PyObject_GetBuffer(g, &gv, PyBUF_C_CONTIGUOUS) == 0) {
         if (xv.len != gv.len || xv.len % (Py_ssize_t)sizeof(float)) {
-            PyErr_SetString(PyExc_ValueError, "swiglu: x and g must be float32 of one length");
+            PyErr_SetString(PyExc_ValueError, "x and g must be float32 of one length");
         } else {
             fn(xv.buf, gv.buf, (size_t)xv.len / sizeof(float));
             ret = Py_NewRef(Py_None);
@@ -206,6 +206,16 @@ static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
     }
     PyBuffer_Release(&xv);
     return ret;
+}
+
+static PyObject *py_swiglu(PyObject *mod, PyObject *args) {
+    (void)mod;
+    return gated(args, 0);
+}
+
+static PyObject *py_geglu(PyObject *mod, PyObject *args) {
+    (void)mod;
+    return gated(args, 1);
 }
 
 /* q8_gemm(xq, xs, M, w, ws, N, K, gs, out, tier=None): out (M, N) with the GEMM kernel of
@@ -519,6 +529,7 @@ static PyMethodDef module_methods[] = {
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
      "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
     {"swiglu", py_swiglu, METH_VARARGS, "swiglu(x, g, tier=None): x = silu(x) * g in place"},
+    {"geglu", py_geglu, METH_VARARGS, "geglu(x, g, tier=None): x = gelu_tanh(x) * g in place"},
     {"quantize_q8", py_quantize_q8, METH_VARARGS,
      "quantize_q8(x_f32, gs, q_out_i8, s_out_f32, tier=None): activation quantization."},
     {"q8_gemm", py_q8_gemm, METH_VARARGS,

@@ -160,6 +160,15 @@ static const cfg_field cfg_fields[] = {
     {"norm_eps", offsetof(if_config, norm_eps), 1, 1},
     {"sliding_window", offsetof(if_config, sliding_window), 0, 0},
     {"n_sinks", offsetof(if_config, n_sinks), 0, 0},
+    /* the layer description: every one optional, 0 for a Llama layer */
+    {"head_dim", offsetof(if_config, head_dim), 0, 0},
+    {"act", offsetof(if_config, act), 0, 0},
+    {"rope_neox", offsetof(if_config, rope_neox), 0, 0},
+    {"swa_pattern", offsetof(if_config, swa_pattern), 0, 0},
+    {"rope_theta_swa", offsetof(if_config, rope_theta_swa), 1, 0},
+    {"embed_scale", offsetof(if_config, embed_scale), 1, 0},
+    {"attn_scale", offsetof(if_config, attn_scale), 1, 0},
+    {"logit_softcap", offsetof(if_config, logit_softcap), 1, 0},
 };
 #define N_CFG_FIELDS (sizeof cfg_fields / sizeof cfg_fields[0])
 
@@ -222,11 +231,53 @@ static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uin
     return st == IF_OK;
 }
 
+/* vectors: None or a dict {name in LAYER_VECTORS: list of n_layers float32 buffers or None}
+ * (IF_LAYER_VECTORS: absent names and None entries are layers without that vector). */
+static int parse_vectors(ModelObject *self, PyObject *vectors, const if_config *c) {
+    if (!vectors || vectors == Py_None) return 1;
+    if (!PyDict_Check(vectors)) {
+        PyErr_SetString(PyExc_TypeError, "vectors must be a dict of LAYER_VECTORS names");
+        return 0;
+    }
+    const size_t D = c->dim, HS = if_config_head_size(c), Q = HS * c->n_heads,
+                 KV = HS * c->n_kv_heads, L = c->n_layers;
+#define IF_VEC_NAME_(name, len) #name,
+    static const char *names[] = {IF_LAYER_VECTORS(IF_VEC_NAME_)};
+#undef IF_VEC_NAME_
+#define IF_VEC_LEN_(name, len) len,
+    const size_t lens[] = {IF_LAYER_VECTORS(IF_VEC_LEN_)};
+#undef IF_VEC_LEN_
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(vectors, &pos, &key, &val)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t i = 0;
+        while (k && i < IF_N_LAYER_VECTORS && strcmp(k, names[i]) != 0) i++;
+        if (!k || i == IF_N_LAYER_VECTORS) {
+            PyErr_Format(PyExc_ValueError, "vectors: unknown name %R", key);
+            return 0;
+        }
+        if (!PyList_Check(val) || (size_t)PyList_GET_SIZE(val) != L) {
+            PyErr_Format(PyExc_ValueError, "vectors[%s]: expected a list of n_layers=%zu", k, L);
+            return 0;
+        }
+        for (size_t l = 0; l < L; l++) {
+            PyObject *item = PyList_GET_ITEM(val, l);
+            if (item == Py_None) continue;
+            const float *v = borrow(&self->bufs, item, lens[i] * sizeof(float), 0, names[i]);
+            if (!v) return 0;
+            *if_layer_vector(&self->layers[l], i) = v;
+        }
+    }
+    return 1;
+}
+
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
                              "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
-                             NULL};
+                             "vectors", "rope_freqs", NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
+    PyObject *vectors = NULL, *rope_freqs = NULL;
     Py_ssize_t n_threads = 1, ubatch = 0;
     int kv_type = IF_KV_F32;
     const char *tier = NULL, *disabled = NULL;
@@ -234,9 +285,9 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizz", kwlist, &cfg, &tok, &rms_final,
-                                     &rms_att, &rms_ffn, &mats, &n_threads, &ubatch, &kv_type,
-                                     &tier, &disabled))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOO", kwlist, &cfg, &tok,
+                                     &rms_final, &rms_att, &rms_ffn, &mats, &n_threads, &ubatch,
+                                     &kv_type, &tier, &disabled, &vectors, &rope_freqs))
         return -1;
     if_config c;
     if (!parse_config(cfg, &c)) return -1;
@@ -279,7 +330,13 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * L), &w.wcls,
                       "classifier"))
         return -1;
+    if (!parse_vectors(self, vectors, &c)) return -1;
     w.layers = self->layers;
+    if (rope_freqs && rope_freqs != Py_None) {
+        w.rope_freqs = borrow(&self->bufs, rope_freqs,
+                              if_config_head_size(&c) / 2 * sizeof(float), 0, "rope_freqs");
+        if (!w.rope_freqs) return -1;
+    }
     char err[ERRLEN] = "";
     if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
                           (if_kv_type)kv_type, {NULL, NULL}};
@@ -512,7 +569,7 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
 
 /* A tier's kernel names by op, and its GEMM's step and packed layout. */
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
                          "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
                          "q4_gemm", t->q4_gemm ? t->q4_gemm->name : "q4_gemm_1x1_scalar",
                          "hadamard", t->hadamard ? t->hadamard->name : "f32_hadamard_1x1_scalar",
@@ -520,7 +577,8 @@ static PyObject *table_dict(const if_kernel_table *t) {
                          "q8_gemv", t->q8_gemv->name, "q8_gemm", t->q8_gemm->name, "quantize",
                          t->quantize->name, "f32_gemv", t->f32_gemv->name, "attention",
                          t->attn->name, "attention_int8_kv", t->attn_i8->name, "swiglu",
-                         t->swiglu->name, "q8_gemm_step", (Py_ssize_t)t->q8_gemm->mr,
+                         t->swiglu->name, "geglu", t->geglu->name, "q8_gemm_step",
+                         (Py_ssize_t)t->q8_gemm->mr,
                          (Py_ssize_t)t->q8_gemm->nr, "q8_gemm_packs",
                          t->q8_gemm->pack ? Py_True : Py_False);
 }
@@ -644,12 +702,19 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *names = PyTuple_New(IF_N_LAYER_MATRICES);
     for (size_t i = 0; names && i < IF_N_LAYER_MATRICES; i++)
         PyTuple_SET_ITEM(names, (Py_ssize_t)i, PyUnicode_FromString(mats[i]));
+#define IF_VEC_NAME_(name, len) #name,
+    static const char *vecs[] = {IF_LAYER_VECTORS(IF_VEC_NAME_)};
+#undef IF_VEC_NAME_
+    PyObject *vnames = PyTuple_New(IF_N_LAYER_VECTORS);
+    for (size_t i = 0; vnames && i < IF_N_LAYER_VECTORS; i++)
+        PyTuple_SET_ITEM(vnames, (Py_ssize_t)i, PyUnicode_FromString(vecs[i]));
     PyObject *kv = Py_BuildValue("{s:i,s:i,s:i}", "f32", IF_KV_F32, "f16", IF_KV_F16, "int8",
                                  IF_KV_I8);
     PyObject *cfgf = PyTuple_New((Py_ssize_t)N_CFG_FIELDS);
     for (size_t i = 0; cfgf && i < N_CFG_FIELDS; i++)
         PyTuple_SET_ITEM(cfgf, (Py_ssize_t)i, PyUnicode_FromString(cfg_fields[i].name));
-    const int bad = !names || !kv || !cfgf ||
+    const int bad = !names || !vnames || !kv || !cfgf ||
+                    PyModule_AddObjectRef(m, "LAYER_VECTORS", vnames) < 0 ||
                     PyModule_AddObjectRef(m, "LAYER_MATRICES", names) < 0 ||
                     PyModule_AddObjectRef(m, "CONFIG_FIELDS", cfgf) < 0 ||
                     PyModule_AddObjectRef(m, "KV_CACHE_TYPES", kv) < 0 ||
@@ -658,6 +723,7 @@ PyMODINIT_FUNC PyInit__native(void) {
                     PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0 ||
                     PyModule_AddIntConstant(m, "Q4", IF_Q4) < 0;
     Py_XDECREF(names);
+    Py_XDECREF(vnames);
     Py_XDECREF(kv);
     Py_XDECREF(cfgf);
     if (bad) {

@@ -1,4 +1,9 @@
-"""Readable numpy Llama forward pass: the executable spec, top to bottom like llama2.c run.c.
+"""Readable numpy forward pass: the executable spec, top to bottom like llama2.c run.c.
+
+The layer is Llama's, plus what Config and Weights.vectors describe (Gemma 3, Qwen2/3, Llama
+3): embedding scale, q/k/v biases, per-head q/k RMSNorm, NEOX or interleaved RoPE (Llama 3
+frequency divisors), per-layer sliding window and RoPE base, attention scale, norms after
+attention and FFN, SiLU or GELU-tanh gate, final logit soft-capping.
 
 fp32 weights: every step runs in `dtype` (float64 by default, a high-precision oracle).
 Q8 weights: each matmul follows runq.c exactly: the float32 activation is quantized per group
@@ -19,18 +24,25 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-5) -> np.ndarray:
     return weight.astype(x.dtype) * (x.dtype.type(1.0) / np.sqrt(ss) * x)
 
 
-def rope(vec: np.ndarray, pos: int, head_size: int, theta: float = 10000.0) -> np.ndarray:
-    """Rotate interleaved pairs (i, i+1) by pos * theta^-(i % head_size / head_size)."""
+def rope(vec: np.ndarray, pos: int, head_size: int, theta: float = 10000.0,
+         neox: bool = False, freq_div: np.ndarray | None = None) -> np.ndarray:
+    """Rotate each head's pairs by pos * theta^-(2j / head_size) (divided by freq_div[j]): pair
+    j is (2j, 2j+1), or with neox (j, j + head_size/2)."""
     t = vec.dtype.type
-    i = np.arange(0, vec.shape[0], 2)
-    freq = t(1.0) / np.power(t(theta), ((i % head_size) / t(head_size)).astype(vec.dtype))
+    j = np.arange(head_size // 2)
+    freq = t(1.0) / np.power(t(theta), (2 * j / t(head_size)).astype(vec.dtype))
     ang = t(pos) * freq
+    if freq_div is not None:
+        ang = ang / np.asarray(freq_div, vec.dtype)
     c, s = np.cos(ang), np.sin(ang)
-    v0, v1 = vec[0::2], vec[1::2]
-    out = np.empty_like(vec)
-    out[0::2] = v0 * c - v1 * s
-    out[1::2] = v0 * s + v1 * c
-    return out
+    heads = vec.reshape(-1, head_size)
+    half = head_size // 2
+    v0, v1 = (heads[:, :half], heads[:, half:]) if neox else (heads[:, 0::2], heads[:, 1::2])
+    out = np.empty_like(heads)
+    o0, o1 = (out[:, :half], out[:, half:]) if neox else (out[:, 0::2], out[:, 1::2])
+    o0[:] = v0 * c - v1 * s
+    o1[:] = v0 * s + v1 * c
+    return out.reshape(-1)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -42,21 +54,30 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x * (x.dtype.type(1.0) / (x.dtype.type(1.0) + np.exp(-x)))
 
 
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    t = x.dtype.type
+    return t(0.5) * x * (t(1.0) + np.tanh(t(np.sqrt(2.0 / np.pi)) * (x + t(0.044715) * x ** 3)))
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, n_heads: int,
-              n_kv_heads: int, window: int = 0, n_sinks: int = 0) -> np.ndarray:
+              n_kv_heads: int, window: int = 0, n_sinks: int = 0,
+              scale: float = 0.0) -> np.ndarray:
     """Causal multi-head attention in float64, the oracle of the C attention kernels.
 
     q: (n, n_heads * hs), row r is the query at position pos0 + r. k, v: (pos0 + n,
     n_kv_heads * hs), the keys and values of positions 0 .. pos0 + n - 1 (the cache as a plain
     array, before any ring-buffer or type conversion). Query head h reads kv head
     h // (n_heads // n_kv_heads). The query at p sees positions t <= p; with a window, only
-    t > p - window, plus the first n_sinks positions (attention sinks). Returns (n, n_heads*hs).
+    t > p - window, plus the first n_sinks positions (attention sinks). Scores are q.k times
+    `scale` (0: 1 / sqrt(hs)). Returns (n, n_heads*hs).
     """
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     n, hs, kv_mul = q.shape[0], q.shape[1] // n_heads, n_heads // n_kv_heads
     if k.shape != v.shape or k.shape != (pos0 + n, n_kv_heads * hs):
         raise ValueError(f"k, v must be ({pos0 + n}, {n_kv_heads * hs}), got {k.shape}, {v.shape}")
     t = np.arange(pos0 + n)
+    scale = scale or 1.0 / np.sqrt(hs)
     out = np.empty_like(q)
     for r in range(n):
         p = pos0 + r
@@ -65,7 +86,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, n_heads: i
             vis &= (t > p - window) | (t < n_sinks)
         for h in range(n_heads):
             g = slice((h // kv_mul) * hs, (h // kv_mul + 1) * hs)
-            scores = k[vis, g] @ q[r, h * hs: (h + 1) * hs] / np.sqrt(hs)
+            scores = k[vis, g] @ q[r, h * hs: (h + 1) * hs] * scale
             out[r, h * hs: (h + 1) * hs] = softmax(scores) @ v[vis, g]
     return out
 
@@ -142,6 +163,12 @@ class Reference:
             return q8_matmul(xq, xs, w).astype(self.dtype)
         return np.asarray(w, dtype=self.dtype) @ x
 
+    def vector(self, name: str, layer: int) -> np.ndarray | None:
+        """Layer `layer`'s optional vector `name` (Weights.vectors) in self.dtype, or None."""
+        per_layer = self.w.vectors.get(name)
+        a = None if per_layer is None else per_layer[layer]
+        return None if a is None else np.asarray(a, dtype=self.dtype)
+
     def forward(self, token: int, pos: int) -> np.ndarray:
         c, w = self.c, self.w
         if not 0 <= token < c.vocab_size:
@@ -150,46 +177,71 @@ class Reference:
             raise ValueError(f"position {pos} outside context of {c.seq_len}")
         hs, kv_mul, t = c.head_size, c.n_heads // c.n_kv_heads, self.dtype.type
         x = np.array(w.tok_embeddings[token], dtype=self.dtype)
+        if c.embed_scale:
+            x = x * t(c.embed_scale)
+        scale = t(c.attn_scale) if c.attn_scale else t(1.0) / np.sqrt(t(hs))
 
         for layer in range(c.n_layers):
-            # attention rmsnorm, then q, k, v for this position
+            def vec(name: str, layer: int = layer) -> np.ndarray | None:
+                return self.vector(name, layer)
+
+            # attention rmsnorm, then q, k, v for this position (+ biases)
             xb = rmsnorm(x, w.rms_att[layer], c.norm_eps)
             q = self.matmul(w.wq[layer], xb)
             k = self.matmul(w.wk[layer], xb)
             v = self.matmul(w.wv[layer], xb)
+            for name, a in (("bq", q), ("bk", k), ("bv", v)):
+                if (b := vec(name)) is not None:
+                    a += b
 
-            # RoPE on q (over dim) and k (over kv_dim), then cache k, v
-            q = rope(q, pos, hs, c.rope_theta)
-            k = rope(k, pos, hs, c.rope_theta)
+            # per-head RMSNorm of q and k, then RoPE (this layer's base), then cache k, v
+            if (qn := vec("q_norm")) is not None:
+                q = np.concatenate([rmsnorm(h, qn, c.norm_eps) for h in q.reshape(-1, hs)])
+            if (kn := vec("k_norm")) is not None:
+                k = np.concatenate([rmsnorm(h, kn, c.norm_eps) for h in k.reshape(-1, hs)])
+            theta = c.layer_rope_theta(layer)
+            q = rope(q, pos, hs, theta, c.rope_neox, w.rope_freqs)
+            k = rope(k, pos, hs, theta, c.rope_neox, w.rope_freqs)
             self.key_cache[layer, pos] = k
             self.value_cache[layer, pos] = v
 
-            # multi-head attention (GQA, causal, sliding window with sinks per config)
-            if c.sliding_window == 0:
-                att_out = np.empty(c.dim, dtype=self.dtype)
+            # multi-head attention (GQA, causal, sliding window with sinks per layer)
+            window = c.layer_window(layer)
+            if window == 0:
+                att_out = np.empty(c.q_dim, dtype=self.dtype)
                 for h in range(c.n_heads):  # query head h reads kv head h // kv_mul
                     kvh = (h // kv_mul) * hs
                     keys = self.key_cache[layer, : pos + 1, kvh : kvh + hs]
                     vals = self.value_cache[layer, : pos + 1, kvh : kvh + hs]
-                    scores = keys @ q[h * hs : (h + 1) * hs] / np.sqrt(t(hs))
+                    scores = keys @ q[h * hs : (h + 1) * hs] * scale
                     att_out[h * hs : (h + 1) * hs] = softmax(scores) @ vals
             else:
                 att_out = attention(q[None], self.key_cache[layer, : pos + 1],
                                     self.value_cache[layer, : pos + 1], pos, c.n_heads,
-                                    c.n_kv_heads, c.sliding_window, c.n_sinks)[0]
+                                    c.n_kv_heads, window, c.n_sinks, float(scale))[0]
                 att_out = att_out.astype(self.dtype)
 
-            # output projection and residual
-            x = x + self.matmul(w.wo[layer], att_out)
+            # output projection (post-attention norm), residual
+            att = self.matmul(w.wo[layer], att_out)
+            if (pn := vec("rms_post_att")) is not None:
+                att = rmsnorm(att, pn, c.norm_eps)
+            x = x + att
 
-            # SwiGLU FFN: w2(silu(w1 x) * w3 x), residual
+            # gated FFN: w2(act(w1 x) * w3 x) (post-FFN norm), residual
             xb = rmsnorm(x, w.rms_ffn[layer], c.norm_eps)
-            hb = silu(self.matmul(w.w1[layer], xb)) * self.matmul(w.w3[layer], xb)
-            x = x + self.matmul(w.w2[layer], hb)
+            act = gelu_tanh if c.act == 1 else silu
+            hb = act(self.matmul(w.w1[layer], xb)) * self.matmul(w.w3[layer], xb)
+            ffn = self.matmul(w.w2[layer], hb)
+            if (pn := vec("rms_post_ffn")) is not None:
+                ffn = rmsnorm(ffn, pn, c.norm_eps)
+            x = x + ffn
 
-        # final rmsnorm and classifier
+        # final rmsnorm and classifier (soft-capped)
         x = rmsnorm(x, w.rms_final, c.norm_eps)
-        return self.matmul(w.wcls, x)
+        logits = self.matmul(w.wcls, x)
+        if c.logit_softcap:
+            logits = t(c.logit_softcap) * np.tanh(logits / t(c.logit_softcap))
+        return logits
 
     def logits(self, tokens: list[int] | np.ndarray) -> np.ndarray:
         """Logits (n, vocab) for tokens at positions 0..n-1, from an empty cache."""

@@ -16,6 +16,7 @@ from . import _native
 # IF_LAYER_MATRICES, exported by the extension, not mirrored). llama2.c's v1/v2 files store
 # them in this order too.
 LAYER_MATRICES: tuple[str, ...] = _native.LAYER_MATRICES
+LAYER_VECTORS: tuple[str, ...] = _native.LAYER_VECTORS  # optional ones (IF_LAYER_VECTORS)
 
 
 class ModelFormatError(ValueError):
@@ -50,10 +51,35 @@ class Config:
     norm_eps: float = 1e-5
     sliding_window: int = 0  # 0: global attention; else a query sees this many positions
     n_sinks: int = 0  # with a window: the first n_sinks positions stay visible (sinks)
+    # The layer description (isaforge.h's if_config; all defaults: a Llama layer). Per-layer
+    # norms and biases are Weights.vectors.
+    head_dim: int = 0  # per-head width; 0: dim // n_heads
+    act: int = 0  # gated FFN activation: 0 SiLU, 1 GELU-tanh
+    rope_neox: int = 0  # 0: rotate pairs (2i, 2i+1); 1: NEOX pairs (i, i + head_size/2)
+    swa_pattern: int = 0  # n > 0: layer l global when (l + 1) % n == 0, else windowed
+    rope_theta_swa: float = 0.0  # RoPE base of windowed layers under swa_pattern (0: rope_theta)
+    embed_scale: float = 0.0  # token embeddings times this (0: unscaled)
+    attn_scale: float = 0.0  # attention scores' scale (0: 1 / sqrt(head_size))
+    logit_softcap: float = 0.0  # logits = c * tanh(logits / c) (0: none)
 
     @property
     def head_size(self) -> int:
-        return self.dim // self.n_heads
+        return self.head_dim or self.dim // self.n_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.head_size * self.n_heads
+
+    def layer_window(self, layer: int) -> int:
+        """Layer `layer`'s sliding window (0: global attention)."""
+        if self.swa_pattern and (layer + 1) % self.swa_pattern == 0:
+            return 0
+        return self.sliding_window
+
+    def layer_rope_theta(self, layer: int) -> float:
+        if self.swa_pattern and self.rope_theta_swa and self.layer_window(layer):
+            return self.rope_theta_swa
+        return self.rope_theta
 
     @property
     def kv_dim(self) -> int:
@@ -89,14 +115,18 @@ class Weights:
     rms_att: np.ndarray  # float32 (n_layers, dim)
     rms_ffn: np.ndarray  # float32 (n_layers, dim)
     rms_final: np.ndarray  # float32 (dim,)
-    wq: list = field(default_factory=list)  # (dim, dim)
+    wq: list = field(default_factory=list)  # (q_dim, dim)
     wk: list = field(default_factory=list)  # (kv_dim, dim)
     wv: list = field(default_factory=list)  # (kv_dim, dim)
-    wo: list = field(default_factory=list)  # (dim, dim)
+    wo: list = field(default_factory=list)  # (dim, q_dim)
     w1: list = field(default_factory=list)  # (hidden_dim, dim)
     w2: list = field(default_factory=list)  # (dim, hidden_dim)
     w3: list = field(default_factory=list)  # (hidden_dim, dim)
     wcls: object = None  # (vocab, dim): float32 array or Q8Tensor
+    # optional per-layer float32 vectors by LAYER_VECTORS name (rms_post_att, rms_post_ffn: dim;
+    # q_norm, k_norm: head_size; bq: q_dim; bk, bv: kv_dim): a list of n_layers arrays or None
+    vectors: dict = field(default_factory=dict)
+    rope_freqs: np.ndarray | None = None  # (head_size // 2) float32 divisors (Llama 3 RoPE)
 
     @property
     def group_size(self) -> int:

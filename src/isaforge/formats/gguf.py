@@ -1,4 +1,4 @@
-"""GGUF reader for llama-architecture models.
+"""GGUF reader for llama, gemma3, qwen2 and qwen3 models.
 
 GGUF (v2/v3, little-endian): magic "GGUF", u32 version, u64 tensor_count, u64 kv_count, the
 key/values (string key, u32 value type, value), the tensor infos (string name, u32 n_dims,
@@ -12,12 +12,20 @@ an array count taken from the file, so a hostile count of 2**60 numbers never en
 53k-element tokenizer arrays come out with one numpy call instead of one per element. The
 gguf package supplies the type tables for tensor types this module does not decode.
 
-llama.cpp's converter already permutes q/k weights into the interleaved-pair RoPE layout
-that isaforge and llama2.c use, so no permutation happens here.
+llama.cpp's converter already permutes llama q/k weights into the interleaved-pair RoPE layout
+that isaforge and llama2.c use, so no permutation happens here; gemma3 and qwen files keep
+HF's rotate-half layout and run with NEOX RoPE. Gemma's norm weights are stored with the
++1 of its RMSNorm already added by the converter (checked on Gemma 3 270M: the weights are
+about 1 to 40, not around 0), so they are used as they are.
+
+Architectures differ only in the layer description (Config's fields and Weights.vectors):
+ARCHITECTURES lists, per architecture, the extra tensors each layer must have.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import mmap
 import os
@@ -32,7 +40,18 @@ from isaforge.quant.q8 import as_q8, read_group_size
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = b"GGUF"
-SUPPORTED_ARCHITECTURES = ("llama",)
+# architecture -> the layer's extra tensors, Weights.vectors name -> GGUF name in blk.N (each
+# required)
+ARCHITECTURES = {
+    "llama": {},
+    "gemma3": {"q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
+               "rms_post_att": "post_attention_norm.weight",
+               "rms_post_ffn": "post_ffw_norm.weight"},
+    "qwen2": {"bq": "attn_q.bias", "bk": "attn_k.bias", "bv": "attn_v.bias"},
+    "qwen3": {"q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"},
+}
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
+GEMMA3_SWA_PATTERN, GEMMA3_LOCAL_ROPE_BASE = 6, 10000.0  # llama.cpp's (not in the file)
 QUANT_MODES = ("q8", "f32")
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4
@@ -289,6 +308,13 @@ def gguf_config(g: GGUFFile) -> Config:
     if vocab != len(toks):
         raise ModelFormatError(f"{path}: {k}vocab_size is {vocab} but tokenizer.ggml.tokens "
                                f"has {len(toks)} entries")
+    head_dim = _get(g, k + "attention.key_length", int, 0)
+    if heads % kv_heads or (head_dim == 0 and dim % heads) or (head_dim or dim // heads) % 2:
+        raise ModelFormatError(
+            f"{path}: inconsistent heads: embedding_length {dim}, head_count {heads}, "
+            f"head_count_kv {kv_heads}" + (f", attention.key_length {head_dim}" if head_dim
+                                           else " (head_count must divide embedding_length)"))
+    layer = _layer_description(g, arch, dim, heads, head_dim or dim // heads)
     c = Config(
         dim=dim, hidden_dim=_get(g, k + "feed_forward_length", int),
         n_layers=_get(g, k + "block_count", int), n_heads=heads, n_kv_heads=kv_heads,
@@ -296,34 +322,59 @@ def gguf_config(g: GGUFFile) -> Config:
         shared_classifier="output.weight" not in g.tensors,
         rope_theta=float(_get(g, k + "rope.freq_base", float, 10000.0)),
         norm_eps=float(_get(g, k + "attention.layer_norm_rms_epsilon", float)),
+        head_dim=head_dim if head_dim and head_dim != dim // heads else 0, **layer,
     )
-    if dim % heads or heads % kv_heads or c.head_size % 2:
-        raise ModelFormatError(f"{path}: inconsistent heads: embedding_length {dim}, "
-                               f"head_count {heads}, head_count_kv {kv_heads}")
-    for key in ("rope.dimension_count", "attention.key_length", "attention.value_length"):
+    if c.swa_pattern and c.n_layers == 62:  # Gemma 3 27B scales by dim / heads (llama.cpp)
+        c = dataclasses.replace(c, attn_scale=1.0 / math.sqrt(dim // heads))
+    for key in ("rope.dimension_count", "attention.value_length"):
         v = md.get(k + key)
         if v is not None and v != c.head_size:
             raise ModelFormatError(f"{path}: {k}{key} is {v}, isaforge needs the head size "
                                    f"{c.head_size} (partial RoPE / odd head sizes unsupported)")
     scaling = md.get(k + "rope.scaling.type", "none")
     factor = md.get(k + "rope.scaling.factor", 1.0)
-    if scaling != "none" or factor not in (0, 0.0, 1, 1.0) or "rope_freqs.weight" in g.tensors:
-        what = f"type {scaling!r}, factor {factor}" if "rope_freqs.weight" not in g.tensors \
-            else "per-frequency factors (rope_freqs)"
-        raise ModelFormatError(f"{path}: RoPE scaling ({what}) is not supported")
+    freqs = "rope_freqs.weight" in g.tensors
+    if scaling != "none" or factor not in (0, 0.0, 1, 1.0) or (freqs and arch != "llama"):
+        what = f"type {scaling!r}, factor {factor}" if not freqs \
+            else f"per-frequency factors (rope_freqs) in a {arch} file"
+        raise ModelFormatError(f"{path}: RoPE scaling ({what}) is not supported (supported: "
+                               "none; llama's rope_freqs, Llama 3 scaling)")
     if md.get(k + "expert_count", 0):
         raise ModelFormatError(f"{path}: mixture-of-experts models are not supported")
     return c
 
 
+def _layer_description(g: GGUFFile, arch: str, dim: int, heads: int, head_size: int) -> dict:
+    """The Config fields that make `arch`'s layer (none for llama)."""
+    k = f"{arch}."
+    if arch in ("qwen2", "qwen3"):
+        return {"rope_neox": 1}
+    if arch != "gemma3":
+        return {}
+    window = _get(g, k + "attention.sliding_window", int)
+    return {"rope_neox": 1, "act": 1, "embed_scale": float(np.sqrt(np.float32(dim))),
+            "sliding_window": window, "swa_pattern": GEMMA3_SWA_PATTERN,
+            "rope_theta_swa": GEMMA3_LOCAL_ROPE_BASE,
+            "attn_scale": 1.0 / math.sqrt(head_size),
+            "logit_softcap": float(_get(g, k + "final_logit_softcapping", float, 0.0)
+                                   if k + "final_logit_softcapping" in g.metadata else 0.0)}
+
+
 # ---- tensors ----
 
-def _tensor_names(c: Config) -> Iterator[tuple[str, str, tuple[int, ...]]]:
+def _needs(arch: str) -> list[str]:
+    return [n + ".weight" for n in _LAYER_TENSORS.values()] + list(ARCHITECTURES[arch].values())
+
+
+def _tensor_names(c: Config, arch: str) -> Iterator[tuple[str, str, tuple[int, ...]]]:
     """(isaforge field, GGUF tensor name, expected numpy shape), lazily (block_count comes
     from the file: a hostile 2**32 must fail at the first missing tensor, not build a list)."""
-    d, h, kv = c.dim, c.hidden_dim, c.kv_dim
-    shapes = {"rms_att": (d,), "wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d),
-              "rms_ffn": (d,), "w1": (h, d), "w2": (d, h), "w3": (h, d)}
+    d, h, kv, qd, hs = c.dim, c.hidden_dim, c.kv_dim, c.q_dim, c.head_size
+    shapes = {"rms_att": (d,), "wq": (qd, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, qd),
+              "rms_ffn": (d,), "w1": (h, d), "w2": (d, h), "w3": (h, d),
+              "rms_post_att": (d,), "rms_post_ffn": (d,), "q_norm": (hs,), "k_norm": (hs,),
+              "bq": (qd,), "bk": (kv,), "bv": (kv,)}
+    extra = ARCHITECTURES[arch]
     yield "tok_embeddings", "token_embd.weight", (c.vocab_size, d)
     yield "rms_final", "output_norm.weight", (d,)
     if not c.shared_classifier:
@@ -331,13 +382,19 @@ def _tensor_names(c: Config) -> Iterator[tuple[str, str, tuple[int, ...]]]:
     for i in range(c.n_layers):
         for f, n in _LAYER_TENSORS.items():
             yield f, f"blk.{i}.{n}.weight", shapes[f]
+        for f, n in extra.items():
+            yield f, f"blk.{i}.{n}", shapes[f]
 
 
-def _check_tensors(g: GGUFFile, c: Config) -> None:
-    for _field, name, shape in _tensor_names(c):
+def _check_tensors(g: GGUFFile, c: Config, arch: str) -> None:
+    names = _tensor_names(c, arch)
+    if "rope_freqs.weight" in g.tensors:
+        names = itertools.chain(names, [("rope_freqs", "rope_freqs.weight", (c.head_size // 2,))])
+    for _field, name, shape in names:
         t = g.tensors.get(name)
         if t is None:
-            raise ModelFormatError(f"{g.path}: missing tensor {name}")
+            raise ModelFormatError(f"{g.path}: missing tensor {name} (a {arch} layer needs "
+                                   f"{', '.join(_needs(arch))})")
         if t.shape != shape:
             raise ModelFormatError(f"{g.path}: tensor {name} has shape {list(t.shape)}, "
                                    f"expected {list(shape)} for this config")
@@ -377,7 +434,8 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     g, mm = _open(path)
     try:
         c = gguf_config(g)
-        _check_tensors(g, c)
+        arch = g.metadata["general.architecture"]
+        _check_tensors(g, c, arch)
         gs = read_group_size(c)
         t = g.tensors
         tok = np.ascontiguousarray(_float32(mm, t["token_embd.weight"]))
@@ -391,10 +449,19 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             wcls = tok if quant == "f32" else _matrix(mm, t["token_embd.weight"], quant, gs)
         else:
             wcls = _matrix(mm, t["output.weight"], quant, gs)
+        vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
+                   for f, n in ARCHITECTURES[arch].items()}
+        freqs = t.get("rope_freqs.weight")
+        if freqs is not None:
+            freqs = _float32(mm, freqs)
+            if not (np.isfinite(freqs).all() and (freqs > 0).all()):
+                raise ModelFormatError(f"{g.path}: rope_freqs.weight must be positive and "
+                                       "finite")
         w = Weights(
             tok_embeddings=tok, rms_att=np.stack(layers.pop("rms_att")),
             rms_ffn=np.stack(layers.pop("rms_ffn")),
-            rms_final=_float32(mm, t["output_norm.weight"]), wcls=wcls, **layers)
+            rms_final=_float32(mm, t["output_norm.weight"]), wcls=wcls, vectors=vectors,
+            rope_freqs=freqs, **layers)
     except (ValueError, IndexError, struct.error, OverflowError, TypeError) as e:
         try:
             mm.close()

@@ -1,4 +1,5 @@
-"""Hugging Face folders of Llama-layout models: config.json + *.safetensors (+ tokenizer files).
+"""Hugging Face folders: config.json + *.safetensors (+ tokenizer files) of Llama, Mistral,
+Qwen2/2.5, Qwen3 and Gemma 3 (text) models.
 
 safetensors: u64 header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin,
 end]}, "__metadata__": {...}}, then the data; offsets are relative to byte 8 + N. The header
@@ -6,8 +7,11 @@ is parsed and checked here (length within the file, dtypes, sizes = shape x dtyp
 file, no overlaps) before anything is mapped.
 
 HF q_proj/k_proj rows are in the "rotate_half" RoPE layout (per head, dimension i pairs with
-i + head_size/2); isaforge, like llama2.c and GGUF, rotates interleaved pairs (2i, 2i+1). The
-rows are permuted back per head: interleaved row 2i+j = HF row j*head_size/2 + i.
+i + head_size/2); isaforge, like llama2.c and GGUF, rotates interleaved pairs (2i, 2i+1) for
+Llama. Llama/Mistral rows are permuted back per head: interleaved row 2i+j = HF row
+j*head_size/2 + i. Qwen and Gemma run with NEOX RoPE (the rotate-half pairs), unpermuted, as
+llama.cpp's GGUF files of them. Gemma's RMSNorm multiplies by (1 + weight): its norm weights
+get the 1 added at load (as llama.cpp's converter does).
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from isaforge.quant.q8 import as_q8, read_group_size
-from isaforge.types import Config, LoadedModel, ModelFormatError, Weights
+from isaforge.types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Weights
 
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM")
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                 "Gemma3ForCausalLM")
+_MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                "gemma3_text": "Gemma3ForCausalLM"}
+ROPE_SCALING_TYPES = ("default", "llama3")
 QUANT_MODES = ("q8", "f32")
 MAX_HEADER = 100 << 20
 # safetensors dtypes: name -> bytes per element; the loader decodes the first three.
@@ -37,6 +46,17 @@ _LAYER = {"rms_att": "input_layernorm", "wq": "self_attn.q_proj", "wk": "self_at
           "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
           "rms_ffn": "post_attention_layernorm", "w1": "mlp.gate_proj", "w2": "mlp.down_proj",
           "w3": "mlp.up_proj"}
+# per architecture: the layer's tensors that differ from _LAYER, and its extra ones (Weights
+# names -> HF names inside model.layers.N, ".weight" unless given)
+_EXTRA = {
+    "Qwen2ForCausalLM": {"bq": "self_attn.q_proj.bias", "bk": "self_attn.k_proj.bias",
+                         "bv": "self_attn.v_proj.bias"},
+    "Qwen3ForCausalLM": {"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
+    "Gemma3ForCausalLM": {"rms_ffn": "pre_feedforward_layernorm",
+                          "rms_post_att": "post_attention_layernorm",
+                          "rms_post_ffn": "post_feedforward_layernorm",
+                          "q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
+}
 
 
 def _fail(path, reason: str) -> ModelFormatError:
@@ -144,15 +164,67 @@ def _cfg_float(cfg: dict, key: str, path, default: float) -> float:
     return float(v)
 
 
-def hf_config(cfg: dict, path) -> Config:
-    """isaforge Config from a transformers config.json dict; refuses what isaforge lacks."""
+def hf_architecture(cfg: dict, path) -> str:
+    """The supported architecture a config.json names (or its model_type implies)."""
     archs = cfg.get("architectures") or []
-    if not archs and cfg.get("model_type") in ("llama", "mistral"):
-        archs = [f"{cfg['model_type'].capitalize()}ForCausalLM"]
+    if not archs and cfg.get("model_type") in _MODEL_TYPES:
+        archs = [_MODEL_TYPES[cfg["model_type"]]]
     if not isinstance(archs, list) or not any(isinstance(a, str) and a in ARCHITECTURES
                                               for a in archs):
         raise _fail(path, f"config.json: architectures {archs!r} not supported "
                     f"(supported: {', '.join(ARCHITECTURES)})")
+    return next(a for a in archs if a in ARCHITECTURES)
+
+
+def llama3_rope_divisors(head_size: int, theta: float, scaling: dict, path) -> np.ndarray:
+    """Llama 3's RoPE frequency divisors (rope_scaling type llama3): per pair j of a head,
+    frequency f = theta^(-2j / head_size), wavelength 2 pi / f; short waves (below
+    original_max_position_embeddings / high_freq_factor) keep f, long ones (above .. /
+    low_freq_factor) become f / factor, and between them f is blended smoothly."""
+    def num(key: str, default: float) -> float:
+        v = scaling.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and
+                                                                           v > 0):
+            raise _fail(path, f"config.json: rope_scaling.{key} must be a positive number, "
+                        f"got {v!r}")
+        return float(v)
+    factor, low, high = num("factor", 8.0), num("low_freq_factor", 1.0), \
+        num("high_freq_factor", 4.0)
+    ctx = num("original_max_position_embeddings", 8192)
+    if high <= low:
+        raise _fail(path, f"config.json: rope_scaling.high_freq_factor {high} must exceed "
+                    f"low_freq_factor {low}")
+    freq = 1.0 / theta ** (np.arange(0, head_size, 2, dtype=np.float64) / head_size)
+    wavelen = 2 * math.pi / freq
+    smooth = (ctx / wavelen - low) / (high - low)
+    div = 1.0 / ((1 - smooth) / factor + smooth)
+    div = np.where(wavelen < ctx / high, 1.0, np.where(wavelen > ctx / low, factor, div))
+    return div.astype(np.float32)
+
+
+def _gemma3_swa_pattern(cfg: dict, n_layers: int, path) -> int:
+    """Every n-th layer global: from layer_types, else sliding_window_pattern (default 6)."""
+    types = cfg.get("layer_types")
+    if types is None:
+        n = cfg.get("sliding_window_pattern", 6)
+        if type(n) is not int or n <= 0:
+            raise _fail(path, f"config.json: sliding_window_pattern must be a positive "
+                        f"integer, got {n!r}")
+        return n
+    full = [i for i, t in enumerate(types or []) if t == "full_attention"] \
+        if isinstance(types, list) else []
+    n = full[0] + 1 if full else 0
+    want = ["full_attention" if (i + 1) % n == 0 else "sliding_attention"
+            for i in range(n_layers)] if n else None
+    if types != want:
+        raise _fail(path, "config.json: layer_types must be sliding_attention layers with "
+                    "every n-th one full_attention (n_layers entries)")
+    return n
+
+
+def hf_config(cfg: dict, path) -> Config:
+    """isaforge Config from a transformers config.json dict; refuses what isaforge lacks."""
+    arch = hf_architecture(cfg, path)
     dim = _cfg_int(cfg, "hidden_size", path)
     heads = _cfg_int(cfg, "num_attention_heads", path)
     kv = _cfg_int(cfg, "num_key_value_heads", path, heads)
@@ -161,34 +233,68 @@ def hf_config(cfg: dict, path) -> Config:
     if window is not None and (type(window) is not int or window < 0):
         raise _fail(path, f"config.json: sliding_window must be null or a non-negative "
                     f"integer, got {window!r}")
+    if arch.startswith("Qwen") and not cfg.get("use_sliding_window", False):
+        window = None  # Qwen2/3 configs carry a window they do not use
     tied = cfg.get("tie_word_embeddings", False)
     if type(tied) is not bool:
         raise _fail(path, f"config.json: tie_word_embeddings must be true or false, got "
                     f"{tied!r}")
-    if window and window < seq:
+    gemma = arch == "Gemma3ForCausalLM"
+    if window and window < seq and not gemma:
         seq = window  # attention is full up to the window: cap the context there
-    c = Config(dim=dim, hidden_dim=_cfg_int(cfg, "intermediate_size", path),
-               n_layers=_cfg_int(cfg, "num_hidden_layers", path), n_heads=heads, n_kv_heads=kv,
-               vocab_size=_cfg_int(cfg, "vocab_size", path), seq_len=seq,
-               shared_classifier=tied,
-               rope_theta=_cfg_float(cfg, "rope_theta", path, 10000.0),
-               norm_eps=_cfg_float(cfg, "rms_norm_eps", path, 1e-6))
-    if dim % heads or heads % kv or c.head_size % 2:
+    head_dim = cfg.get("head_dim")
+    if head_dim is not None:
+        head_dim = _cfg_int(cfg, "head_dim", path)
+    if heads % kv or (head_dim is None and dim % heads) or (head_dim or dim // heads) % 2:
         raise _fail(path, f"config.json: inconsistent heads: hidden_size {dim}, "
-                    f"num_attention_heads {heads}, num_key_value_heads {kv}")
-    if cfg.get("head_dim") not in (None, c.head_size):
-        raise _fail(path, f"config.json: head_dim {cfg['head_dim']} != hidden_size / "
-                    f"num_attention_heads = {c.head_size} (not supported)")
+                    f"num_attention_heads {heads}, num_key_value_heads {kv}, head_dim "
+                    f"{head_dim} (head_dim must be even; without it num_attention_heads must "
+                    "divide hidden_size)")
+    hs = head_dim or dim // heads
+    n_layers = _cfg_int(cfg, "num_hidden_layers", path)
+    theta = _cfg_float(cfg, "rope_theta", path, 1e6 if gemma else 10000.0)
+    layer: dict = {"head_dim": hs if hs != dim // heads or dim % heads else 0}
+    if arch != "LlamaForCausalLM" and arch != "MistralForCausalLM":
+        layer["rope_neox"] = 1
+    if gemma:
+        if not window:
+            raise _fail(path, "config.json: sliding_window is required for Gemma 3")
+        softcap = cfg.get("final_logit_softcapping")
+        layer.update(act=1, embed_scale=float(np.sqrt(np.float32(dim))), sliding_window=window,
+                     swa_pattern=_gemma3_swa_pattern(cfg, n_layers, path),
+                     rope_theta_swa=_cfg_float(cfg, "rope_local_base_freq", path, 10000.0),
+                     attn_scale=1.0 / math.sqrt(_cfg_float(cfg, "query_pre_attn_scalar", path, hs)),
+                     logit_softcap=0.0 if softcap is None else
+                     _cfg_float(cfg, "final_logit_softcapping", path, 0.0))
+    c = Config(dim=dim, hidden_dim=_cfg_int(cfg, "intermediate_size", path),
+               n_layers=n_layers, n_heads=heads, n_kv_heads=kv,
+               vocab_size=_cfg_int(cfg, "vocab_size", path), seq_len=seq,
+               shared_classifier=tied if "tie_word_embeddings" in cfg or not gemma else True,
+               rope_theta=theta, norm_eps=_cfg_float(cfg, "rms_norm_eps", path, 1e-6), **layer)
     scaling = cfg.get("rope_scaling")
-    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default")) \
-        if isinstance(scaling, dict) or scaling is None else scaling
-    if kind != "default":
-        raise _fail(path, f"config.json: rope_scaling {scaling!r} is not supported")
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise _fail(path, f"config.json: hidden_act {cfg['hidden_act']!r} is not supported")
+    if scaling is not None and not isinstance(scaling, dict):
+        raise _fail(path, f"config.json: rope_scaling must be null or an object, got "
+                    f"{scaling!r}")
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind not in ROPE_SCALING_TYPES or (kind == "llama3" and gemma):
+        raise _fail(path, f"config.json: rope_scaling.rope_type {kind!r} is not supported "
+                    f"(supported: {', '.join(ROPE_SCALING_TYPES)}; llama3 not for Gemma)")
+    act_key = "hidden_activation" if gemma else "hidden_act"
+    act = cfg.get(act_key, cfg.get("hidden_act") if gemma else "silu")
+    if act != ("gelu_pytorch_tanh" if gemma else "silu"):
+        raise _fail(path, f"config.json: {act_key} {act!r} is not supported")
     if cfg.get("attention_bias") or cfg.get("mlp_bias"):
-        raise _fail(path, "config.json: attention/MLP biases are not supported")
+        raise _fail(path, "config.json: attention_bias / mlp_bias (biases on every "
+                    "projection) are not supported")
     return c
+
+
+def hf_rope_divisors(cfg: dict, c: Config, path) -> np.ndarray | None:
+    """Llama 3 RoPE divisors when config.json's rope_scaling asks for them, else None."""
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type", scaling.get("type")) != "llama3":
+        return None
+    return llama3_rope_divisors(c.head_size, c.rope_theta, scaling, path)
 
 
 # ---- the folder ----
@@ -286,6 +392,8 @@ def read_hf(folder: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     if not isinstance(cfg, dict):
         raise _fail(folder / "config.json", "not a JSON object")
     c = hf_config(cfg, folder / "config.json")
+    arch = hf_architecture(cfg, folder / "config.json")
+    divisors = hf_rope_divisors(cfg, c, folder / "config.json")
     tensors: dict[str, SafeTensor] = {}
     maps: dict[str, mmap.mmap] = {}
     try:
@@ -300,7 +408,8 @@ def read_hf(folder: str | os.PathLike, quant: str = "q8") -> LoadedModel:
                 if name in tensors:
                     raise _fail(shard, f"tensor {name} also appears in {tensors[name].file}")
                 tensors[name] = t
-        w = _weights(c, tensors, maps, quant, folder)
+        w = _weights(c, tensors, maps, quant, folder, arch)
+        w.rope_freqs = divisors
     except BaseException:
         for mm in maps.values():
             try:
@@ -313,15 +422,19 @@ def read_hf(folder: str | os.PathLike, quant: str = "q8") -> LoadedModel:
 
 
 def _weights(c: Config, tensors: dict[str, SafeTensor], maps: dict, quant: str,
-             folder: Path) -> Weights:
-    d, h, kv = c.dim, c.hidden_dim, c.kv_dim
-    shapes = {"rms_att": (d,), "wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d),
-              "rms_ffn": (d,), "w1": (h, d), "w2": (d, h), "w3": (h, d)}
+             folder: Path, arch: str = "LlamaForCausalLM") -> Weights:
+    d, h, kv, qd, hs = c.dim, c.hidden_dim, c.kv_dim, c.q_dim, c.head_size
+    shapes = {"rms_att": (d,), "wq": (qd, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, qd),
+              "rms_ffn": (d,), "w1": (h, d), "w2": (d, h), "w3": (h, d),
+              "rms_post_att": (d,), "rms_post_ffn": (d,), "q_norm": (hs,), "k_norm": (hs,),
+              "bq": (qd,), "bk": (kv,), "bv": (kv,)}
+    names = {f: n if n.endswith(".bias") else n + ".weight"
+             for f, n in {**_LAYER, **_EXTRA.get(arch, {})}.items()}
     need = {"model.embed_tokens.weight": (c.vocab_size, d), "model.norm.weight": (d,)}
     if not c.shared_classifier:
         need["lm_head.weight"] = (c.vocab_size, d)
     for i in range(c.n_layers):
-        need.update({f"model.layers.{i}.{n}.weight": shapes[f] for f, n in _LAYER.items()})
+        need.update({f"model.layers.{i}.{n}": shapes[f] for f, n in names.items()})
     for name, shape in need.items():  # every name, shape and dtype before any conversion
         t = tensors.get(name)
         if t is None:
@@ -334,23 +447,35 @@ def _weights(c: Config, tensors: dict[str, SafeTensor], maps: dict, quant: str,
                         f"(supported: {', '.join(FLOAT_DTYPES)})")
     gs = read_group_size(c)
 
+    gemma = arch == "Gemma3ForCausalLM"
+
     def get(name: str) -> np.ndarray:
         return _float32(maps[tensors[name].file], tensors[name])
+
+    def norm(name: str) -> np.ndarray:  # Gemma: x * (1 + w)
+        a = np.asarray(get(name), np.float32)
+        return a + np.float32(1.0) if gemma else a
 
     def mat(a: np.ndarray):
         return np.ascontiguousarray(a, np.float32) if quant == "f32" else as_q8(a, gs)
 
     tok = np.ascontiguousarray(get("model.embed_tokens.weight"), np.float32)
-    layers: dict[str, list] = {f: [] for f in _LAYER}
+    layers: dict[str, list] = {f: [] for f in names}
     for i in range(c.n_layers):
-        for f, n in _LAYER.items():
-            a = get(f"model.layers.{i}.{n}.weight")
-            if f in ("wq", "wk"):
-                a = unpermute_rope(a, c.n_heads if f == "wq" else c.n_kv_heads)
-            layers[f].append(np.asarray(a, np.float32) if f.startswith("rms") else mat(a))
+        for f, n in names.items():
+            name = f"model.layers.{i}.{n}"
+            if f.startswith("w"):
+                a = get(name)
+                if f in ("wq", "wk") and not c.rope_neox:
+                    a = unpermute_rope(a, c.n_heads if f == "wq" else c.n_kv_heads)
+                layers[f].append(mat(a))
+            else:  # norms (Gemma's + 1) and biases
+                layers[f].append(np.asarray(get(name), np.float32) if f.startswith("b")
+                                 else norm(name))
     wcls = (tok if quant == "f32" else mat(tok)) if c.shared_classifier else \
         mat(get("lm_head.weight"))
     return Weights(tok_embeddings=tok, rms_att=np.stack(layers.pop("rms_att")),
                    rms_ffn=np.stack(layers.pop("rms_ffn")),
-                   rms_final=np.asarray(get("model.norm.weight"), np.float32),
-                   wcls=wcls, **layers)
+                   rms_final=norm("model.norm.weight"), wcls=wcls,
+                   **{f: layers.pop(f) for f in LAYER_MATRICES},
+                   vectors=layers)

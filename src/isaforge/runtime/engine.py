@@ -148,9 +148,14 @@ class Engine:
         self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
         self._tok = _c(w.tok_embeddings, np.float32)
         self._final = _c(w.rms_final, np.float32)
+        # the layer description's optional vectors (norms, biases), None where a layer has none
+        self._vectors = {name: [None if a is None else _c(a, np.float32) for a in per_layer]
+                         for name, per_layer in w.vectors.items() if per_layer is not None}
+        self._rope_freqs = None if w.rope_freqs is None else _c(w.rope_freqs, np.float32)
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
-                                chosen_tier(kernel), disabled_features())
+                                chosen_tier(kernel), disabled_features(),
+                                vectors=self._vectors, rope_freqs=self._rope_freqs)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: keep no row-major int8 resident
             self._arrays = [m[:4] + (None,) + m[5:] if m[0] == Q8 else m for m in mats]
