@@ -21,7 +21,7 @@ LAYERS = [
     ("runtime", ["isaforge.runtime", "isaforge.reference", "isaforge.synthetic",
                  "isaforge.engine", "isaforge.generate"]),  # the last two: old import paths
     ("api", ["isaforge.model", "isaforge.pull", "isaforge.converter", "isaforge"]),
-    ("front ends", ["isaforge.cli", "isaforge.__main__", "isaforge.bench"]),
+    ("front ends", ["isaforge.cli", "isaforge.__main__", "isaforge.bench", "isaforge.serve"]),
 ]
 
 

@@ -106,6 +106,7 @@ def _model_options(r, chat: bool = False) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     from .bench import cli as bench_cli
+    from .serve import cli as serve_cli
 
     p = _Parser(prog="isaforge", description="LLM inference with per-ISA quantized kernels.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -163,6 +164,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="prefill chunk (default 512; sizes a sliding-window ring)")
     i.add_argument("--json", action="store_true")
     bench_cli.add_parser(sub)  # `isaforge bench`
+    serve_cli.add_parser(sub)  # `isaforge serve`
     return p
 
 
@@ -498,6 +500,12 @@ def _message(e: BaseException) -> str:
     return text or type(e).__name__
 
 
+def _cmd_serve(a) -> int:
+    from .serve import cli as serve_cli
+
+    return serve_cli.main(a)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         _open_std_fds()
@@ -513,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import cli as bench_cli
 
         cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
-                "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main}
+                "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main,
+                "serve": _cmd_serve}
         return cmds[a.cmd](a)
     except KeyboardInterrupt:
         return 130

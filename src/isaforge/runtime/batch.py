@@ -1,0 +1,336 @@
+"""Continuous batching: many sequences decoded together through one engine.
+
+`BatchEngine` is an Engine whose C model holds `n_seqs` KV caches (sequence slots): a prompt
+is prefilled into one slot, and one decode step runs a token for every active slot in a single
+forward call (the projections one GEMM at M = rows, attention per row over its own slot). Each
+row's logits equal those of the same sequence run alone, bit for bit, so a request's output at
+temperature 0 (or with a seed at any temperature) does not depend on what else is running.
+
+`Scheduler` owns a BatchEngine in one thread: requests wait in a bounded queue, are admitted
+into free slots (the slot whose cached tokens share the longest prefix with the prompt, so a
+conversation's next turn prefills only its new tokens), prefill in chunks (one chunk per step,
+so a long prompt never stalls the others' decoding for more than a chunk), then decode
+together until a stop id, their token budget, the end of the context or cancellation (a
+client gone, a stop string matched). Sequences join and leave between steps.
+
+Each request gets its events through a callback from the scheduler thread: ("token", id,
+logprobs or None) per sampled token and ("done", finish_reason, None) once, finish_reason
+"stop" (a stop id), "length" (budget or context) or "cancelled"; ("error", message, None) if
+the engine failed.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .engine import Engine
+from .generate import REPEAT_LAST_N
+from .sampler import Sampler
+
+__all__ = ["BatchEngine", "QueueFullError", "Request", "Scheduler", "SchedulerStats"]
+
+
+class BatchEngine(Engine):
+    """An Engine with `n_seqs` KV cache slots (kv_cache_bytes counts them all)."""
+
+    def __init__(self, model, n_seqs: int, threads: int | None = None, ubatch: int = 0,
+                 kv_cache: str = "f32", kernel: str | None = None):
+        if isinstance(n_seqs, bool) or not isinstance(n_seqs, int) or n_seqs < 1:
+            raise ValueError(f"n_seqs must be an integer >= 1, got {n_seqs!r}")
+        super().__init__(model, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel,
+                         n_seqs=n_seqs)
+        self.n_seqs = n_seqs
+
+    def prefill_seq(self, seq: int, tokens, pos0: int = 0) -> np.ndarray:
+        """Run tokens at pos0.. in slot `seq`; the last position's logits (a fresh array)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty(self.config.vocab_size, np.float32)
+        self._m.prefill_seq(int(seq), t, int(pos0), out)
+        return out
+
+    def decode_batch(self, seqs, tokens, positions) -> np.ndarray:
+        """One step: tokens[r] at positions[r] in slot seqs[r] (distinct); (rows, vocab)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty((len(t), self.config.vocab_size), np.float32)
+        self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
+                             np.ascontiguousarray(positions, dtype=np.uintp), out)
+        return out
+
+
+class QueueFullError(RuntimeError):
+    """The scheduler's queue is full (the server answers 429)."""
+
+
+@dataclass
+class Request:
+    """One generation: the prompt's token ids, how many to sample, how, and where to stop.
+    `emit(kind, value, extra)` is called from the scheduler thread (see the module doc)."""
+
+    tokens: list[int]
+    max_new: int
+    emit: Callable[[str, object, object], None]
+    temperature: float = 1.0
+    top_p: float = 0.9
+    seed: int | None = None
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    stop_ids: tuple[int, ...] = ()
+    logprobs: int | None = None  # None: off; k >= 0: the chosen token's and the top k
+    cancelled: bool = False
+    # filled by the scheduler
+    submitted: float = field(default_factory=time.perf_counter)
+    first_token_s: float | None = None
+    prompt_cached: int = 0  # prompt tokens whose K/V were already in the slot
+
+    def cancel(self) -> None:
+        """Stop at the next step (safe from any thread); the slot is then free."""
+        self.cancelled = True
+
+
+@dataclass
+class SchedulerStats:
+    requests: int = 0
+    rejected: int = 0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0  # prompt tokens actually run (after cached prefixes)
+    prefill_s: float = 0.0
+    generated_tokens: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0
+    decode_s: float = 0.0
+    ttft: list[float] = field(default_factory=list)  # recent times to first token (s)
+    ttft_count: int = 0  # all of them
+
+
+class _Slot:
+    def __init__(self, idx: int):
+        self.idx = idx
+        self.cached: list[int] = []  # tokens whose K/V sit at positions 0.. of this slot
+        self.req: Request | None = None
+        self.todo: list[int] = []  # prompt tokens still to prefill
+        self.pos = 0  # next position
+        self.last = 0  # the token to run next (decoding)
+        self.sampler: Sampler | None = None
+        self.counts: collections.Counter = collections.Counter()
+        self.new = 0
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))
+
+
+class Scheduler:
+    """Runs `engine` (a BatchEngine) in a thread of its own; see the module doc.
+
+    max_queue: requests waiting for a slot before submit raises QueueFullError.
+    prefill_chunk: prompt tokens prefilled per step (between decode steps)."""
+
+    TTFT_KEEP = 4096
+
+    def __init__(self, engine: BatchEngine, max_queue: int = 64, prefill_chunk: int = 256):
+        self.engine = engine
+        self.seq_len = engine.config.seq_len
+        self.slots = [_Slot(i) for i in range(engine.n_seqs)]
+        self.max_queue = max_queue
+        self.prefill_chunk = max(1, prefill_chunk)
+        self.stats = SchedulerStats()
+        self._queue: collections.deque[Request] = collections.deque()
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="isaforge-scheduler",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- the caller's side -------------------------------------------------------------------
+
+    def submit(self, req: Request) -> None:
+        if not req.tokens:
+            raise ValueError("the prompt encodes to no tokens")
+        if len(req.tokens) >= self.seq_len + 1:
+            raise ValueError(f"the prompt is {len(req.tokens)} tokens, longer than the "
+                             f"context ({self.seq_len})")
+        with self._cv:
+            if self._stop:
+                raise QueueFullError("the server is shutting down")
+            if len(self._queue) >= self.max_queue:
+                self.stats.rejected += 1
+                raise QueueFullError(f"{len(self._queue)} requests are waiting (the queue "
+                                     f"holds {self.max_queue})")
+            self.stats.requests += 1
+            self._queue.append(req)
+            self._cv.notify()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    @property
+    def active(self) -> int:
+        return sum(s.req is not None for s in self.slots)
+
+    def idle(self) -> bool:
+        return not self._queue and self.active == 0
+
+    def close(self, timeout: float | None = None) -> None:
+        """Cancel everything, stop the thread."""
+        with self._cv:
+            self._stop = True
+            for r in self._queue:
+                r.cancel()
+            for s in self.slots:
+                if s.req:
+                    s.req.cancel()
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    # -- the scheduler thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop and not self._queue and self.active == 0:
+                    self._cv.wait()
+                if self._stop and not self._queue and self.active == 0:
+                    return
+                self._admit()
+            try:
+                self._step()
+            except Exception as e:  # an engine failure ends the requests it was running
+                for s in self.slots:
+                    if s.req is not None:
+                        self._finish(s, "error", f"{type(e).__name__}: {e}")
+
+    def _admit(self) -> None:
+        while self._queue:
+            req = self._queue[0]
+            if req.cancelled:
+                self._queue.popleft()
+                req.emit("done", "cancelled", None)
+                continue
+            free = [s for s in self.slots if s.req is None]
+            if not free:
+                return
+            self._queue.popleft()
+            slot = max(free, key=lambda s: (_common(s.cached, req.tokens), -s.idx))
+            self._start(slot, req)
+
+    def _start(self, slot: _Slot, req: Request) -> None:
+        k = _common(slot.cached, req.tokens[:-1])  # always run >= 1 token for its logits
+        slot.cached = slot.cached[:k]
+        slot.req, slot.todo, slot.pos, slot.new = req, list(req.tokens[k:]), k, 0
+        req.prompt_cached = k
+        slot.sampler = Sampler(req.temperature, req.top_p, req.seed, req.repeat_penalty,
+                               REPEAT_LAST_N)
+        slot.sampler.accept(req.tokens[-REPEAT_LAST_N:])
+        slot.counts = collections.Counter()
+        self.stats.prompt_tokens += len(req.tokens)
+
+    def _step(self) -> None:
+        for s in self.slots:  # cancellations free their slots first
+            if s.req is not None and s.req.cancelled:
+                self._finish(s, "done", "cancelled")
+        prefilling = [s for s in self.slots if s.req is not None and s.todo]
+        if prefilling:  # one chunk of the request that has waited longest
+            s = min(prefilling, key=lambda s: s.req.submitted)
+            chunk = s.todo[:self.prefill_chunk]
+            t0 = time.perf_counter()
+            logits = self.engine.prefill_seq(s.idx, chunk, s.pos)
+            self.stats.prefill_s += time.perf_counter() - t0
+            self.stats.prefill_tokens += len(chunk)
+            s.cached += chunk
+            s.pos += len(chunk)
+            del s.todo[:len(chunk)]
+            if not s.todo:
+                self._sampled(s, logits)
+        rows = [s for s in self.slots if s.req is not None and not s.todo and s.new > 0]
+        if not rows:
+            return
+        t0 = time.perf_counter()
+        out = self.engine.decode_batch([s.idx for s in rows], [s.last for s in rows],
+                                       [s.pos for s in rows])
+        self.stats.decode_s += time.perf_counter() - t0
+        self.stats.decode_steps += 1
+        self.stats.decode_rows += len(rows)
+        for s, logits in zip(rows, out, strict=True):
+            s.cached.append(s.last)
+            s.pos += 1
+            self._sampled(s, logits)
+
+    def _sampled(self, s: _Slot, logits: np.ndarray) -> None:
+        """Sample the next token of slot s from `logits` and tell its request."""
+        req = s.req
+        if req.cancelled:
+            self._finish(s, "done", "cancelled")
+            return
+        buf = logits
+        if req.frequency_penalty or req.presence_penalty:
+            buf = logits.copy()
+            for tok, n in s.counts.items():  # OpenAI's: over the tokens generated so far
+                buf[tok] -= np.float32(n * req.frequency_penalty + req.presence_penalty)
+        window = list(s.sampler.history) if req.logprobs is not None else None
+        tok = s.sampler.sample(buf)
+        if s.new == 0:
+            req.first_token_s = time.perf_counter() - req.submitted
+            ttft = self.stats.ttft
+            ttft.append(req.first_token_s)
+            self.stats.ttft_count += 1
+            if len(ttft) > self.TTFT_KEEP:
+                del ttft[:len(ttft) - self.TTFT_KEEP]
+        s.new += 1
+        s.counts[tok] += 1
+        self.stats.generated_tokens += 1
+        if tok in req.stop_ids:
+            self._finish(s, "done", "stop")
+            return
+        lp = None
+        if req.logprobs is not None:  # of the distribution sampled from (penalties applied)
+            ls = _log_softmax(_repeat_penalized(buf, req.repeat_penalty, window))
+            top = []
+            if req.logprobs > 0:
+                k = min(req.logprobs, ls.size)
+                idx = np.argpartition(-ls, k - 1)[:k]
+                idx = idx[np.lexsort((idx, -ls[idx]))]
+                top = [(int(i), float(ls[i])) for i in idx]
+            lp = (float(ls[tok]), top)
+        req.emit("token", tok, lp)
+        s.last = tok
+        if s.new >= req.max_new or s.pos >= self.seq_len:
+            self._finish(s, "done", "length")
+
+    def _finish(self, s: _Slot, kind: str, value) -> None:
+        req, s.req, s.todo, s.sampler = s.req, None, [], None  # s.cached: what ran
+        req.emit(kind, value, None)
+        with self._cv:
+            self._cv.notify()
+
+
+def _repeat_penalized(logits: np.ndarray, penalty: float, window) -> np.ndarray:
+    """logits with the repetition penalty as the Sampler applies it over `window` (the
+    tokens it had seen before sampling)."""
+    if penalty == 1.0 or not window:
+        return logits
+    buf = np.array(logits, dtype=np.float32, copy=True)
+    ids = np.fromiter(set(window), dtype=np.int64)
+    ids = ids[(ids >= 0) & (ids < buf.size)]
+    v = buf[ids]
+    pen = np.float32(penalty)
+    buf[ids] = np.where(v > 0, v / pen, v * pen)
+    return buf
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    k = 0
+    while k < n and a[k] == b[k]:
+        k += 1
+    return k

@@ -1,0 +1,424 @@
+"""The OpenAI-compatible HTTP app (Starlette): /v1/chat/completions, /v1/completions (SSE
+streaming ending in [DONE], or one JSON body), /v1/models, /health, /metrics.
+
+Each request is checked (protocol.py), tokenized off the event loop, and handed to the
+Backend's Scheduler as `n` Requests whose tokens come back through the loop; text is decoded
+incrementally (never splitting a UTF-8 character) and cut before any stop string, of which
+nothing is ever sent. A client that goes away cancels its requests, which frees their slots
+at the next step."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..runtime.batch import QueueFullError
+from ..text.stream import StopMatcher, StreamDecoder
+from .metrics import Metrics
+from .protocol import APIError, bad, parse_chat, parse_completion
+
+DEFAULT_MAX_BODY = 4 << 20  # bytes
+RETRY_AFTER_S = 1
+
+
+def error_response(e: APIError) -> JSONResponse:
+    return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
+
+
+class _Choice:
+    """One choice's text: tokens in, text pieces out (stop strings cut), logprobs kept."""
+
+    def __init__(self, backend, index: int, prev: int, stop, logprobs: int | None):
+        self.tok = backend.tokenizer
+        self.index = index
+        self.dec = StreamDecoder(self.tok, prev)
+        self.stop = StopMatcher(stop)
+        self.prev = prev
+        self.want_lp = logprobs is not None
+        self.lp: list[dict] = []  # per token: token text, logprob, top
+        self.lp_sent = 0
+        self.text: list[str] = []
+        self.tokens = 0
+        self.finish: str | None = None
+        self.req = None
+
+    def _piece(self, t: int) -> str:
+        return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
+
+    def token(self, t: int, lp) -> str:
+        """The text this token releases ("" while held back)."""
+        self.tokens += 1
+        if self.want_lp and lp is not None:
+            chosen, top = lp
+            self.lp.append({"token": self._piece(t), "logprob": chosen,
+                            "top": [(self._piece(i), v) for i, v in top]})
+        self.prev = t
+        out, stopped = self.stop.feed(self.dec.feed(t))
+        if stopped:
+            self.finish = "stop"
+            self.req.cancel()
+        self.text.append(out)
+        return out
+
+    def done(self, reason: str) -> str:
+        """The held-back tail at the end (none after a stop string)."""
+        if self.finish is None:
+            self.finish = "stop" if reason == "stop" else "length"
+        if self.stop.stopped:
+            return ""
+        out, stopped = self.stop.feed(self.dec.flush())
+        if stopped:
+            self.finish = "stop"
+        else:
+            out += self.stop.flush()
+        self.text.append(out)
+        return out
+
+    def new_logprobs(self) -> list[dict]:
+        out, self.lp_sent = self.lp[self.lp_sent:], len(self.lp)
+        return out
+
+
+def _chat_lp(entries: list[dict]) -> dict:
+    def one(tok: str, lp: float) -> dict:
+        return {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}
+    return {"content": [{**one(e["token"], e["logprob"]),
+                         "top_logprobs": [one(t, v) for t, v in e["top"]]} for e in entries]}
+
+
+def _text_lp(entries: list[dict], offset: int) -> dict:
+    offsets, pos = [], offset
+    for e in entries:
+        offsets.append(pos)
+        pos += len(e["token"])
+    return {"tokens": [e["token"] for e in entries],
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [dict(e["top"]) for e in entries], "text_offset": offsets}
+
+
+class SSEResponse(Response):
+    """Server-sent events from an async generator of dicts (then "data: [DONE]"); a client that
+    disconnects calls on_disconnect (which cancels its requests)."""
+
+    def __init__(self, events, on_disconnect):
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
+                            (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        self.events, self.on_disconnect = events, on_disconnect
+
+    async def __call__(self, scope, receive, send):
+        async def watch():
+            while True:
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    self.on_disconnect()
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": self.raw_headers})
+            async for ev in self.events:
+                data = ev if isinstance(ev, str) else json.dumps(ev, ensure_ascii=False)
+                await send({"type": "http.response.body",
+                            "body": f"data: {data}\n\n".encode(), "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # the client went away while we wrote
+            self.on_disconnect()
+        finally:
+            watcher.cancel()
+            self.on_disconnect()  # idempotent: whatever is left is cancelled
+            await self.events.aclose()
+
+
+class Server:
+    def __init__(self, backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY):
+        self.backend = backend
+        self.api_key = api_key
+        self.max_body = max_body
+        self.metrics = Metrics(backend.scheduler)
+        self.draining = False
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _auth(self, request: Request) -> None:
+        if not self.api_key:
+            return
+        h = request.headers.get("authorization", "")
+        scheme, _, token = h.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(),
+                                                                 self.api_key.encode()):
+            raise APIError(401, "Missing or invalid API key (send Authorization: Bearer KEY)",
+                           type="authentication_error", code="invalid_api_key",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+    async def _body(self, request: Request) -> dict:
+        n = request.headers.get("content-length")
+        if n is not None and n.isdigit() and int(n) > self.max_body:
+            raise APIError(413, f"request body of {n} bytes exceeds the limit of "
+                                f"{self.max_body} bytes", code="request_too_large")
+        chunks, size = [], 0
+        async for c in request.stream():
+            size += len(c)
+            if size > self.max_body:
+                raise APIError(413, f"request body exceeds the limit of {self.max_body} bytes",
+                               code="request_too_large")
+            chunks.append(c)
+        try:
+            body = json.loads(b"".join(chunks))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise APIError(400, f"the body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise APIError(400, "the body must be a JSON object")
+        return body
+
+    def _model(self, body: dict) -> str:
+        m = body.get("model")
+        if m is None:
+            return self.backend.name
+        if not isinstance(m, str) or not self.backend.accepts(m):
+            raise APIError(404, f"The model {json.dumps(m)} does not exist (this server runs "
+                                f"{json.dumps(self.backend.name)})", param="model",
+                           code="model_not_found")
+        return m
+
+    def _budget(self, n_prompt: int, params, prompt_field: str) -> int:
+        ctx = self.backend.ctx
+        if n_prompt >= ctx:
+            raise bad(prompt_field, f"the prompt is {n_prompt} tokens; the context holds {ctx} "
+                                    "(no room to generate)")
+        room = ctx - n_prompt
+        if params.max_tokens is None:
+            return room
+        if params.max_tokens > room:
+            raise bad("max_tokens", f"max_tokens is {params.max_tokens}, but the prompt is "
+                                    f"{n_prompt} tokens and the context holds {ctx}: at most "
+                                    f"{room} can be generated")
+        return params.max_tokens
+
+    # -- endpoints -----------------------------------------------------------------------------
+
+    async def chat(self, request: Request):
+        return await self._generate(request, chat=True)
+
+    async def completions(self, request: Request):
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: Request, chat: bool):
+        endpoint = "chat" if chat else "completions"
+        try:
+            self._auth(request)
+            if self.draining:
+                raise APIError(503, "the server is shutting down", type="server_error")
+            body = await self._body(request)
+            model = self._model(body)
+            if chat:
+                messages, tools, params = parse_chat(body)
+                try:
+                    tokens = await run_in_threadpool(self.backend.chat_tokens, messages, tools)
+                except ValueError as e:
+                    raise bad("messages", str(e)) from None
+            else:
+                prompt, params = parse_completion(body)
+                if isinstance(prompt, list):
+                    v = self.backend.loaded.config.vocab_size
+                    if not all(0 <= t < v for t in prompt):
+                        raise bad("prompt", f"token ids must be in [0, {v})")
+                    tokens = prompt
+                else:
+                    tokens = await run_in_threadpool(self.backend.encode, prompt)
+                if not tokens:
+                    raise bad("prompt", "the prompt encodes to no tokens")
+            max_new = self._budget(len(tokens), params, "messages" if chat else "prompt")
+            resp = await self._run(request, chat, model, tokens, max_new, params)
+            self.metrics.request(endpoint, 200)
+            return resp
+        except APIError as e:
+            self.metrics.request(endpoint, e.status)
+            return error_response(e)
+
+    async def _run(self, request, chat, model, tokens, max_new, params):
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
+                   for i in range(params.n)]
+
+        def emitter(i):
+            def emit(kind, value, extra):
+                loop.call_soon_threadsafe(queue.put_nowait, (i, kind, value, extra))
+            return emit
+
+        reqs = [self.backend.request(tokens, max_new, params, emitter(i), seed_offset=i)
+                for i in range(params.n)]
+        for c, r in zip(choices, reqs, strict=True):
+            c.req = r
+        try:
+            for r in reqs:
+                self.backend.scheduler.submit(r)
+        except QueueFullError as e:
+            for r in reqs:
+                r.cancel()
+            raise APIError(429, f"The server is busy: {e}; retry later", type="rate_limit_error",
+                           code="queue_full", headers={"Retry-After": str(RETRY_AFTER_S)}
+                           ) from None
+        ids = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        created = int(time.time())
+        obj = "chat.completion" if chat else "text_completion"
+
+        def cancel_all():
+            for r in reqs:
+                r.cancel()
+
+        def usage():
+            done = sum(c.tokens for c in choices)
+            return {"prompt_tokens": len(tokens), "completion_tokens": done,
+                    "total_tokens": len(tokens) + done}
+
+        async def events():
+            """(index, piece, finished) as they come; ends when every choice is done."""
+            left = len(reqs)
+            while left:
+                i, kind, value, extra = await queue.get()
+                c = choices[i]
+                if kind == "token":
+                    yield i, c.token(value, extra), False
+                elif kind == "error":
+                    raise RuntimeError(value)
+                else:
+                    left -= 1
+                    yield i, c.done(value), True
+
+        if params.stream:
+            return SSEResponse(self._stream(events(), chat, choices, ids, created, model, obj,
+                                            params, usage), cancel_all)
+        # one JSON body: wait for every choice, watching for the client leaving
+        gen = events()
+        try:
+            while True:
+                nxt = asyncio.ensure_future(gen.__anext__())
+                while not nxt.done():
+                    await asyncio.wait([nxt], timeout=0.5)
+                    if not nxt.done() and await request.is_disconnected():
+                        cancel_all()
+                try:
+                    nxt.result()
+                except StopAsyncIteration:
+                    break
+        except RuntimeError as e:
+            raise APIError(500, f"generation failed: {e}", type="server_error") from None
+        finally:
+            cancel_all()
+        out = []
+        for c in choices:
+            text = "".join(c.text)
+            if chat:
+                ch = {"index": c.index, "message": {"role": "assistant", "content": text},
+                      "logprobs": _chat_lp(c.lp) if c.want_lp else None,
+                      "finish_reason": c.finish}
+            else:
+                ch = {"index": c.index, "text": text,
+                      "logprobs": _text_lp(c.lp, 0) if c.want_lp else None,
+                      "finish_reason": c.finish}
+            out.append(ch)
+        return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
+                             "system_fingerprint": None, "choices": out, "usage": usage()})
+
+    async def _stream(self, events, chat, choices, ids, created, model, obj, params, usage):
+        def chunk(chs, **extra):
+            return {"id": ids, "object": obj + (".chunk" if chat else ""), "created": created,
+                    "model": model, "system_fingerprint": None, "choices": chs, **extra}
+
+        offsets = [0] * len(choices)
+        try:
+            if chat:
+                yield chunk([{"index": c.index, "delta": {"role": "assistant", "content": ""},
+                              "logprobs": None, "finish_reason": None} for c in choices])
+            async for i, piece, finished in events:
+                c = choices[i]
+                if not piece and not finished:
+                    continue
+                lp = c.new_logprobs() if c.want_lp else None
+                if piece:
+                    if chat:
+                        ch = {"index": i, "delta": {"content": piece},
+                              "logprobs": _chat_lp(lp) if lp is not None else None,
+                              "finish_reason": None}
+                    else:
+                        ch = {"index": i, "text": piece,
+                              "logprobs": _text_lp(lp, offsets[i]) if lp is not None else None,
+                              "finish_reason": None}
+                    offsets[i] += len(piece)
+                    yield chunk([ch])
+                if finished:
+                    if chat:
+                        ch = {"index": i, "delta": {}, "logprobs": None,
+                              "finish_reason": c.finish}
+                    else:
+                        ch = {"index": i, "text": "", "logprobs": None, "finish_reason": c.finish}
+                    yield chunk([ch])
+            if params.include_usage:
+                yield chunk([], usage=usage())
+        except RuntimeError as e:
+            yield {"error": {"message": f"generation failed: {e}", "type": "server_error",
+                             "param": None, "code": None}}
+        yield "[DONE]"
+
+    async def models(self, request: Request):
+        try:
+            self._auth(request)
+        except APIError as e:
+            return error_response(e)
+        b = self.backend
+        return JSONResponse({"object": "list", "data": [
+            {"id": b.name, "object": "model", "created": 0, "owned_by": "isaforge",
+             "context_length": b.ctx, "parallel": b.parallel}]})
+
+    async def health(self, request: Request):
+        s = self.backend.scheduler
+        status = "draining" if self.draining else "ok"
+        return JSONResponse({"status": status, "slots": self.backend.parallel,
+                             "active": s.active, "queued": s.queue_depth},
+                            status_code=503 if self.draining else 200)
+
+    async def prometheus(self, request: Request):
+        return PlainTextResponse(self.metrics.render(),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY
+               ) -> Starlette:
+    """The ASGI app over `backend` (serve.backend.Backend)."""
+    srv = Server(backend, api_key, max_body)
+
+    async def http_error(request, exc: HTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return JSONResponse({"error": {"message": f"{exc.detail}: {request.method} "
+                                                  f"{request.url.path}",
+                                       "type": "invalid_request_error", "param": None,
+                                       "code": code}}, status_code=exc.status_code)
+
+    async def server_error(request, exc: Exception):  # a bug: one request fails, not the server
+        return JSONResponse({"error": {"message": f"internal error: {type(exc).__name__}: "
+                                                  f"{exc}", "type": "server_error",
+                                       "param": None, "code": None}}, status_code=500)
+
+    app = Starlette(routes=[
+        Route("/v1/chat/completions", srv.chat, methods=["POST"]),
+        Route("/v1/completions", srv.completions, methods=["POST"]),
+        Route("/v1/models", srv.models, methods=["GET"]),
+        Route("/health", srv.health, methods=["GET"]),
+        Route("/metrics", srv.prometheus, methods=["GET"]),
+    ], exception_handlers={HTTPException: http_error, Exception: server_error})
+    app.state.server = srv
+    return app

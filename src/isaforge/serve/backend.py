@@ -1,0 +1,102 @@
+"""The model a server runs: file, tokenizer, chat template and profile, and the Scheduler over
+a BatchEngine with `parallel` sequence slots of `ctx` positions each. No other state is kept
+between requests (each slot's cached prefix only), so replicas scale behind a load balancer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..formats import read_any, with_context
+from ..runtime.batch import BatchEngine, Request, Scheduler
+from ..runtime.profile import profile_for
+from ..text.chat import chat_tokens, render_chat
+from ..text.load import tokenizer_for
+
+
+class Backend:
+    def __init__(self, path: str | os.PathLike | None = None, parallel: int = 4,
+                 ctx: int | None = None, threads: int | None = None, max_queue: int = 64,
+                 tokenizer: str | None = None, kernel: str | None = None,
+                 kv_cache: str = "f32", ubatch: int = 0, prefill_chunk: int = 256,
+                 name: str | None = None):
+        if path is None:
+            from ..pull import ensure_model
+
+            path = ensure_model()
+        if parallel < 1:
+            raise ValueError(f"--parallel must be >= 1, got {parallel}")
+        self.loaded = with_context(read_any(path, "q8"), ctx)
+        self.tokenizer = tokenizer_for(self.loaded, tokenizer)
+        self.template = self.tokenizer.chat_template if hasattr(self.tokenizer,
+                                                                 "chat_template") else None
+        self.template = self.template or self.loaded.metadata.get("tokenizer.chat_template")
+        self.profile = profile_for(self.tokenizer, self.template)
+        self.engine = BatchEngine(self.loaded, parallel, threads, ubatch=ubatch,
+                                  kv_cache=kv_cache, kernel=kernel)
+        self.scheduler = Scheduler(self.engine, max_queue=max_queue,
+                                   prefill_chunk=prefill_chunk)
+        self.ctx = self.loaded.config.seq_len
+        self.parallel = parallel
+        p = Path(self.loaded.path)
+        self.name = name or (p.name if p.is_dir() else p.stem)
+        self._typed: bool | None = None  # whether the template renders content lists
+
+    def accepts(self, model: str) -> bool:
+        """Whether a request's "model" names this one (its name, file name or path)."""
+        p = Path(self.loaded.path)
+        return model in (self.name, p.name, str(p), str(self.loaded.path))
+
+    def chat_tokens(self, messages, tools=None) -> list[int]:
+        """Token ids of a conversation. Content lists reach the template as lists when it
+        renders them (as transformers passes them); a template that cannot (it concatenates
+        content as a string, like SmolLM2's) gets each list's text parts joined by newlines
+        and "" for a tool-calling turn's null content, as llama.cpp's server does."""
+        if not self.template:
+            raise ValueError(f"{self.name} has no chat template; use /v1/completions")
+        extra = {"tools": tools} if tools else {}
+        if not self._typed_content():
+            messages = [_flatten(m) for m in messages]
+        return chat_tokens(self.tokenizer, self.template, messages, **extra)
+
+    def _typed_content(self) -> bool:
+        if self._typed is None:
+            probe = "\ue000probe\ue001"
+            try:
+                text = render_chat(self.template, [{"role": "user", "content": [
+                    {"type": "text", "text": probe}]}], bos_token="", eos_token="")
+                self._typed = probe in text
+            except ValueError:
+                self._typed = False
+        return self._typed
+
+    def encode(self, prompt: str) -> list[int]:
+        return self.tokenizer.encode(prompt, bos=self.profile.add_bos, special=True)
+
+    def request(self, tokens: list[int], max_new: int, params, emit, seed_offset: int = 0
+                ) -> Request:
+        pr = self.profile
+        seed = None if params.seed is None else params.seed + seed_offset
+        return Request(
+            tokens=tokens, max_new=max_new, emit=emit,
+            temperature=pr.temperature if params.temperature is None else params.temperature,
+            top_p=pr.top_p if params.top_p is None else params.top_p,
+            seed=seed if seed is None or seed > 0 else seed + 2 ** 32,  # run.c: <= 0 is "clock"
+            repeat_penalty=(pr.repeat_penalty if params.repeat_penalty is None
+                            else params.repeat_penalty),
+            frequency_penalty=params.frequency_penalty,
+            presence_penalty=params.presence_penalty,
+            stop_ids=tuple(pr.stop_ids), logprobs=params.logprobs)
+
+    def close(self) -> None:
+        self.scheduler.close(timeout=30)
+
+
+def _flatten(m):
+    c = m.get("content") if isinstance(m, dict) else None
+    if isinstance(c, list) and all(isinstance(p, dict) and p.get("type") == "text" and
+                                   isinstance(p.get("text"), str) for p in c):
+        return {**m, "content": "\n".join(p["text"] for p in c)}
+    if isinstance(m, dict) and c is None and m.get("tool_calls"):
+        return {**m, "content": ""}  # a tool-calling turn: the template wants a string
+    return m

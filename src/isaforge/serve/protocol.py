@@ -1,0 +1,206 @@
+"""OpenAI's request fields, checked: every bad field is an APIError naming it (400, OpenAI's
+error JSON shape), never a traceback. `parse_chat` / `parse_completion` turn a JSON body into
+a `Params` (what to sample and where to stop) plus the prompt."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+MAX_STOP = 16  # stop strings per request (OpenAI allows 4)
+MAX_N = 16  # choices per request
+MAX_TOP_LOGPROBS = 20
+
+
+class APIError(Exception):
+    """An error response: HTTP status, OpenAI's {"error": {message, type, param, code}}."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error",
+                 param: str | None = None, code: str | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.param, self.code = (
+            status, message, type, param, code)
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+
+
+def bad(param: str, message: str) -> APIError:
+    return APIError(400, message, param=param)
+
+
+@dataclass
+class Params:
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    seed: int | None
+    stop: tuple[str, ...]
+    stream: bool
+    include_usage: bool
+    logprobs: int | None  # None: off; k: the chosen token's and the top k
+    n: int
+    frequency_penalty: float
+    presence_penalty: float
+    repeat_penalty: float | None
+    echo: bool = False
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
+def _num(body: dict, name: str, lo: float, hi: float, default=None):
+    v = body.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
+        raise bad(name, f"'{name}' must be a number, got {json.dumps(v)}")
+    if not lo <= v <= hi:
+        raise bad(name, f"'{name}' must be between {lo:g} and {hi:g}, got {v}")
+    return float(v)
+
+
+def _int(body: dict, name: str, lo: int, hi: int | None = None, default=None):
+    v = body.get(name)
+    if v is None:
+        return default
+    if not _is_int(v):
+        raise bad(name, f"'{name}' must be an integer, got {json.dumps(v)}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise bad(name, f"'{name}' must be {rng}, got {v}")
+    return int(v)
+
+
+def _bool(body: dict, name: str, default: bool = False) -> bool:
+    v = body.get(name)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise bad(name, f"'{name}' must be a boolean, got {json.dumps(v)}")
+    return v
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    v = body.get("stop")
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise bad("stop", "'stop' must be a string or a list of strings")
+    if len(v) > MAX_STOP:
+        raise bad("stop", f"'stop' may hold at most {MAX_STOP} strings, got {len(v)}")
+    return tuple(s for s in v if s)
+
+
+UNSUPPORTED = {  # fields refused rather than silently ignored
+    "logit_bias": "logit_bias is not supported",
+    "response_format": "response_format (JSON mode, structured output) is not supported",
+    "tool_choice": None, "parallel_tool_calls": None,  # accepted: the template sees the tools
+    "best_of": "best_of is not supported",
+    "suffix": "suffix (insertion) is not supported",
+    "audio": "audio output is not supported",
+    "modalities": None,
+}
+
+
+def _common(body: dict, chat: bool) -> Params:
+    for name, why in UNSUPPORTED.items():
+        if why and body.get(name) not in (None, {}, [], {"type": "text"}):
+            raise bad(name, why)
+    max_tokens = _int(body, "max_tokens", 1)
+    if chat and body.get("max_completion_tokens") is not None:
+        mct = _int(body, "max_completion_tokens", 1)
+        if max_tokens is not None and mct != max_tokens:
+            raise bad("max_completion_tokens", "'max_tokens' and 'max_completion_tokens' differ")
+        max_tokens = mct
+    stream = _bool(body, "stream")
+    so = body.get("stream_options")
+    include_usage = False
+    if so is not None:
+        if not isinstance(so, dict):
+            raise bad("stream_options", "'stream_options' must be an object")
+        if not stream:
+            raise bad("stream_options", "'stream_options' is only allowed with stream: true")
+        include_usage = _bool(so, "include_usage")
+    if chat:
+        logprobs = None
+        if _bool(body, "logprobs"):
+            logprobs = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS, default=0)
+        elif body.get("top_logprobs") is not None:
+            raise bad("top_logprobs", "'top_logprobs' needs 'logprobs': true")
+    else:
+        logprobs = _int(body, "logprobs", 0, MAX_TOP_LOGPROBS)
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise bad("seed", f"'seed' must be an integer, got {json.dumps(seed)}")
+    return Params(
+        max_tokens=max_tokens,
+        temperature=_num(body, "temperature", 0.0, 2.0),
+        top_p=_num(body, "top_p", 0.0, 1.0),
+        seed=None if seed is None else int(seed),
+        stop=_stop(body),
+        stream=stream,
+        include_usage=include_usage,
+        logprobs=logprobs,
+        n=_int(body, "n", 1, MAX_N, default=1),
+        frequency_penalty=_num(body, "frequency_penalty", -2.0, 2.0, default=0.0),
+        presence_penalty=_num(body, "presence_penalty", -2.0, 2.0, default=0.0),
+        repeat_penalty=_num(body, "repeat_penalty", 1e-6, 10.0),  # llama.cpp's extension
+        echo=_bool(body, "echo") if not chat else False,
+    )
+
+
+def parse_chat(body: dict) -> tuple[list, list | None, Params]:
+    """(messages, tools, params) of a /v1/chat/completions body."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise bad("messages", "'messages' must be a non-empty list of messages")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise bad("tools", "'tools' must be a list of objects")
+        tools = tools or None
+    return [_message(m, i) for i, m in enumerate(msgs)], tools, _common(body, chat=True)
+
+
+def _message(m, i: int) -> dict:
+    """A message as the template sees it: OpenAI's tool-call arguments (a JSON string) parsed
+    into an object, as templates expect (and as llama.cpp's server does)."""
+    if not isinstance(m, dict):
+        raise bad(f"messages[{i}]", f"messages[{i}] must be an object")
+    calls = m.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        out = []
+        for c in calls:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                try:
+                    fn = {**fn, "arguments": json.loads(fn["arguments"])}
+                except ValueError:
+                    pass  # left as the string it is
+                c = {**c, "function": fn}
+            out.append(c)
+        m = {**m, "tool_calls": out}
+    return m
+
+
+def parse_completion(body: dict) -> tuple[str | list[int], Params]:
+    """(prompt, params) of a /v1/completions body: the prompt a string, a one-string list or
+    a list of token ids."""
+    p = body.get("prompt")
+    if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
+        p = p[0]
+    if isinstance(p, list) and p and all(_is_int(t) for t in p):
+        p = [int(t) for t in p]
+    elif not isinstance(p, str):
+        raise bad("prompt", "'prompt' must be a string or a list of token ids (one prompt per "
+                            "request)")
+    return p, _common(body, chat=False)
