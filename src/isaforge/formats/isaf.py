@@ -113,6 +113,10 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
     """Write `loaded` (all matrices Q8 with one group size, or all float32) as a .isaf file.
     `metadata` (default: the tokenizer/general keys of loaded.metadata) goes into the header."""
     c, w = loaded.config, loaded.weights
+    if w.vectors or w.rope_freqs is not None or any(getattr(c, f) for f in _LAYER_FIELDS):
+        raise ValueError(f"{loaded.path}: .isaf files hold Llama layers only; this model's "
+                         "layer description (norms, biases, head_dim, activation, RoPE "
+                         "variant, windows or scales) is not stored yet")
     mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(c.n_layers) for n in MATS]
     q8 = isinstance(mats[0][1], Q8Tensor)
     gs = mats[0][1].group_size if q8 else 0
@@ -189,19 +193,26 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
 # reading
 
 
+# Config fields of the layer description (types.Config after sliding_window/n_sinks)
+_LAYER_FIELDS = ("head_dim", "act", "rope_neox", "swa_pattern", "rope_theta_swa", "embed_scale",
+                 "attn_scale", "logit_softcap")
+
+
 def _config_from(path, d) -> Config:
     if not isinstance(d, dict):
         raise _fail(path, "metadata 'config' is missing or not an object")
     kw = {}
     for f in fields(Config):
         if f.name not in d:
+            if f.name in _LAYER_FIELDS:  # files from before the layer description: Llama's
+                continue
             raise _fail(path, f"metadata config lacks {f.name!r}")
         v = d[f.name]
         if f.name == "shared_classifier":
             ok = isinstance(v, bool)
-        elif f.name in ("rope_theta", "norm_eps"):
+        elif isinstance(f.default, float):
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-                and v > 0
+                and (v > 0 if f.name in ("rope_theta", "norm_eps") else v >= 0)
         else:
             ok = isinstance(v, int) and not isinstance(v, bool)
         if not ok:
