@@ -38,38 +38,9 @@
 #define IF_HADAMARD_ARGS \
     float *y, const float *x, const float *signs, size_t K, size_t kpad, size_t gs
 
-/* The descriptors, by op (each defined in the kernel's file). */
-extern const if_q8_gemv_kernel if_k_q8_gemv_1x1_scalar;
-extern const if_q8_gemm_kernel if_k_q8_gemm_1x1_scalar;
-extern const if_quantize_kernel if_k_q8_quantize_1x1_scalar;
-extern const if_f32_gemv_kernel if_k_f32_gemv_1x1_scalar;
-extern const if_attn_kernel if_k_f32_attn_16x64_scalar;
-extern const if_swiglu_kernel if_k_f32_swiglu_1x1_scalar, if_k_f32_geglu_1x1_scalar;
-extern const if_q4_gemv_kernel if_k_q4_gemv_1x1_scalar;
-extern const if_q4_gemm_kernel if_k_q4_gemm_1x1_scalar;
-extern const if_hadamard_kernel if_k_f32_hadamard_1x1_scalar;
-#if defined(IF_X86_TIERS)
-extern const if_q4_gemv_kernel if_k_q4_gemv_1x8_avx2;
-extern const if_q4_gemm_kernel if_k_q4_gemm_16x8_avx2;
-extern const if_hadamard_kernel if_k_f32_hadamard_1x1_avx2;
-extern const if_q8_gemv_kernel if_k_q8_gemv_1x8_avx2, if_k_q8_gemv_1x8_avx_vnni,
-    if_k_q8_gemv_1x1_avx512_vnni;
-extern const if_q8_gemm_kernel if_k_q8_gemm_4x16_avx2, if_k_q8_gemm_4x16_avx_vnni,
-    if_k_q8_gemm_4x32_avx512_vnni, if_k_q8_gemm_16x16_amx;
-extern const if_quantize_kernel if_k_q8_quantize_1x1_avx2, if_k_q8_quantize_1x1_avx512;
-extern const if_attn_kernel if_k_f32_attn_16x64_avx2, if_k_f32_attn_16x64_avx512,
-    if_k_i8_attn_16x64_amx;
-extern const if_swiglu_kernel if_k_f32_swiglu_1x1_avx2, if_k_f32_swiglu_1x1_avx512,
-    if_k_f32_geglu_1x1_avx2, if_k_f32_geglu_1x1_avx512;
-#endif
-#if defined(IF_ARM_TIERS)
-extern const if_q8_gemv_kernel if_k_q8_gemv_1x4_neon, if_k_q8_gemv_1x4_dotprod,
-    if_k_q8_gemv_1xvl_sme2;
-extern const if_q8_gemm_kernel if_k_q8_gemm_4x4_neon, if_k_q8_gemm_4x4_dotprod,
-    if_k_q8_gemm_2x4_i8mm, if_k_q8_gemm_vlxvl_sme2;
-extern const if_quantize_kernel if_k_q8_quantize_1x1_neon;
-extern const if_attn_kernel if_k_i8_attn_16x64_sme2;
-#endif
+/* The descriptors: every kernel file's if_k_<name>, declared from the files' names by
+ * csrc/manifest.py at configure time (nothing to add here for a new kernel). */
+#include "if_kernel_decls.h"
 
 /* Run functions. scalar tier: plain C, -O3, no -march (the baseline every other tier must
  * equal) */

@@ -25,37 +25,16 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(aarch64)
 
 cd "$ROOT"
-# The kernel core's sources and each ISA group's flags: csrc/sources.txt, the list CMakeLists.txt
-# reads. `flags GROUP ARCH FLAG...` defines a group (GROUP_ARCH_<group>, GROUP_FLAGS_<group>),
-# `zigflags GROUP FLAG...` its flags for zig cc (GROUP_ZIGFLAGS_<group>), `GROUP PATH` a source
-# (SOURCES, "GROUP PATH" in the manifest's order).
-SOURCES=()
-manifest_error() {
-    echo "build.sh: csrc/sources.txt: $1" >&2
+# The kernel core's sources and each ISA group's flags, as CMakeLists.txt gets them: from
+# csrc/manifest.py (csrc/sources.txt plus the kernel files found by name). It defines
+# GROUP_ARCH_<group>, GROUP_FLAGS_<group>, GROUP_ZIGFLAGS_<group> and SOURCES ("GROUP PATH"),
+# and writes the kernels' descriptor declarations (if_kernel_decls.h) into OUT/generated.
+manifest=$(python3 csrc/manifest.py --shell --header "$OUT/generated/if_kernel_decls.h") || {
+    echo "build.sh: csrc/manifest.py failed" >&2
     exit 2
 }
-while read -r -a f || [ ${#f[@]} -gt 0 ]; do
-    if [ ${#f[@]} -eq 0 ] || [[ ${f[0]} == \#* ]]; then continue; fi
-    case ${f[0]} in
-    flags | zigflags) group=${f[1]:-} ;;
-    *) group=${f[0]} ;;
-    esac
-    [[ $group =~ ^[a-z0-9_]+$ ]] && [ ${#f[@]} -ge 2 ] || manifest_error "bad line '${f[*]}'"
-    case ${f[0]} in
-    flags)
-        [[ ${f[2]:-} =~ ^(any|x86|arm)$ ]] || manifest_error "group $group: ARCH is not any/x86/arm"
-        eval "GROUP_ARCH_$group=\${f[2]}"
-        eval "GROUP_FLAGS_$group=\${f[*]:3}"
-        ;;
-    zigflags) eval "GROUP_ZIGFLAGS_$group=\${f[*]:2}" ;;
-    *)
-        eval "[ -n \"\${GROUP_ARCH_$group:-}\" ]" ||
-            manifest_error "group '$group' has no flags line before it"
-        SOURCES+=("$group ${f[1]}")
-        ;;
-    esac
-done <csrc/sources.txt
-CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include)
+eval "$manifest"
+CFLAGS=(-O3 -std=c11 -ffp-contract=off -fno-fast-math -Wall -Wextra -Icsrc/include "-I$OUT/generated")
 LIBS=(-lm -lpthread)
 
 zig_cc() {
