@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.engine import Engine
-from isaforge.formats.gguf import read_gguf, with_context
+from isaforge.formats import read_gguf, with_context
 from isaforge.reference import Reference
+from isaforge.runtime.engine import Engine
 from isaforge.settings import default_model_path
 
 PROMPTS = [

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import isaforge
-from isaforge.engine import Engine, select_kernel
+from isaforge.runtime.engine import Engine, select_kernel
 from isaforge.synthetic import SMOLLM2_135M, random_q8_model
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from isaforge import _bench, reference
-from isaforge.engine import KV_CACHE_TYPES, runtime_info
+from isaforge.runtime.engine import KV_CACHE_TYPES, runtime_info
 
 B, TQ = 64, 16  # IF_ATTN_KEY_BLOCK, IF_ATTN_Q_TILE
 
@@ -32,7 +32,7 @@ def attention_kernels() -> list[str]:
 
 
 def kernel_name(tier: str) -> str:
-    from isaforge.engine import select_kernel
+    from isaforge.runtime.engine import select_kernel
 
     select_kernel(tier)
     try:

@@ -261,8 +261,9 @@ def test_hf_folder_gives_the_gguf_logits(files, tmp_path, family):
 
 def _llamacpp_logits(path: Path) -> np.ndarray:
     llama_cpp = pytest.importorskip("llama_cpp")
+    # f32 KV cache (llama.cpp's default is f16, 1e-3 off), one token per eval
     llm = llama_cpp.Llama(str(path), n_ctx=128, n_batch=1, n_ubatch=1, logits_all=True,
-                          verbose=False, n_threads=1)
+                          verbose=False, n_threads=1, type_k=0, type_v=0)
     out = []
     for tok in TOKENS:
         llm.eval([tok])
@@ -270,11 +271,17 @@ def _llamacpp_logits(path: Path) -> np.ndarray:
     return np.array(out)
 
 
+# llama.cpp's bound per family: 1e-4 of the largest |logit|; gemma3 2e-3, as llama.cpp's CPU
+# GELU reads a float16 table (input and output rounded to float16: a float64 reference with that
+# table comes to within 5e-4 of llama.cpp on this model, the exact GELU to 7e-4)
+LLAMACPP_BOUND = {"gemma3": 2e-3, "qwen2": 1e-4, "qwen3": 1e-4, "llama3": 1e-4}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_logits_match_llamacpp(files, family):
-    """Within 1e-4 of llama.cpp's largest |logit| at positions 0..63: against the recorded
-    run (tests/data/llamacpp_tiny_families.npz, from scripts/record_family_logits.py) and
-    live where llama-cpp-python is installed."""
+    """Within LLAMACPP_BOUND of llama.cpp's largest |logit| at positions 0..63 (its f32 run,
+    f32 KV cache): against the recorded run (tests/data/llamacpp_tiny_families.npz, by
+    scripts/record_family_logits.py) and live where llama-cpp-python is installed."""
     rec = DATA / "llamacpp_tiny_families.npz"
     refs = []
     if rec.is_file():
@@ -289,7 +296,7 @@ def test_logits_match_llamacpp(files, family):
     got = logits(read_gguf(files[family], quant="f32"))
     for ref in refs:
         err = np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
-        assert err.max() < 1e-4, (family, err.max())
+        assert err.max() < LLAMACPP_BOUND[family], (family, err.max())
 
 
 # ---- bad input ----

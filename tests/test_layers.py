@@ -18,8 +18,7 @@ LAYERS = [
     ("quant", ["isaforge.quant"]),
     ("formats", ["isaforge.formats"]),
     ("text", ["isaforge.text"]),
-    ("runtime", ["isaforge.runtime", "isaforge.reference", "isaforge.synthetic",
-                 "isaforge.engine", "isaforge.generate"]),  # the last two: old import paths
+    ("runtime", ["isaforge.runtime", "isaforge.reference", "isaforge.synthetic"]),
     ("api", ["isaforge.model", "isaforge.pull", "isaforge.converter", "isaforge"]),
     ("front ends", ["isaforge.cli", "isaforge.__main__", "isaforge.bench", "isaforge.serve"]),
 ]

@@ -14,8 +14,8 @@ import pytest
 
 import isaforge
 from isaforge import _bench, _native, reference
-from isaforge.engine import Engine
 from isaforge.formats.llama2c import read_llama2c
+from isaforge.runtime.engine import Engine
 from isaforge.types import Q8Tensor
 
 
@@ -179,8 +179,9 @@ def test_the_core_exports_its_constants_and_python_mirrors_none():
     """The layer matrices' order, the dtypes and the KV cache types come from the C module
     (isaforge.h), and the readers, writers and the engine use those values."""
     from conftest import MATS
-    from isaforge import engine, types
+    from isaforge import types
     from isaforge.formats import isaf, llama2c
+    from isaforge.runtime import engine
 
     assert _native.LAYER_MATRICES == MATS  # llama2.c's order, as the files store it
     assert types.LAYER_MATRICES is _native.LAYER_MATRICES
@@ -209,6 +210,47 @@ def test_the_config_crosses_by_name():
         _native.kv_cache_bytes(dict(d, dim=0), 0, 0)
     with pytest.raises(TypeError, match="dict"):
         _native.kv_cache_bytes(tuple(d.values()), 0, 0)
+
+
+def test_row_major_matrices_go_one_by_one_while_packing(stories_q8, monkeypatch):
+    """The two copies of the weights never coexist: where decode reads the packed copy, each
+    in-memory row-major matrix is freed right after it is packed, before the next one is
+    (the C core calls back per matrix; weakrefs show which arrays are gone at each call)."""
+    import weakref
+
+    from isaforge.runtime import engine as engine_mod
+    from isaforge.types import LAYER_MATRICES
+
+    tiers = [t for t in ("avx2", "avx_vnni") if any(
+        i["name"] == t and i["supported"] for i in _native.info()["tiers"])]
+    if not tiers:
+        pytest.skip("no tier here decodes from the packed copy")
+    m = read_llama2c(stories_q8)
+    w = m.weights
+    for name in LAYER_MATRICES:  # in-memory copies, as a requantized GGUF's
+        getattr(w, name)[:] = [Q8Tensor(t.q.copy(), t.s, t.group_size) for t in getattr(w, name)]
+    w.wcls = Q8Tensor(w.wcls.q.copy(), w.wcls.s, w.wcls.group_size)
+    refs = [weakref.ref(getattr(w, name)[layer].q) for layer in range(m.config.n_layers)
+            for name in LAYER_MATRICES] + [weakref.ref(w.wcls.q)]
+    seen = []
+    make = engine_mod._releaser
+
+    def spying(*args):
+        released = make(*args)
+
+        def wrapped(idx):
+            released(idx)
+            seen.append((idx, [r() is None for r in refs]))
+        return wrapped
+
+    monkeypatch.setattr(engine_mod, "_releaser", spying)
+    eng = Engine(m, threads=1, kernel=tiers[0])
+    assert not eng._m.reads_rowmajor
+    assert [i for i, _ in seen] == list(range(len(refs)))
+    for idx, gone in seen:  # freed: this one and all before it; alive: all after it
+        assert gone == [j <= idx for j in range(len(refs))], idx
+    scalar = Engine(read_llama2c(stories_q8), threads=1, kernel="scalar")
+    assert np.array_equal(bits(eng.forward(403, 0)), bits(scalar.forward(403, 0)))
 
 
 def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):

@@ -11,8 +11,8 @@ import pytest
 
 import isaforge
 from conftest import REPO, c_compiler
-from isaforge.engine import Engine, runtime_info, select_kernel
 from isaforge.formats.llama2c import read_llama2c
+from isaforge.runtime.engine import Engine, runtime_info, select_kernel
 
 SUPPORTED = [t["name"] for t in runtime_info("auto")["tiers"] if t["supported"]]
 

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import REPO, cli
 from isaforge import _native
-from isaforge.engine import Engine, select_kernel
-from isaforge.generate import Sampler
+from isaforge.runtime.engine import Engine, select_kernel
+from isaforge.runtime.generate import Sampler
 from isaforge.synthetic import SMOLLM2_135M, random_q8_model
 
 SUPPORTED = [t["name"] for t in _native.info()["tiers"] if t["supported"]]

@@ -172,7 +172,7 @@ def _looks_like_model(arg: str) -> bool:
     from pathlib import Path
 
     return (arg.lower().endswith(MODEL_SUFFIXES) or arg.endswith(("/", "\\"))
-            or Path(arg).exists())
+            or Path(arg).exists() or registry_name(arg) is not None)
 
 
 def _split_run_args(a) -> tuple[str | None, str]:
@@ -184,6 +184,8 @@ def _split_run_args(a) -> tuple[str | None, str]:
     if len(pos) > 1:
         raise UsageError(f"isaforge run: too many arguments: {pos!r}; quote the prompt")
     if pos:
+    from .pull import registry_name
+
         if prompt is not None:
             raise UsageError("isaforge run: the prompt is given twice (positional and -i)")
         prompt = pos[0]

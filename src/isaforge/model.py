@@ -209,8 +209,9 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
          ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
     """Load a model (and its tokenizer) into a ready Model.
 
-    path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; None = the default model
-      (SmolLM2-135M-Instruct), pulled into the cache on first use.
+    path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; a known model's name
+      (`isaforge pull --list`) or file name; None = the default model (SmolLM2-135M-Instruct).
+      Known models are pulled into the cache on first use.
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
       their own tokenizer). kernel: force a kernel tier for this model ("scalar", ...; None:
       the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "q8" (default) or
@@ -227,5 +228,9 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
         from .pull import ensure_model
 
         path = ensure_model()
+    else:
+        from .pull import resolve_model
+
+        path = resolve_model(path)  # a registry name (gemma3-270m) or a cached model's file
     loaded = with_context(read_model(path, quant), ctx)
     return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache, kernel)

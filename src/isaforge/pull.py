@@ -306,6 +306,24 @@ def list_models() -> list[str]:
     return out
 
 
+def registry_name(arg: str | os.PathLike) -> str | None:
+    """The known model an argument names when it is no file or folder here: a registry name
+    (`gemma3-270m`) or a known model's file name (`gemma-3-270m-q4_k_m.gguf`); else None."""
+    text = os.fspath(arg)
+    if Path(text).exists() or os.sep in text or "/" in text:
+        return None
+    if text.lower() in MODELS:
+        return text.lower()
+    return next((n for n, spec in MODELS.items() if spec.filename == text), None)
+
+
+def resolve_model(arg: str | os.PathLike) -> str | os.PathLike | Path:
+    """A model argument as a path: a registry name or a known model's file name is the cached
+    file (pulled first when missing, as ensure_model); anything else is returned unchanged."""
+    name = registry_name(arg)
+    return arg if name is None else ensure_model(name)
+
+
 def ensure_model(name: str | None = None) -> Path:
     """The cached model's path, verified (see the module notes), pulling it first (with a note
     on stderr) if it is missing, the wrong size or corrupt."""
