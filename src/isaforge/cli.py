@@ -171,6 +171,8 @@ def _build_parser() -> argparse.ArgumentParser:
 def _looks_like_model(arg: str) -> bool:
     from pathlib import Path
 
+    from .pull import registry_name
+
     return (arg.lower().endswith(MODEL_SUFFIXES) or arg.endswith(("/", "\\"))
             or Path(arg).exists() or registry_name(arg) is not None)
 
@@ -184,8 +186,6 @@ def _split_run_args(a) -> tuple[str | None, str]:
     if len(pos) > 1:
         raise UsageError(f"isaforge run: too many arguments: {pos!r}; quote the prompt")
     if pos:
-    from .pull import registry_name
-
         if prompt is not None:
             raise UsageError("isaforge run: the prompt is given twice (positional and -i)")
         prompt = pos[0]
