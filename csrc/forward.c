@@ -58,7 +58,21 @@ struct if_model {
     void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
     float *ksc, *vsc;   /* (layer, cap, kv_dim / group) int8 scales, or NULL */
     size_t kv_bytes;
+    /* sequence slots: n_seqs KV caches, kv[seq * n_layers + l]; a prefill runs in slot `seq`;
+     * a batched decode step (if_model_decode_batch) gives each row its slot and position */
+    size_t n_seqs, seq;
+    const size_t *bseq, *bpos; /* (M) the batch rows' slots and positions, or NULL */
+    size_t *bseq_buf, *bpos_buf; /* (ub) their storage */
 };
+
+/* Layer l's cache of the slot row r runs in. */
+static const if_kv_layer *kv_of(const if_model *m, size_t l, size_t r) {
+    return &m->kv[(m->bseq ? m->bseq[r] : m->seq) * m->c.n_layers + l];
+}
+/* Position of row r of a chunk starting at pos0 (a batched step: the row's own). */
+static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
+    return m->bpos ? m->bpos[r] : pos0 + r;
+}
 
 #define ERR(...)                                               \
     do {                                                       \
@@ -234,6 +248,7 @@ typedef struct att_task_job {
     if_attn_job j;
     size_t M, tiles, per_group; /* per_group: tasks are (tile, kv group), else (row, head) */
     if_attn_fn attn;
+    size_t l; /* the layer (a batched step's rows read their own slots' caches) */
 } att_task_job;
 
 static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
@@ -242,7 +257,15 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     float *scratch = m->att + tid * m->att_n;
     const size_t n_kv = m->c.n_kv_heads, kv_mul = m->c.n_heads / n_kv, TQ = IF_ATTN_Q_TILE;
     for (size_t t = t0; t < t1; t++) {
-        if (a->per_group) {
+        if (m->bpos) { /* a batched decode step: (row, kv group), each row its own job */
+            size_t r = t / n_kv, g = t % n_kv;
+            if_attn_job j = a->j;
+            j.q += r * j.ldq;
+            j.out += r * j.ldo;
+            j.pos0 = m->bpos[r];
+            j.kv = kv_of(m, a->l, r);
+            a->attn(&j, 0, 1, g * kv_mul, (g + 1) * kv_mul, scratch);
+        } else if (a->per_group) {
             /* causal tiles grow in cost: tiles alternate from both ends (0, last, 1, last-1,
              * ...) so each thread's contiguous range of tasks gets a fair share */
             size_t i = t / n_kv, g = t % n_kv;
@@ -260,12 +283,19 @@ static void attention(if_model *m, size_t l, size_t pos0, size_t M, size_t windo
     const if_config *c = &m->c;
     att_task_job a = {m,
                       {m->q, m->xb, m->q_dim, m->q_dim, pos0, c->n_heads, c->n_kv_heads,
-                       m->head_size, window, window ? c->n_sinks : 0, &m->kv[l]},
-                      M, 0, 0, m->attn[M > 1]->run};
+                       m->head_size, window, window ? c->n_sinks : 0, kv_of(m, l, 0)},
+                      M, 0, 0, m->attn[M > 1 && !m->bpos]->run, l};
     size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
     a.tiles = tiles;
     a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
     size_t n = a.per_group ? tiles * c->n_kv_heads : M * c->n_heads;
+    if (m->bpos) { /* a batched step: (row, kv group) tasks, each row at its own position */
+        size_t most = 0;
+        for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
+        size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
+        run_tasks(m, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim);
+        return;
+    }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
     run_tasks(m, n, 1, att_task, &a, M * 2 * keys * m->q_dim);
 }
@@ -304,9 +334,9 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
     float *x = m->x;
     /* the angles depend on the position only: once per chunk, not per layer and head */
     for (size_t r = 0; r < M; r++) {
-        if_rope_angles(m->rope + r * hs, hs, pos0 + r, c->rope_theta, m->w.rope_freqs);
+        if_rope_angles(m->rope + r * hs, hs, pos_of(m, pos0, r), c->rope_theta, m->w.rope_freqs);
         if (m->rope_swa)
-            if_rope_angles(m->rope_swa + r * hs, hs, pos0 + r, c->rope_theta_swa,
+            if_rope_angles(m->rope_swa + r * hs, hs, pos_of(m, pos0, r), c->rope_theta_swa,
                            m->w.rope_freqs);
     }
     /* q *= attn_scale * sqrt(hs) before the kernels divide by sqrt(hs); not at the default */
@@ -340,8 +370,8 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
                                                                 hs, rope + r * hs);
             if (q_mul != 0.0f)
                 for (size_t i = 0; i < qd; i++) qr[i] *= q_mul;
-            if_kv_store(&m->kv[l], 0, pos0 + r, k + r * kv_dim);
-            if_kv_store(&m->kv[l], 1, pos0 + r, v + r * kv_dim);
+            if_kv_store(kv_of(m, l, r), 0, pos_of(m, pos0, r), k + r * kv_dim);
+            if_kv_store(kv_of(m, l, r), 1, pos_of(m, pos0, r), v + r * kv_dim);
         }
 
         attention(m, l, pos0, M, window);
@@ -435,6 +465,60 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
         }
     }
     if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
+    return IF_OK;
+}
+
+/* ---- sequence slots: prefill into one, decode many together ---- */
+
+size_t if_model_n_seqs(const if_model *m) { return m->n_seqs; }
+
+if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos0, float *logits, float *all_logits, char *err,
+                               size_t errlen) {
+    if (seq >= m->n_seqs) {
+        ERR("sequence slot %zu out of range [0, %zu)", seq, m->n_seqs);
+        return IF_EINVAL;
+    }
+    m->seq = seq;
+    if_status st = if_model_prefill(m, tokens, n, pos0, logits, all_logits, err, errlen);
+    m->seq = 0;
+    return st;
+}
+
+if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
+                                const size_t *seqs, const size_t *pos, float *logits, char *err,
+                                size_t errlen) {
+    if (n == 0 || !tokens || !seqs || !pos || !logits) {
+        ERR("a batched decode step needs n >= 1 rows and their tokens, slots, positions and "
+            "logits");
+        return IF_EINVAL;
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (seqs[r] >= m->n_seqs) {
+            ERR("row %zu: sequence slot %zu out of range [0, %zu)", r, seqs[r], m->n_seqs);
+            return IF_EINVAL;
+        }
+        if (!check_tokens(m, tokens + r, 1, pos[r], err, errlen)) return IF_EINVAL;
+        for (size_t q = 0; q < r; q++)
+            if (seqs[q] == seqs[r]) {
+                ERR("rows %zu and %zu both decode slot %zu", q, r, seqs[r]);
+                return IF_EINVAL;
+            }
+    }
+    const size_t vocab = m->c.vocab_size;
+    for (size_t start = 0; start < n; start += m->ub) {
+        size_t M = n - start < m->ub ? n - start : m->ub;
+        memcpy(m->bseq_buf, seqs + start, M * sizeof(size_t));
+        memcpy(m->bpos_buf, pos + start, M * sizeof(size_t));
+        m->bseq = m->bseq_buf;
+        m->bpos = m->bpos_buf;
+        embed(m, tokens + start, M);
+        run_layers(m, 0, M);
+        m->bseq = m->bpos = NULL;
+        matmul(m, logits + start * vocab, vocab, m->x, M, &m->w.wcls,
+               packed_of(m, n_cls_of(m)), 1);
+        softcap(m, logits + start * vocab, M * vocab);
+    }
     return IF_OK;
 }
 
@@ -570,7 +654,7 @@ static int alloc_cache(if_model *m, if_kv_type type) {
     const if_config *c = &m->c;
     size_t cap, group, el;
     kv_geometry(c, m->ub, type, &cap, &group, &el);
-    size_t n = c->n_layers * cap * m->kv_dim; /* overflow checked by the caller */
+    size_t n = m->n_seqs * c->n_layers * cap * m->kv_dim; /* overflow checked by the caller */
     m->kc = calloc(n, el);
     m->vc = calloc(n, el);
     if (!m->kc || !m->vc) return 0;
@@ -579,8 +663,8 @@ static int alloc_cache(if_model *m, if_kv_type type) {
         m->vsc = calloc(n / group, sizeof(float));
         if (!m->ksc || !m->vsc) return 0;
     }
-    m->kv_bytes = if_kv_cache_bytes(c, m->ub, type);
-    for (size_t l = 0; l < c->n_layers; l++) {
+    m->kv_bytes = m->n_seqs * if_kv_cache_bytes(c, m->ub, type);
+    for (size_t l = 0; l < m->n_seqs * c->n_layers; l++) { /* slot l / n_layers */
         size_t off = l * cap * m->kv_dim;
         if_kv_layer kv = {type,
                           (char *)m->kc + off * el,
@@ -598,7 +682,7 @@ static int alloc_cache(if_model *m, if_kv_type type) {
 
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen) {
-    if_model_opts o = {n_threads, ubatch, IF_KV_F32, {NULL, NULL}};
+    if_model_opts o = {.n_threads = n_threads, .ubatch = ubatch, .kv_type = IF_KV_F32};
     return if_model_create_opts(cfg, w, &o, out, err, errlen);
 }
 
@@ -691,8 +775,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     size_t cap, kv_group, kv_el;
     kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
     const size_t att_each = if_attn_scratch_floats(hs, c.n_heads, c.n_heads / c.n_kv_heads, cap);
+    size_t seqs = opts->n_seqs ? opts->n_seqs : 1;
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(ub, big, &act_big) || !att_each || !mul_ok(n_threads, att_each, &att_n) ||
+        !mul_ok(cache_n, seqs, &cache_n) || !mul_ok(ub, big, &act_big) || !att_each ||
+        !mul_ok(n_threads, att_each, &att_n) ||
         cache_n > SIZE_MAX / sizeof(float) / 2) {
         ERR("run state size overflows");
         return IF_ENOMEM;
@@ -731,14 +817,17 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->rope = calloc(ub * hs, sizeof(float));
     const int two_bases = c.swa_pattern && c.rope_theta_swa != 0.0f;
     if (two_bases) m->rope_swa = calloc(ub * hs, sizeof(float));
-    m->kv = calloc(c.n_layers, sizeof *m->kv);
+    m->n_seqs = opts->n_seqs ? opts->n_seqs : 1;
+    m->kv = calloc(m->n_seqs * c.n_layers, sizeof *m->kv);
+    m->bseq_buf = calloc(ub, sizeof(size_t));
+    m->bpos_buf = calloc(ub, sizeof(size_t));
     m->xq = calloc(act_big, 1);
     m->xs = calloc(act_big, sizeof(float));
     m->xr = calloc(act_big, sizeof(float));
     m->act_w = big;
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
-        !m->xs || !m->xr || !m->pool ||
+        !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
@@ -772,6 +861,8 @@ void if_model_free(if_model *m) {
     free(m->rope);
     free(m->rope_swa);
     free(m->kv);
+    free(m->bseq_buf);
+    free(m->bpos_buf);
     free(m->kc);
     free(m->vc);
     free(m->ksc);

@@ -245,3 +245,19 @@ def test_chat_bad_message(smol_srv):
         c.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", messages=[
             {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
     assert e.value.body["param"] == "messages" and "image_url" in e.value.message
+
+
+def test_echo_and_ignore_eos(srv):
+    c = srv.client()
+    r = c.completions.create(model="stories260K", prompt=PROMPT, max_tokens=5, temperature=0,
+                             echo=True)
+    plain = c.completions.create(model="stories260K", prompt=PROMPT, max_tokens=5,
+                                 temperature=0)
+    assert r.choices[0].text == PROMPT + plain.choices[0].text
+    chunks = list(c.completions.create(model="stories260K", prompt=PROMPT, max_tokens=5,
+                                       temperature=0, echo=True, stream=True))
+    assert "".join(ch.choices[0].text for ch in chunks) == r.choices[0].text
+    # through the end of the text: exactly max_tokens tokens
+    r = c.completions.create(model="stories260K", prompt=PROMPT, max_tokens=400, temperature=0,
+                             extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 400 and r.choices[0].finish_reason == "length"

@@ -446,6 +446,7 @@ typedef struct if_model_opts {
     size_t ubatch;    /* prefill chunk rows, 0 for the default (512) */
     if_kv_type kv_type;
     if_kernel_set kernels; /* the model's kernels (if_kernels_choose); NULL tables: automatic */
+    size_t n_seqs; /* KV cache sequence slots (if_model_decode_batch), 0 for 1 */
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */
@@ -493,6 +494,22 @@ if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits
  * receives (n, vocab) logits. The logits equal those of n decode steps bit for bit. */
 if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
                            float *logits, float *all_logits, char *err, size_t errlen);
+/* ---- sequence slots (a server's concurrent requests) ----
+ * A model made with opts.n_seqs = N holds N KV caches, one per slot (if_model_kv_bytes counts
+ * them all). if_model_forward / if_model_prefill run in slot 0. */
+/* The number of slots. */
+size_t if_model_n_seqs(const if_model *m);
+/* if_model_prefill into slot `seq`'s cache. */
+if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,
+                               size_t pos0, float *logits, float *all_logits, char *err,
+                               size_t errlen);
+/* One decode step of n sequences together: row r runs tokens[r] at position pos[r] in slot
+ * seqs[r] (slots distinct) and gets logits[r * vocab_size ..]. The projections are one GEMM
+ * over the rows (in chunks of ubatch), attention runs per row over its own slot; every row's
+ * logits equal those of if_model_forward on that sequence alone, bit for bit. */
+if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
+                                const size_t *seqs, const size_t *pos, float *logits, char *err,
+                                size_t errlen);
 /* Threads used by this model's pool. */
 size_t if_model_threads(const if_model *m);
 /* The kernel tables this model runs: decode (M = 1) and prefill (M > 1). */

@@ -275,20 +275,25 @@ static int parse_vectors(ModelObject *self, PyObject *vectors, const if_config *
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
                              "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
-                             "vectors", "rope_freqs", NULL};
+                             "vectors", "rope_freqs", "n_seqs", NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
     PyObject *vectors = NULL, *rope_freqs = NULL;
-    Py_ssize_t n_threads = 1, ubatch = 0;
+    Py_ssize_t n_threads = 1, ubatch = 0, n_seqs = 1;
     int kv_type = IF_KV_F32;
     const char *tier = NULL, *disabled = NULL;
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOO", kwlist, &cfg, &tok,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOn", kwlist, &cfg, &tok,
                                      &rms_final, &rms_att, &rms_ffn, &mats, &n_threads, &ubatch,
-                                     &kv_type, &tier, &disabled, &vectors, &rope_freqs))
+                                     &kv_type, &tier, &disabled, &vectors, &rope_freqs,
+                                     &n_seqs))
         return -1;
+    if (n_seqs < 1) {
+        PyErr_Format(PyExc_ValueError, "n_seqs must be >= 1, got %zd", n_seqs);
+        return -1;
+    }
     if_config c;
     if (!parse_config(cfg, &c)) return -1;
     self->cfg = c;
@@ -338,10 +343,12 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         if (!w.rope_freqs) return -1;
     }
     char err[ERRLEN] = "";
-    if_model_opts opts = {n_threads > 0 ? (size_t)n_threads : 1, ubatch > 0 ? (size_t)ubatch : 0,
-                          (if_kv_type)kv_type, {NULL, NULL}};
+    if_model_opts opts = {.n_threads = n_threads > 0 ? (size_t)n_threads : 1,
+                          .ubatch = ubatch > 0 ? (size_t)ubatch : 0,
+                          .kv_type = (if_kv_type)kv_type};
     uint32_t mask;
     if (!choose(tier, disabled, &opts.kernels, &mask)) return -1;
+    opts.n_seqs = (size_t)n_seqs;
     if_status st;
     Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
@@ -447,6 +454,81 @@ static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
     return ret;
 }
 
+/* prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot `seq`. */
+static PyObject *Model_prefill_seq(ModelObject *self, PyObject *args) {
+    PyObject *tokens, *out, *all = Py_None;
+    Py_ssize_t seq, pos0;
+    if (!PyArg_ParseTuple(args, "nOnO|O", &seq, &tokens, &pos0, &out, &all)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    if (pos0 < 0 || seq < 0) return PyErr_Format(PyExc_ValueError, "negative position or slot");
+    Py_buffer tv, ov, av;
+    if (PyObject_GetBuffer(tokens, &tv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    size_t n = (size_t)tv.len / sizeof(int32_t), vocab = self->cfg.vocab_size;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
+    int has_all = all != Py_None;
+    if (has_all && PyObject_GetBuffer(all, &av, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *ret = NULL;
+    if ((size_t)ov.len < vocab * sizeof(float) ||
+        (has_all && (size_t)av.len < n * vocab * sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "logits buffer too small");
+    } else {
+        char err[ERRLEN] = "";
+        if_status st;
+        Py_BEGIN_ALLOW_THREADS st = if_model_prefill_seq(self->m, (size_t)seq, tv.buf, n,
+                                                         (size_t)pos0, ov.buf,
+                                                         has_all ? av.buf : NULL, err,
+                                                         sizeof err);
+        Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
+        else ret = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&tv);
+    PyBuffer_Release(&ov);
+    if (has_all) PyBuffer_Release(&av);
+    return ret;
+}
+
+/* decode_batch(tokens_i32 (n), seqs_uintp (n), pos_uintp (n), out_f32 (n, vocab)). */
+static PyObject *Model_decode_batch(ModelObject *self, PyObject *args) {
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    Py_buffer b[4];
+    size_t got = 0;
+    PyObject *ret = NULL;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &b[got],
+                               PyBUF_C_CONTIGUOUS | (got == 3 ? PyBUF_WRITABLE : 0)) != 0)
+            goto done;
+    size_t n = (size_t)b[0].len / sizeof(int32_t), vocab = self->cfg.vocab_size;
+    if ((size_t)b[1].len != n * sizeof(size_t) || (size_t)b[2].len != n * sizeof(size_t) ||
+        (size_t)b[3].len < n * vocab * sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "decode_batch: tokens (n,) int32, seqs and pos (n,) "
+                                          "uintp, out (n, vocab) float32");
+        goto done;
+    }
+    char err[ERRLEN] = "";
+    if_status st;
+    Py_BEGIN_ALLOW_THREADS st = if_model_decode_batch(self->m, n, b[0].buf, b[1].buf, b[2].buf,
+                                                      b[3].buf, err, sizeof err);
+    Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
+    else ret = Py_NewRef(Py_None);
+done:
+    for (size_t i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return ret;
+}
+
+static PyObject *Model_n_seqs(ModelObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->m ? if_model_n_seqs(self->m) : 0);
+}
+
 static PyObject *Model_threads(ModelObject *self, void *closure) {
     (void)closure;
     return PyLong_FromSize_t(self->m ? if_model_threads(self->m) : 0);
@@ -485,6 +567,10 @@ static PyMethodDef Model_methods[] = {
      "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
     {"unpack", (PyCFunction)Model_unpack, METH_VARARGS,
      "unpack(idx) -> bytes: matrix idx (layer-major, classifier last) as row-major int8."},
+    {"prefill_seq", (PyCFunction)Model_prefill_seq, METH_VARARGS,
+     "prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot seq"},
+    {"decode_batch", (PyCFunction)Model_decode_batch, METH_VARARGS,
+     "decode_batch(tokens_i32, seqs_uintp, pos_uintp, out (n, vocab)): one step of n slots"},
     {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
      "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
     {NULL, NULL, 0, NULL},
@@ -499,6 +585,7 @@ static PyGetSetDef Model_getset[] = {
     {"reads_rowmajor", (getter)Model_reads_rowmajor, NULL,
      "False when decode and prefill read only the packed copy (row-major int8 never read)", NULL},
     {"attention", (getter)Model_attention, NULL, "the attention kernel this model runs", NULL},
+    {"n_seqs", (getter)Model_n_seqs, NULL, "KV cache sequence slots", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

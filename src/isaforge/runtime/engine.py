@@ -130,8 +130,8 @@ class Engine:
     every op (None: chosen_tier's), fixed for the engine's life."""
 
     def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
-                 kv_cache: str = "f32", kernel: str | None = None):
-        kv_type = _kv_type(kv_cache)
+                 kv_cache: str = "f32", kernel: str | None = None, n_seqs: int = 1):
+        kv_type = _kv_type(kv_cache)  # n_seqs: KV cache slots (runtime/batch.py)
         if ubatch < 0:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
@@ -155,7 +155,8 @@ class Engine:
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
                                 chosen_tier(kernel), disabled_features(),
-                                vectors=self._vectors, rope_freqs=self._rope_freqs)
+                                vectors=self._vectors, rope_freqs=self._rope_freqs,
+                                n_seqs=n_seqs)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: keep no row-major int8 resident
             self._arrays = [m[:4] + (None,) + m[5:] if m[0] == Q8 else m for m in mats]

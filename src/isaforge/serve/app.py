@@ -241,14 +241,18 @@ class Server:
                 if not tokens:
                     raise bad("prompt", "the prompt encodes to no tokens")
             max_new = self._budget(len(tokens), params, "messages" if chat else "prompt")
-            resp = await self._run(request, chat, model, tokens, max_new, params)
+            echo = ""
+            if params.echo:  # completions: the prompt's text first
+                echo = prompt if isinstance(prompt, str) else self.backend.tokenizer.decode_tokens(
+                    tokens)
+            resp = await self._run(request, chat, model, tokens, max_new, params, echo)
             self.metrics.request(endpoint, 200)
             return resp
         except APIError as e:
             self.metrics.request(endpoint, e.status)
             return error_response(e)
 
-    async def _run(self, request, chat, model, tokens, max_new, params):
+    async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
@@ -301,7 +305,7 @@ class Server:
 
         if params.stream:
             return SSEResponse(self._stream(events(), chat, choices, ids, created, model, obj,
-                                            params, usage), cancel_all)
+                                            params, usage, echo), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
         gen = events()
         try:
@@ -327,20 +331,24 @@ class Server:
                       "logprobs": _chat_lp(c.lp) if c.want_lp else None,
                       "finish_reason": c.finish}
             else:
-                ch = {"index": c.index, "text": text,
-                      "logprobs": _text_lp(c.lp, 0) if c.want_lp else None,
+                ch = {"index": c.index, "text": echo + text,
+                      "logprobs": _text_lp(c.lp, len(echo)) if c.want_lp else None,
                       "finish_reason": c.finish}
             out.append(ch)
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
                              "system_fingerprint": None, "choices": out, "usage": usage()})
 
-    async def _stream(self, events, chat, choices, ids, created, model, obj, params, usage):
+    async def _stream(self, events, chat, choices, ids, created, model, obj, params, usage,
+                      echo=""):
         def chunk(chs, **extra):
             return {"id": ids, "object": obj + (".chunk" if chat else ""), "created": created,
                     "model": model, "system_fingerprint": None, "choices": chs, **extra}
 
-        offsets = [0] * len(choices)
+        offsets = [len(echo)] * len(choices)
         try:
+            if echo:
+                yield chunk([{"index": c.index, "text": echo, "logprobs": None,
+                              "finish_reason": None} for c in choices])
             if chat:
                 yield chunk([{"index": c.index, "delta": {"role": "assistant", "content": ""},
                               "logprobs": None, "finish_reason": None} for c in choices])

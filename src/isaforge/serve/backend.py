@@ -86,7 +86,8 @@ class Backend:
                             else params.repeat_penalty),
             frequency_penalty=params.frequency_penalty,
             presence_penalty=params.presence_penalty,
-            stop_ids=tuple(pr.stop_ids), logprobs=params.logprobs)
+            stop_ids=() if params.ignore_eos else tuple(pr.stop_ids),
+            logprobs=params.logprobs)
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)

@@ -85,7 +85,8 @@ def main(a) -> int:
 
     def on_signal(sig, frame):  # new requests get 503 while the ones in flight finish
         srv.draining = True
-        orig(sig, frame)
+        orig(sig, frame)  # a second SIGINT forces the exit
+        server._captured_signals.clear()  # drained: exit 0, not by re-raising the signal
 
     server.handle_exit = on_signal
     print(f"isaforge serve: {backend.name} ({backend.parallel} slots x {backend.ctx} "

@@ -49,6 +49,7 @@ class Params:
     presence_penalty: float
     repeat_penalty: float | None
     echo: bool = False
+    ignore_eos: bool = False  # llama.cpp's extension: generate through end-of-turn tokens
 
 
 def _is_int(v) -> bool:
@@ -155,6 +156,7 @@ def _common(body: dict, chat: bool) -> Params:
         presence_penalty=_num(body, "presence_penalty", -2.0, 2.0, default=0.0),
         repeat_penalty=_num(body, "repeat_penalty", 1e-6, 10.0),  # llama.cpp's extension
         echo=_bool(body, "echo") if not chat else False,
+        ignore_eos=_bool(body, "ignore_eos"),
     )
 
 
