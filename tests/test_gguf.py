@@ -68,7 +68,8 @@ def random_blocks(name: str, n: int, rng) -> bytes:
     t = BY_NAME[name]
     raw = rng.integers(0, 256, (n, t.nbytes), dtype=np.uint8)
     halves = {"Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q4_1": [0, 2], "Q5_1": [0, 2],
-              "Q4_K": [0, 2], "Q6_K": [208]}.get(name, [])
+              "Q4_K": [0, 2], "Q6_K": [208], "Q2_K": [80, 82], "Q3_K": [108], "Q5_K": [0, 2],
+              "IQ4_NL": [0], "IQ4_XS": [0]}.get(name, [])
     for at in halves:
         raw[:, at:at + 2] = rng.uniform(-2, 2, (n, 1)).astype("<f2").view(np.uint8)
     return raw.tobytes()
@@ -390,9 +391,10 @@ def test_unknown_and_unsupported_tensor_types(tmp_path: Path, good: bytes) -> No
     fails(tmp_path / "u.gguf", patched(good, typ, "<I", 99),
           r"tensor blk.1.attn_v.weight has unknown type 99 \(supported: F32, F16, Q4_0, Q4_1")
     t = float_tensors()
-    raw = {"blk.1.attn_v.weight": (np.zeros((C.kv_dim, 2 * 18), np.uint8), "IQ4_NL")}
+    raw = {"blk.1.attn_v.weight": (np.zeros((C.kv_dim, 2 * 18), np.uint8), "IQ4_NL"),
+           "blk.1.attn_k.weight": (np.zeros((C.kv_dim, 2 * 40), np.uint8), "Q8_1")}
     fails(write_gguf(tmp_path / "i.gguf", t, raw=raw), None,
-          r"tensor blk.1.attn_v.weight has type IQ4_NL, not supported \(supported: F32.*BF16")
+          r"tensor blk.1.attn_k.weight has type Q8_1, not supported \(supported: F32.*BF16")
 
 
 def test_wrong_magic_and_version(tmp_path: Path, good: bytes) -> None:

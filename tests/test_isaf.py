@@ -310,8 +310,8 @@ def test_header_size_cap(stories_isaf, monkeypatch):
 
 def test_cli_errors(stories, tmp_path):
     src = str(stories / "stories260K.bin")
-    r = cli("convert", src, "-o", str(tmp_path / "x.isaf"), "--quant", "cq4")
-    assert r.returncode == 2 and b"cq4 is not implemented yet" in r.stderr
+    r = cli("convert", src, "-o", str(tmp_path / "x.isaf"), "--quant", "cq4-48")
+    assert r.returncode == 2 and b"CQ4 group size must be one of (32, 64, 128)" in r.stderr
     r = cli("convert", src, "-o", str(tmp_path / "x.isaf"), "--group-size", "64")
     assert r.returncode == 2 and b"hidden_dim=172" in r.stderr and b"Traceback" not in r.stderr
     assert not (tmp_path / "x.isaf").exists()

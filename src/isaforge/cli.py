@@ -91,8 +91,9 @@ def _model_options(r, chat: bool = False) -> None:
                         "for GGUF/HF/.isaf models, 1.0 = off for llama2.c files)")
     r.add_argument("--stop", action="append", default=None, metavar="S",
                    help="stop before this string (repeatable); never printed, even in part")
-    r.add_argument("--quant", choices=("q8", "f32"), default="q8",
-                   help="how GGUF/HF tensors that are not Q8 already are held (default q8)")
+    r.add_argument("--quant", type=_quant, default="q8",
+                   help="how GGUF/HF tensors that are not Q8 already are held (default q8); "
+                        "4-bit: cq4[-32|-64|-128][-lsq][-norot] or q4_0, any format")
     r.add_argument("--ctx", type=_positive_int, default=None,
                    help="context length / KV cache size (default: the model's, at most 4096)")
     r.add_argument("--ubatch", type=_positive_int, default=0,
@@ -104,8 +105,18 @@ def _model_options(r, chat: bool = False) -> None:
                    help="threads (default: physical cores)")
 
 
+def _quant(text: str) -> str:
+    from .quant.cq4 import parse_quant
+
+    try:
+        return str(parse_quant(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .bench import cli as bench_cli
+    from .bench import evaluate
     from .serve import cli as serve_cli
 
     p = _Parser(prog="isaforge", description="LLM inference with per-ISA quantized kernels.")
@@ -137,8 +148,9 @@ def _build_parser() -> argparse.ArgumentParser:
     cv = sub.add_parser("convert", help="write a packed, mmap-able .isaf file from a model")
     cv.add_argument("src", help="llama2.c .bin, .gguf, .isaf or Hugging Face folder")
     cv.add_argument("-o", dest="output", required=True, help="output .isaf file")
-    cv.add_argument("--quant", choices=("q8", "f32", "cq4"), default="q8",
-                    help="weight scheme (default q8; cq4 is not implemented yet)")
+    cv.add_argument("--quant", type=_quant, default="q8",
+                    help="weight scheme (default q8; f32; 4-bit: cq4[-32|-64|-128][-lsq][-norot] "
+                         "or q4_0, with a Q8 classifier)")
     cv.add_argument("--group-size", type=_positive_int, default=None,
                     help="Q8 group size; must divide dim and hidden_dim (default: the source's "
                          "Q8 group size, else the largest power of two <= 64 dividing both)")
@@ -164,6 +176,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="prefill chunk (default 512; sizes a sliding-window ring)")
     i.add_argument("--json", action="store_true")
     bench_cli.add_parser(sub)  # `isaforge bench`
+    evaluate.add_parser(sub)  # `isaforge eval`
     serve_cli.add_parser(sub)  # `isaforge serve`
     return p
 
@@ -521,9 +534,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"isaforge: unrecognized arguments: {' '.join(extra)}")
             a.args = list(a.args) + extra
         from .bench import cli as bench_cli
+        from .bench import evaluate
 
         cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
                 "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main,
+                "eval": lambda a: evaluate.main(list(a.eval_argv)),
                 "serve": _cmd_serve}
         return cmds[a.cmd](a)
     except KeyboardInterrupt:

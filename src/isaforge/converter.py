@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .formats.isaf import KEEP_PREFIXES, SCHEMES, ConvertSummary, requantize, write_isaf
+from .formats.isaf import KEEP_PREFIXES, ConvertSummary, requantize, write_isaf
 from .model import read_model
 from .text.llama2c import Llama2cTokenizer
 from .text.load import LLAMA2C_TOKENIZER_KEY, find_tokenizer
@@ -20,15 +20,19 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
             log: Callable[[str], None] = lambda s: None) -> ConvertSummary:
     """`isaforge convert`: read any supported model and write it as .isaf.
 
-    quant "q8" (default) or "f32"; "cq4" is not implemented yet. group_size: Q8 group size
-    (must divide dim and hidden_dim; default: the source's Q8 group size, else the largest
-    power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed (default:
-    the one beside a llama2.c model, if any)."""
-    if quant == "cq4":
-        raise ValueError("--quant cq4 is not implemented yet in this isaforge (no CQ4 kernels); "
-                         "use --quant q8")
-    if quant not in SCHEMES:
-        raise ValueError(f"quant must be one of q8, f32 (cq4: not implemented yet), got {quant!r}")
+    quant "q8" (default), "f32", or a 4-bit scheme: "cq4" (CQ4 at its default group size;
+    "cq4-32/64/128", "-lsq", "-norot" choose; GGUF Q4_0/IQ4_NL/IQ4_XS tensors kept as they are)
+    or "q4_0"; the .isaf then holds 4-bit layer matrices and a Q8 classifier. group_size: Q8
+    group size (must divide dim and hidden_dim; default: the source's Q8 group size, else the
+    largest power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed
+    (default: the one beside a llama2.c model, if any)."""
+    from .quant.cq4 import QUANT_HELP, parse_quant
+
+    try:
+        spec = parse_quant(quant)
+    except ValueError:
+        raise ValueError(f"quant must be one of {QUANT_HELP}; got {quant!r}") from None
+    quant = str(spec)
     if group_size is not None and quant != "q8":
         raise ValueError("--group-size only applies to --quant q8")
     src_p = Path(src)

@@ -31,16 +31,17 @@ from .types import LoadedModel
 
 __all__ = ["ContextFullError", "GenerationConfig", "Model", "ModelBusyError", "load",
            "read_model"]
-QUANTS = ("q8", "f32")
+QUANTS = ("q8", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
 
 
 def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("q8" | "f32") is how non-Q8 GGUF/HF tensors are held; llama2.c
-    files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c)."""
-    if quant not in QUANTS:
-        raise ValueError(f"quant must be one of {', '.join(QUANTS)}, got {quant!r}")
-    return read_any(path, quant)
+    files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c). A 4-bit quant ("cq4",
+    "cq4-128-lsq", ..., "q4_0"; quant.cq4.parse_quant) applies to every format."""
+    from .quant.cq4 import parse_quant
+
+    return read_any(path, str(parse_quant(quant)))  # ValueError naming the valid forms
 
 
 class Model:

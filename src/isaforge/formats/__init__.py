@@ -23,6 +23,7 @@ from isaforge.formats.llama2c import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
+from isaforge.quant.q4 import Q4Tensor
 from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
 
 DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
@@ -89,8 +90,15 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Read any supported model: HF folder, GGUF, .isaf, else llama2.c .bin. `quant` ("q8" or
-    "f32") applies to GGUF and HF; llama2.c and .isaf files load as they are stored."""
+    "f32") applies to GGUF and HF; llama2.c and .isaf files load as they are stored. A 4-bit
+    quant (quant.cq4.parse_quant: cq4..., q4_0) applies to every format."""
+    from isaforge.quant.cq4 import parse_quant, to_4bit
+
+    spec = parse_quant(quant)
     fmt = detect_format(path)
+    if spec.four_bit and fmt != "gguf":  # GGUF keeps its 4-bit tensors (read_gguf)
+        loaded = read_any(path, "f32" if fmt == "hf" else "q8")
+        return to_4bit(loaded, spec)
     if fmt == "hf":
         loaded = read_hf(path, quant=quant)
     elif fmt == "gguf":
@@ -131,12 +139,12 @@ def check_finite(loaded: LoadedModel) -> None:
     for name, t in tensors():
         if t is None:
             continue
-        arr = t.s if isinstance(t, Q8Tensor) else np.asarray(t)
+        arr = t.s if isinstance(t, (Q8Tensor, Q4Tensor)) else np.asarray(t)
         if arr.dtype.kind != "f":
             continue
         at = _first_non_finite(arr)
         if at is not None:
-            what = "scale" if isinstance(t, Q8Tensor) else "value"
+            what = "scale" if isinstance(t, (Q8Tensor, Q4Tensor)) else "value"
             v = arr.reshape(-1)[at]
             raise ModelFormatError(f"{loaded.path}: tensor {name} has a non-finite {what} "
                                    f"({v}) at flat index {at}")

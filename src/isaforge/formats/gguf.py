@@ -35,7 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isaforge.quant.ggml import GGML_TYPES, SUPPORTED_NAMES, dequantize, q8_0_split
+from isaforge.quant.cq4 import parse_quant, to_4bit
+from isaforge.quant.ggml import GGML_TYPES, Q4_NATIVE, SUPPORTED_NAMES, dequantize, q4_split, \
+    q8_0_split
 from isaforge.quant.q8 import as_q8, read_group_size
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
@@ -52,7 +54,7 @@ ARCHITECTURES = {
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 GEMMA3_SWA_PATTERN, GEMMA3_LOCAL_ROPE_BASE = 6, 10000.0  # llama.cpp's (not in the file)
-QUANT_MODES = ("q8", "f32")
+QUANT_MODES = ("q8", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4
 MAX_NESTING = 4
@@ -415,6 +417,10 @@ def _float32(mm, t: TensorInfo) -> np.ndarray:
 
 
 def _matrix(mm, t: TensorInfo, quant: str, gs: int):
+    if quant not in ("q8", "f32"):  # 4-bit: Q4_0/IQ4_* as they are for cq4, else float32
+        if t.type_name in Q4_NATIVE and parse_quant(quant).kind == "cq4":
+            return q4_split(_raw(mm, t), t.type_id, *t.shape)
+        return _float32(mm, t)
     if quant == "f32":
         return _float32(mm, t)
     if t.type_name == "Q8_0" and gs == 32:
@@ -429,8 +435,8 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     others dequantized and requantized at group 32, or the largest valid group below);
     quant="f32": every matrix dequantized to float32. Raises ModelFormatError naming the file
     and the reason for anything malformed or unsupported."""
-    if quant not in QUANT_MODES:
-        raise ValueError(f"quant must be one of {', '.join(QUANT_MODES)}, got {quant!r}")
+    spec = parse_quant(quant)  # ValueError naming the valid forms
+    quant = str(spec)
     g, mm = _open(path)
     try:
         c = gguf_config(g)
@@ -446,9 +452,10 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
                 layers[f].append(_float32(mm, ti) if f.startswith("rms") else
                                  _matrix(mm, ti, quant, gs))
         if c.shared_classifier:
-            wcls = tok if quant == "f32" else _matrix(mm, t["token_embd.weight"], quant, gs)
+            wcls = tok if quant == "f32" else _matrix(
+                mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs)
         else:
-            wcls = _matrix(mm, t["output.weight"], quant, gs)
+            wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs)
         vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
                    for f, n in ARCHITECTURES[arch].items()}
         freqs = t.get("rope_freqs.weight")
@@ -470,4 +477,5 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
         if isinstance(e, ModelFormatError):
             raise
         raise ModelFormatError(f"{g.path}: malformed GGUF: {e}") from None
-    return LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
+    loaded = LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
+    return to_4bit(loaded, spec) if spec.four_bit else loaded

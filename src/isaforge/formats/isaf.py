@@ -18,6 +18,17 @@ Layout "rowmajor-q8-v1" (what the C kernels read, so loading is a mmap and no co
   layers.{i}.{w}.q, wcls.q   I8  (rows, cols)      Q8 values, row-major, w ~= q * scale
   __pad{k}                   U8  (n,)              filler so every tensor starts 64-aligned
 with w in wq, wk, wv, wo, w1, w2, w3 ((out, in) as in llama2.c). Float32 tensors come first.
+
+Scheme "q4" (4-bit layer matrices: CQ4, or GGUF Q4_0 / IQ4_NL / IQ4_XS as they were; the
+classifier Q8 at quantization.group_size), layout "rowmajor-q4-v1", per layer matrix:
+  layers.{i}.{w}.nibbles     U8  (rows, kpad / 2)  the kernels' layout (isaforge.h if_q4_gemv_fn)
+  layers.{i}.{w}.scales      F32 (rows, kpad / g)  one scale per group of g along the padded row
+  layers.{i}.{w}.codebook    I8  (16,)             the values the nibbles index, in [-127, 127]
+  rotation.signs.{kpad}      F32 (kpad,)           +-1 of the Hadamard rotation of padded rows
+                                                   of kpad (one per padded length in use)
+and metadata quantization.q4 = {"codebook_size": 16, "seed": s, "tensors": {"layers.{i}.{w}":
+{"group_size": g, "kpad": kpad, "rotation": "hadamard" | "none", "kind": "cq4" | "q4_0" |
+"iq4_nl" | "iq4_xs"}}}; kpad is the row length rounded up to a multiple of g and of 32.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from isaforge.formats.hf import SafeTensor, parse_safetensors_header
+from isaforge.quant.q4 import Q4Tensor, padded_length
 from isaforge.types import (
     LAYER_MATRICES,
     Config,
@@ -45,10 +57,13 @@ from isaforge.types import (
 
 VERSION = 1
 LAYOUT = "rowmajor-q8-v1"
+LAYOUT_Q4 = "rowmajor-q4-v1"
+ROTATIONS = ("hadamard", "none")
+Q4_KINDS = ("cq4", "q4_0", "iq4_nl", "iq4_xs")
 ALIGN = 64
 MAX_HEADER = 256 << 20  # header cap given to parse_safetensors_header (HF files: 100 MiB)
 MATS = LAYER_MATRICES
-SCHEMES = ("q8", "f32")
+SCHEMES = ("q8", "f32", "q4")
 _DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
 _NAMES = {v: k for k, v in _DTYPES.items()}
 # metadata carried from the source: what the tokenizer and chat layers read
@@ -77,7 +92,9 @@ def _expected(c: Config, scheme: str, gs: int, wcls_stored: bool) -> dict[str, t
     if wcls_stored:
         mats.append(("wcls", (c.vocab_size, c.dim)))
     for name, (rows, cols) in mats:
-        if scheme == "q8":
+        if scheme == "q4" and name != "wcls":
+            continue  # _expected_q4
+        if scheme in ("q8", "q4"):
             out[f"{name}.scales"] = ("F32", (rows, cols // gs))
             out[f"{name}.q"] = ("I8", (rows, cols))
         else:
@@ -93,6 +110,54 @@ def _json_default(o):
     if isinstance(o, (bytes, bytearray)):
         return o.decode("utf-8", "surrogateescape")
     raise TypeError(f"cannot store {type(o).__name__} in .isaf metadata")
+
+
+def _q4_entries(path, c: Config, q4) -> tuple[dict[str, dict], dict[str, tuple]]:
+    """The checked per-matrix entries of metadata quantization.q4 and the tensors they imply
+    (name -> (dtype, shape)); ModelFormatError naming the tensor for anything inconsistent."""
+    if not isinstance(q4, dict):
+        raise _fail(path, "metadata quantization.q4 is missing or not an object")
+    n = q4.get("codebook_size")
+    if n != 16:
+        raise _fail(path, f"quantization.q4.codebook_size is {n!r}; the 4-bit kernels index a "
+                          "16-entry codebook")
+    ents = q4.get("tensors")
+    if not isinstance(ents, dict):
+        raise _fail(path, "metadata quantization.q4.tensors is missing or not an object")
+    out: dict[str, tuple] = {}
+    kpads = set()
+    for i in range(c.n_layers):
+        for m, (rows, cols) in _mat_shapes(c).items():
+            name = f"layers.{i}.{m}"
+            e = ents.get(name)
+            if not isinstance(e, dict):
+                raise _fail(path, f"tensor {name}: no 4-bit entry in quantization.q4.tensors")
+            g, kpad, rot = e.get("group_size"), e.get("kpad"), e.get("rotation")
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (g, kpad)) \
+                    or g < 32 or g % 32 or kpad < cols or kpad % g or kpad - cols >= g:
+                raise _fail(path, f"tensor {name}: group size {g!r} must be a multiple of 32 "
+                                  f"dividing the padded row length {kpad!r} (the row length "
+                                  f"{cols} rounded up to a multiple of it)")
+            if rot not in ROTATIONS:
+                raise _fail(path, f"tensor {name}: unknown rotation {rot!r} (known: "
+                                  f"{', '.join(ROTATIONS)})")
+            if rot == "hadamard" and g & (g - 1):
+                raise _fail(path, f"tensor {name}: the Hadamard rotation needs a power-of-two "
+                                  f"group size, got {g}")
+            if e.get("kind") not in Q4_KINDS:
+                raise _fail(path, f"tensor {name}: unknown 4-bit kind {e.get('kind')!r}")
+            out[f"{name}.scales"] = ("F32", (rows, kpad // g))
+            out[f"{name}.nibbles"] = ("U8", (rows, kpad // 2))
+            out[f"{name}.codebook"] = ("I8", (16,))
+            if rot == "hadamard":
+                kpads.add(kpad)
+    for k in sorted(kpads):
+        out[f"rotation.signs.{k}"] = ("F32", (k,))
+    extra = sorted(set(ents) - {f"layers.{i}.{m}" for i in range(c.n_layers)
+                                for m in _mat_shapes(c)})
+    if extra:
+        raise _fail(path, f"quantization.q4.tensors names unknown tensors {extra[:3]}")
+    return ents, out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +183,8 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
                          "layer description (norms, biases, head_dim, activation, RoPE "
                          "variant, windows or scales) is not stored yet")
     mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(c.n_layers) for n in MATS]
+    if isinstance(mats[0][1], Q4Tensor):
+        return _write_q4(path, loaded, mats, metadata)
     q8 = isinstance(mats[0][1], Q8Tensor)
     gs = mats[0][1].group_size if q8 else 0
     wcls_stored = not (not q8 and c.shared_classifier and w.wcls is w.tok_embeddings)
@@ -159,6 +226,11 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         "metadata": metadata,
     }
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
+    return _write_entries(path, header, arrays, "q8" if q8 else "f32", gs)
+
+
+def _write_entries(path, header: dict, arrays, scheme: str, gs: int) -> ConvertSummary:
+    """Lay `arrays` out 64-aligned after the header, write the file atomically."""
     entries, off, pad = [], 0, 0
     for name, arr in arrays:
         if off % ALIGN:
@@ -185,8 +257,55 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return ConvertSummary(os.fspath(path), "q8" if q8 else "f32", gs, len(arrays),
-                          8 + len(raw) + off)
+    return ConvertSummary(os.fspath(path), scheme, gs, len(arrays), 8 + len(raw) + off)
+
+
+def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
+    c, w = loaded.config, loaded.weights
+    if not isinstance(w.wcls, Q8Tensor):
+        raise ValueError("wcls: a 4-bit .isaf holds the classifier as Q8")
+    seeds = {m.seed for _, m in mats if isinstance(m, Q4Tensor) and m.signs is not None}
+    if len(seeds) > 1:
+        raise ValueError(f"rotated matrices with different seeds {sorted(seeds)}")
+    ents, signs = {}, {}
+    f32 = [("tok_embeddings", w.tok_embeddings), ("rms_att", w.rms_att),
+           ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final), ("wcls.scales", w.wcls.s)]
+    rest = [("wcls.q", w.wcls.q)]
+    for name, m in mats:
+        if not isinstance(m, Q4Tensor):
+            raise ValueError(f"{name}: every layer matrix must be 4-bit")
+        if m.kpad != padded_length(m.cols, m.group_size):
+            raise ValueError(f"{name}: padded length {m.kpad} is not {m.cols} rounded up to "
+                             f"{m.group_size}")
+        ents[name] = {"group_size": m.group_size, "kpad": m.kpad,
+                      "rotation": "none" if m.signs is None else "hadamard", "kind": m.kind}
+        if m.signs is not None:
+            prev = signs.setdefault(m.kpad, m.signs)
+            if not np.array_equal(prev, m.signs):
+                raise ValueError(f"{name}: another rotation for rows of {m.kpad}")
+        f32.append((f"{name}.scales", m.s))
+        rest += [(f"{name}.nibbles", m.nibbles), (f"{name}.codebook", m.codebook)]
+    f32 += [(f"rotation.signs.{k}", v) for k, v in sorted(signs.items())]
+    q4 = {"codebook_size": 16, "seed": seeds.pop() if seeds else None, "tensors": ents}
+    expected = {**_expected(c, "q4", w.wcls.group_size, True), **_q4_entries(path, c, q4)[1]}
+    arrays = []
+    for name, a in f32 + rest:
+        want_dtype, want_shape = expected[name]
+        arr = np.ascontiguousarray(a, dtype=_DTYPES[want_dtype])
+        if arr.shape != want_shape:
+            raise ValueError(f"{name}: shape {arr.shape}, expected {want_shape}")
+        arrays.append((name, arr))
+    if metadata is None:
+        metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
+    info = {
+        "format": "isaf", "version": VERSION, "config": asdict(c),
+        "quantization": {"scheme": "q4", "group_size": w.wcls.group_size, "q4": q4},
+        "layout": LAYOUT_Q4, "wcls": "wcls",
+        "source": {"path": str(loaded.path), "format": loaded.format},
+        "chat_template": metadata.get("tokenizer.chat_template"), "metadata": metadata,
+    }
+    header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
+    return _write_entries(path, header, arrays, "q4", w.wcls.group_size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,19 +375,27 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         if not isinstance(q, dict) or q.get("scheme") not in SCHEMES:
             raise _fail(path, f"unknown quantization {q!r}; supported schemes: {SCHEMES}")
         scheme, gs = q["scheme"], q.get("group_size")
-        if scheme == "q8" and (not isinstance(gs, int) or isinstance(gs, bool) or gs < 1):
+        if scheme in ("q8", "q4") and (not isinstance(gs, int) or isinstance(gs, bool)
+                                       or gs < 1):
             raise _fail(path, f"Q8 group size {gs!r} must be a positive integer")
         _check_config(path, c, gs if scheme == "q8" else None)
-        if info.get("layout") != LAYOUT:
+        if scheme == "q4" and c.dim % gs:
+            raise _fail(path, f"classifier Q8 group size {gs} does not divide dim={c.dim}")
+        layout = LAYOUT_Q4 if scheme == "q4" else LAYOUT
+        if info.get("layout") != layout:
             raise _fail(path, f"unknown packed layout {info.get('layout')!r} "
-                              f"(this isaforge reads {LAYOUT})")
+                              f"(this isaforge reads {layout} for scheme {scheme})")
         if info.get("wcls") not in ("wcls", "tok_embeddings") or (
                 info["wcls"] == "tok_embeddings" and (scheme != "f32" or not c.shared_classifier)):
             raise _fail(path, f"bad classifier entry wcls={info.get('wcls')!r}")
         metadata = info.get("metadata")
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
-        expected = _expected(c, scheme, gs if scheme == "q8" else 0, info["wcls"] == "wcls")
+        expected = _expected(c, scheme, gs if scheme != "f32" else 0, info["wcls"] == "wcls")
+        q4ents = None
+        if scheme == "q4":
+            q4ents, more = _q4_entries(path, c, q.get("q4"))
+            expected.update(more)
         found = _check_tensors(path, header, expected)
     except BaseException:
         if mm is not None:
@@ -277,14 +404,51 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
     t = {name: np.frombuffer(mm, _DTYPES[e.dtype], math.prod(e.shape), e.offset).reshape(e.shape)
          for name, e in found.items()}
 
+    if q4ents is not None:
+        try:
+            _check_q4_values(path, t, q4ents)
+        except BaseException:
+            t.clear()
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a view is still referenced (the traceback); the collector unmaps it
+            raise
+
     def matrix(name: str):
-        return Q8Tensor(t[f"{name}.q"], t[f"{name}.scales"], gs) if scheme == "q8" else t[name]
+        if q4ents is not None and name != "wcls":
+            e = q4ents[name]
+            rot = e["rotation"] == "hadamard"
+            return Q4Tensor(t[f"{name}.nibbles"], t[f"{name}.scales"], t[f"{name}.codebook"],
+                            e["group_size"], _mat_cols(c, name),
+                            t[f"rotation.signs.{e['kpad']}"] if rot else None,
+                            e["kind"], q["q4"].get("seed") if rot else None)
+        if scheme in ("q8", "q4"):
+            return Q8Tensor(t[f"{name}.q"], t[f"{name}.scales"], gs)
+        return t[name]
 
     w = Weights(tok_embeddings=t["tok_embeddings"], rms_att=t["rms_att"], rms_ffn=t["rms_ffn"],
                 rms_final=t["rms_final"],
                 **{n: [matrix(f"layers.{i}.{n}") for i in range(c.n_layers)] for n in MATS},
                 wcls=matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"])
     return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
+
+
+def _mat_cols(c: Config, name: str) -> int:
+    return _mat_shapes(c)[name.rsplit(".", 1)[1]][1]
+
+
+def _check_q4_values(path, t: dict, ents: dict) -> None:
+    """What the shapes cannot say: codebook values in [-127, 127] (the kernels' range), the
+    rotation signs all +1 or -1. ModelFormatError naming the tensor."""
+    for name in ents:
+        cb = t[f"{name}.codebook"]
+        if (cb == -128).any():
+            raise _fail(path, f"tensor {name}.codebook holds -128 (the 4-bit kernels take "
+                              "codebook values in [-127, 127])")
+    for name, a in t.items():
+        if name.startswith("rotation.signs.") and not (np.abs(a) == 1).all():
+            raise _fail(path, f"tensor {name}: rotation signs must all be +1 or -1")
 
 
 def _check_tensors(path, header: dict[str, SafeTensor], expected: dict
@@ -327,6 +491,14 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     from isaforge.quant.q8 import as_q8, pick_group_size
 
     c, w = loaded.config, loaded.weights
+    if scheme not in ("q8", "f32"):  # a 4-bit spec (quant.cq4.parse_quant)
+        from isaforge.quant.cq4 import parse_quant, to_4bit
+        if group_size is not None:
+            raise ValueError("--group-size only applies to --quant q8 (CQ4: cq4-32/64/128)")
+        spec = parse_quant(scheme)
+        done = all(isinstance(m, Q4Tensor) for n in MATS for m in getattr(w, n))
+        new = loaded if done and isinstance(w.wcls, Q8Tensor) else to_4bit(loaded, spec, log=log)
+        return new, new.weights.wcls.group_size
     if scheme == "f32":
         def conv(m):
             return m.dequantize() if isinstance(m, Q8Tensor) else m

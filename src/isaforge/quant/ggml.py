@@ -12,6 +12,17 @@ Little-endian throughout; fp16 fields are IEEE half. Each dequantizer takes the 
     Q5_1 (32, 24):  d:f16, m:f16, qh:u32, qs:u8[16]                x = d * q5 + m
     Q4_K (256, 144): d:f16, dmin:f16, scales:u8[12] (8 six-bit scale/min pairs), qs:u8[128]
     Q6_K (256, 210): ql:u8[128], qh:u8[64], scales:i8[16], d:f16
+    Q2_K (256, 84): scales:u8[16] (low nibble scale, high nibble min per 16 values), qs:u8[64]
+                    (2-bit values), d:f16, dmin:f16        x = d * sc * q - dmin * m
+    Q3_K (256, 110): hmask:u8[32], qs:u8[64], scales:u8[12] (16 six-bit scales, biased by 32),
+                    d:f16                                  x = d * (sc - 32) * (q2 - 4 * !hbit)
+    Q5_K (256, 176): d:f16, dmin:f16, scales:u8[12] (as Q4_K), qh:u8[32], qs:u8[128]
+                                                           x = d * sc * q5 - dmin * m
+    IQ4_NL (32, 18): d:f16, qs:u8[16] (Q4_0's nibble order)  x = d * KVALUES_IQ4NL[nibble]
+    IQ4_XS (256, 136): d:f16, scales_h:u16, scales_l:u8[4], qs:u8[128]: 8 sub-blocks of 32, each
+                    16 bytes in Q4_0's order, 6-bit scale ls  x = d * (ls - 32) * KVALUES[nibble]
+Q4_0, IQ4_NL and IQ4_XS also split into a Q4Tensor (q4_split) with the file's nibbles unchanged:
+the 4-bit kernels run them without requantization.
 """
 
 from __future__ import annotations
@@ -20,6 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from isaforge.quant.q4 import Q4Tensor
+
+# IQ4_NL's and IQ4_XS's 16 non-linear levels (ggml-common.h kvalues_iq4nl)
+KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,
+                          113], np.int8)
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,73 @@ def _q6_k(b: np.ndarray) -> np.ndarray:
     return v.reshape(nb, 256)
 
 
+def _q5_k(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    d, dmin = _f16(b, 0), _f16(b, 2)
+    sc, mn = _k4_scales(b[:, 4:16])
+    qh = b[:, 16:48]  # (nb, 32): bit j of byte l is bit 4 of value l of sub-block j
+    qs = b[:, 48:176].reshape(nb, 4, 32)  # chunk c: sub-block 2c low nibbles, 2c + 1 high
+    lo = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(nb, 8, 32)
+    hi = (qh[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
+    q = lo | (hi << 4)
+    scale = (d * sc.astype(np.float32))[:, :, None]
+    off = (dmin * mn.astype(np.float32))[:, :, None]
+    return (scale * q.astype(np.float32) - off).reshape(nb, 256)
+
+
+def _q2_k(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    sc = b[:, 0:16]  # scale index: half * 8 + shift * 2 + (l >= 16)
+    qs = b[:, 16:80].reshape(nb, 2, 1, 32)  # half, -, l
+    d, dmin = _f16(b, 80), _f16(b, 82)
+    q = (qs >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3  # half, shift, l
+    dl = (d * (sc & 0x0F).astype(np.float32)).reshape(nb, 2, 4, 2, 1)
+    ml = (dmin * (sc >> 4).astype(np.float32)).reshape(nb, 2, 4, 2, 1)
+    v = dl * q.reshape(nb, 2, 4, 2, 16).astype(np.float32) - ml
+    return v.reshape(nb, 256)
+
+
+def _k3_scales(s: np.ndarray) -> np.ndarray:
+    """Q3_K's 12 bytes -> 16 six-bit scales minus 32, int8 (nb, 16): the low nibbles are bytes
+    0-7's low then high nibbles, the top two bits come from bytes 8-11 two bits at a time."""
+    lo = np.concatenate([s[:, 0:8] & 0x0F, s[:, 0:8] >> 4], axis=1)
+    hi = (s[:, None, 8:12] >> np.array([0, 2, 4, 6], np.uint8)[None, :, None]) & 3
+    return (lo | (hi.reshape(-1, 16) << 4)).astype(np.int8) - np.int8(32)
+
+
+def _q3_k(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    hm = b[:, 0:32]  # bit (half * 4 + shift) of byte l
+    qs = b[:, 32:96].reshape(nb, 2, 1, 32)
+    d = _f16(b, 108)
+    q = (qs >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3  # half, shift, l
+    hbit = (hm[:, None, :] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
+    qv = q.astype(np.int8) - (np.int8(4) * (1 - hbit.reshape(nb, 2, 4, 32).astype(np.int8)))
+    dl = (d * _k3_scales(b[:, 96:108]).astype(np.float32)).reshape(nb, 2, 4, 2, 1)
+    return (dl * qv.reshape(nb, 2, 4, 2, 16).astype(np.float32)).reshape(nb, 256)
+
+
+def _iq4_nl(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * KVALUES_IQ4NL[_nibbles(b[:, 2:18])].astype(np.float32)
+
+
+def _iq4_xs_scales(b: np.ndarray) -> np.ndarray:
+    """IQ4_XS's 8 sub-block scales d * (ls - 32), float32 (nb, 8)."""
+    sh = np.ascontiguousarray(b[:, 2:4]).view("<u2")  # (nb, 1)
+    sl = b[:, 4:8]
+    lo = np.stack([sl & 0x0F, sl >> 4], axis=2).reshape(-1, 8)
+    hi = ((sh >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
+    ls = (lo | (hi << 4)).astype(np.int8) - np.int8(32)
+    return _f16(b, 0) * ls.astype(np.float32)
+
+
+def _iq4_xs(b: np.ndarray) -> np.ndarray:
+    nb = b.shape[0]
+    qs = b[:, 8:136].reshape(nb * 8, 16)
+    v = KVALUES_IQ4NL[_nibbles(qs)].astype(np.float32).reshape(nb, 8, 32)
+    return (_iq4_xs_scales(b)[:, :, None] * v).reshape(nb, 256)
+
+
 # GGML type ids (ggml.h enum ggml_type) of the types this module decodes.
 GGML_TYPES: dict[int, GGMLType] = {
     0: GGMLType("F32", 1, 4, _f32),
@@ -126,8 +210,13 @@ GGML_TYPES: dict[int, GGMLType] = {
     6: GGMLType("Q5_0", 32, 22, _q5_0),
     7: GGMLType("Q5_1", 32, 24, _q5_1),
     8: GGMLType("Q8_0", 32, 34, _q8_0),
+    10: GGMLType("Q2_K", 256, 84, _q2_k),
+    11: GGMLType("Q3_K", 256, 110, _q3_k),
     12: GGMLType("Q4_K", 256, 144, _q4_k),
+    13: GGMLType("Q5_K", 256, 176, _q5_k),
     14: GGMLType("Q6_K", 256, 210, _q6_k),
+    20: GGMLType("IQ4_NL", 32, 18, _iq4_nl),
+    23: GGMLType("IQ4_XS", 256, 136, _iq4_xs),
     30: GGMLType("BF16", 1, 2, _bf16),
 }
 SUPPORTED_NAMES = tuple(t.name for t in GGML_TYPES.values())
@@ -162,3 +251,25 @@ def q8_0_split(raw, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
     q = np.ascontiguousarray(b[:, 2:34]).view(np.int8).reshape(rows, cols)
     s = _f16(b, 0).reshape(rows, cols // 32)
     return q, s
+
+
+Q4_NATIVE = ("Q4_0", "IQ4_NL", "IQ4_XS")  # the types the 4-bit kernels run as they are
+
+
+def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
+    """A Q4_0, IQ4_NL or IQ4_XS tensor as a Q4Tensor at group 32: the file's nibbles unchanged
+    (copied out of the blocks), the codebook -8..7 or IQ4_NL's table, one float32 scale per 32
+    (Q4_0 / IQ4_NL: the fp16 d; IQ4_XS: d * (ls - 32)), so dequantize() equals ggml's."""
+    t = GGML_TYPES[type_id]
+    b = _blocks(raw, t, rows, cols)
+    if t.name == "Q4_0":
+        nib, s, cb = b[:, 2:18], _f16(b, 0), np.arange(-8, 8, dtype=np.int8)
+    elif t.name == "IQ4_NL":
+        nib, s, cb = b[:, 2:18], _f16(b, 0), KVALUES_IQ4NL.copy()
+    elif t.name == "IQ4_XS":
+        nib, s, cb = b[:, 8:136], _iq4_xs_scales(b), KVALUES_IQ4NL.copy()
+    else:
+        raise ValueError(f"{t.name} is not a 4-bit codebook type ({', '.join(Q4_NATIVE)})")
+    return Q4Tensor(np.ascontiguousarray(nib).reshape(rows, cols // 2),
+                    np.ascontiguousarray(s, np.float32).reshape(rows, cols // 32), cb, 32, cols,
+                    kind=t.name.lower())

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _native
+from ..quant.q4 import Q4Tensor
 from ..settings import default_threads, disabled_features, kernel_tier
 from ..types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
 
-F32, Q8 = _native.F32, _native.Q8  # if_dtype
+F32, Q8, Q4 = _native.F32, _native.Q8, _native.Q4  # if_dtype
 KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
 
 
@@ -64,6 +65,11 @@ def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> 
 
 
 def _matrix_spec(w) -> tuple:
+    if isinstance(w, Q4Tensor):
+        rows = w.nibbles.shape[0]
+        signs = None if w.signs is None else _c(w.signs, np.float32)
+        return (Q4, rows, w.cols, w.group_size, _c(w.nibbles, np.uint8), _c(w.s, np.float32),
+                _c(w.codebook, np.int8), signs, w.kpad)
     if isinstance(w, Q8Tensor):
         rows, cols = w.q.shape
         return (Q8, rows, cols, w.group_size, _c(w.q, np.int8), _c(w.s, np.float32))

@@ -1,0 +1,256 @@
+"""CQ4: 4-bit codebook weights after a randomized Hadamard rotation (numpy only).
+
+Per row and group of GS values along K (GS 32, 64 or 128; rows zero-padded to a multiple of GS,
+the activations likewise at run time, so dot products are unchanged):
+  1. rotate: r = H (signs * w) / sqrt(GS), H the Sylvester Walsh-Hadamard matrix, signs +-1
+     drawn from numpy's default_rng(seed) (one vector over the padded row, shared by every
+     matrix of that row length; the seed is stored with the tensor);
+  2. normalize: u = r / |r| (after a random rotation, u is close to a uniformly random unit
+     vector in GS dimensions);
+  3. snap each coordinate of u to the nearest of 16 levels: the Lloyd-Max quantizer of one
+     coordinate of a uniform random unit vector in GS dimensions, whose density is proportional
+     to (1 - x^2)^((GS - 3) / 2) on [-1, 1] (lloyd_max_levels);
+  4. the levels are stored pre-scaled to int8 (largest magnitude 127), so the kernels' products
+     stay integer; the group's float scale is either the norm ("norm": |r| * max|level| / 127)
+     or a least-squares refit of the group to its assigned codebook values ("lsq": scale =
+     <r, c> / <c, c>, then reassign to the nearest c * scale and refit, 3 rounds).
+The stored scale also carries the 1 / sqrt(GS) of the unnormalized run-time transform (the C
+hadamard kernel applies H (signs * x) to the activations): w . x = sum_g ws_g * <c_g, H s x_g>.
+
+Lloyd-Max derivation (lloyd_max_levels): the density is tabulated on a uniform grid of 2^20 + 1
+points of [-1, 1] (float64; it is smooth, and at GS >= 32 its mass lies well inside the grid's
+resolution: the standard deviation is 1 / sqrt(GS) >= 0.088, about 46,000 grid steps); starting
+from the 16 quantiles at (i + 1/2) / 16 of its cumulative sum, alternate (a) thresholds = the
+midpoints between neighbouring levels and (b) levels = the centroid (density-weighted mean) of
+each cell, with prefix sums of the density and of x times the density, until no level moves by
+more than 1e-12 (a few hundred rounds). The result is symmetric; the levels scale with
+1 / sqrt(GS) (GS 128: the largest about 0.238, 2.69 standard deviations; Gaussian limit 2.73).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from isaforge.quant.q4 import Q4Tensor, fwht, pack_nibbles, padded_length
+
+GROUP_SIZES = (32, 64, 128)
+SCALES = ("norm", "lsq")
+DEFAULT_SEED = 0x15AF
+
+
+@functools.cache
+def lloyd_max_levels(gs: int, n: int = 16, grid: int = 1 << 20, tol: float = 1e-12,
+                     max_iter: int = 5000) -> tuple[float, ...]:
+    """The n-level Lloyd-Max quantizer of density (1 - x^2)^((gs - 3) / 2) on [-1, 1],
+    ascending (see the module docstring)."""
+    x = np.linspace(-1.0, 1.0, grid + 1)
+    f = np.clip(1.0 - x * x, 0.0, None) ** ((gs - 3) / 2.0)
+    cw = np.concatenate([[0.0], np.cumsum(f)])
+    cwx = np.concatenate([[0.0], np.cumsum(f * x)])
+    cdf = cw[1:] / cw[-1]
+    levels = x[np.searchsorted(cdf, (np.arange(n) + 0.5) / n)]
+    for _ in range(max_iter):
+        t = (levels[1:] + levels[:-1]) / 2
+        edges = np.concatenate([[0], np.searchsorted(x, t), [grid + 1]])
+        mass = cw[edges[1:]] - cw[edges[:-1]]
+        new = (cwx[edges[1:]] - cwx[edges[:-1]]) / mass
+        done = np.abs(new - levels).max() <= tol
+        levels = new
+        if done:
+            break
+    levels = (levels - levels[::-1]) / 2  # exact symmetry
+    return tuple(float(v) for v in levels)
+
+
+@functools.cache
+def codebook(gs: int) -> tuple[np.ndarray, float]:
+    """(int8 codebook (16,), ascending, largest magnitude 127; the float value of one int8 step:
+    level i ~= codebook[i] * step)."""
+    lv = np.array(lloyd_max_levels(gs))
+    step = np.abs(lv).max() / 127.0
+    cb = np.rint(lv / step).astype(np.int8)
+    cb.setflags(write=False)
+    return cb, float(step)
+
+
+@functools.lru_cache(maxsize=64)
+def rotation_signs(seed: int, kpad: int) -> np.ndarray:
+    """The +-1 float32 signs of a padded row of kpad (the same array object for equal arguments,
+    so matrices sharing an input share their run-time rotation)."""
+    s = np.random.default_rng(seed).integers(0, 2, kpad).astype(np.float32) * 2 - 1
+    s.setflags(write=False)
+    return s
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """A --quant value: "q8", "f32", "cq4[-GS][-norm|-lsq][-norot]" or "q4_0" (Q4_0 blocks of
+    32 made here from float weights, rows zero-padded like CQ4's)."""
+
+    kind: str  # "q8", "f32", "cq4", "q4_0"
+    group_size: int | None = None  # cq4: None = the default for the model
+    scale: str = "norm"
+    rotate: bool = True
+
+    @property
+    def four_bit(self) -> bool:
+        return self.kind in ("cq4", "q4_0")
+
+    def __str__(self) -> str:
+        if self.kind != "cq4":
+            return self.kind
+        return "cq4" + (f"-{self.group_size}" if self.group_size else "") + \
+            ("-lsq" if self.scale == "lsq" else "") + ("" if self.rotate else "-norot")
+
+
+QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot] (4-bit codebook, rotated; "
+              "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are) or q4_0")
+
+
+def parse_quant(spec: str | QuantSpec) -> QuantSpec:
+    """A QuantSpec from its string; ValueError naming the valid forms."""
+    if isinstance(spec, QuantSpec):
+        return spec
+    s = str(spec).strip().lower()
+    if s in ("q8", "f32", "q4_0"):
+        return QuantSpec(s)
+    m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot))*)", s)
+    if not m:
+        raise ValueError(f"quant must be one of {QUANT_HELP}; got {spec!r}")
+    gs = int(m.group(1)) if m.group(1) else None
+    if gs is not None and gs not in GROUP_SIZES:
+        raise ValueError(f"CQ4 group size must be one of {GROUP_SIZES}, got {gs}")
+    opts = [o for o in m.group(2).split("-") if o]
+    scale = "lsq" if "lsq" in opts else "norm"
+    if "lsq" in opts and "norm" in opts:
+        raise ValueError(f"{spec!r}: choose one scale rule, norm or lsq")
+    return QuantSpec("cq4", gs, scale, "norot" not in opts)
+
+
+def _nearest(v: np.ndarray, cb: np.ndarray) -> np.ndarray:
+    """Index of the nearest codebook value (cb ascending) for every element of v."""
+    t = (cb[1:].astype(np.float64) + cb[:-1]) / 2
+    return np.searchsorted(t, v).astype(np.uint8)
+
+
+def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale: str = "norm",
+                 rotate: bool = True, chunk_rows: int = 2048) -> Q4Tensor:
+    """CQ4 of a float (rows, cols) matrix (see the module docstring)."""
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"CQ4 group size must be one of {GROUP_SIZES}, got {group_size}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise ValueError(f"expected a 2-D matrix, got shape {w.shape}")
+    if not np.isfinite(w).all():
+        raise ValueError("cannot quantize a tensor containing NaN or infinity")
+    rows, cols = w.shape
+    gs, kpad = group_size, padded_length(cols, group_size)
+    ng = kpad // gs
+    cb, step = codebook(gs)
+    cbf = cb.astype(np.float64)
+    signs = rotation_signs(seed, kpad) if rotate else None
+    nib = np.empty((rows, kpad // 2), np.uint8)
+    s_out = np.empty((rows, ng), np.float32)
+    for r0 in range(0, rows, chunk_rows):
+        r1 = min(rows, r0 + chunk_rows)
+        x = np.zeros((r1 - r0, kpad))
+        x[:, :cols] = w[r0:r1]
+        if rotate:
+            x = fwht(x * signs, gs) / np.sqrt(gs)
+        g = x.reshape(r1 - r0, ng, gs)
+        norm = np.sqrt((g * g).sum(axis=2))
+        safe = np.where(norm > 0, norm, 1.0)
+        idx = _nearest(g / (safe[..., None] * step), cb)
+        alpha = norm * step  # the "norm" scale: |r| * (level value of one int8 step)
+        if scale == "lsq":
+            for _ in range(3):
+                c = cbf[idx]
+                cc = (c * c).sum(axis=2)
+                a = np.where(cc > 0, (g * c).sum(axis=2) / np.where(cc > 0, cc, 1.0), 0.0)
+                good = a > 0
+                alpha = np.where(good, a, alpha)
+                idx = np.where(good[..., None],
+                               _nearest(g / np.where(good, alpha, 1.0)[..., None], cb), idx)
+            c = cbf[idx]
+            cc = (c * c).sum(axis=2)
+            alpha = np.where(cc > 0, (g * c).sum(axis=2) / np.where(cc > 0, cc, 1.0), 0.0)
+        nib[r0:r1] = pack_nibbles(idx.reshape(r1 - r0, kpad))
+        s_out[r0:r1] = alpha / np.sqrt(gs) if rotate else alpha
+    return Q4Tensor(nib, s_out, cb.copy(), gs, cols, signs=signs, kind="cq4",
+                    seed=seed if rotate else None)
+
+
+def quantize_q4_0(w: np.ndarray) -> Q4Tensor:
+    """GGUF Q4_0 of a float (rows, cols) matrix by the gguf package's quantizer (ggml's
+    reference rounding), rows zero-padded to a multiple of 32, held as a Q4Tensor."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from isaforge.quant.ggml import q4_split
+
+    w = np.asarray(w, np.float32)
+    rows, cols = w.shape
+    kpad = padded_length(cols, 32)
+    x = np.zeros((rows, kpad), np.float32)
+    x[:, :cols] = w
+    t = q4_split(quantize(x, GGMLQuantizationType.Q4_0).reshape(-1), 2, rows, kpad)
+    t.cols = cols
+    return t
+
+
+def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = DEFAULT_SEED
+                  ) -> Q4Tensor:
+    """A float matrix by a 4-bit QuantSpec (cq4 at group_size, or q4_0)."""
+    if spec.kind == "q4_0":
+        return quantize_q4_0(w)
+    return quantize_cq4(w, group_size, seed, spec.scale, spec.rotate)
+
+
+DEFAULT_GROUP = 64  # CQ4's group size when the spec names none (README Quality table)
+
+
+def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None):
+    """`loaded` (a LoadedModel) with every layer matrix 4-bit by `spec`: 4-bit tensors already
+    held (a GGUF file's Q4_0 / IQ4_NL / IQ4_XS, a CQ4 .isaf) are kept as they are when the spec
+    is cq4, everything else (float32, or Q8 dequantized) is quantized. The classifier is held
+    as Q8 (the 8-bit tied classifier: its errors reach the logits directly) and the token table
+    stays float32."""
+    from dataclasses import replace
+
+    from isaforge.quant.q8 import as_q8
+    from isaforge.types import LAYER_MATRICES, Q8Tensor
+
+    c, w = loaded.config, loaded.weights
+    gs = spec.group_size or DEFAULT_GROUP
+    total = c.n_layers * len(LAYER_MATRICES)
+    done = 0
+
+    def conv(m):
+        nonlocal done
+        done += 1
+        if log and (done % max(1, total // 20) == 0 or done == total):
+            log(f"\rquantizing {spec}: {done}/{total} matrices")
+        if isinstance(m, Q4Tensor):
+            if spec.kind == "cq4":
+                return m
+            m = m.dequantize()
+        elif isinstance(m, Q8Tensor):
+            m = m.dequantize()
+        return quantize_4bit(m, spec, gs, seed)
+
+    mats = {n: [conv(m) for m in getattr(w, n)] for n in LAYER_MATRICES}
+    wcls = w.wcls
+    if isinstance(wcls, Q4Tensor):
+        wcls = wcls.dequantize()
+    if not isinstance(wcls, Q8Tensor):
+        cg = 32  # the classifier's rows are dim long: Q8_0's block, or the largest power of 2
+        while c.dim % cg:
+            cg //= 2
+        wcls = as_q8(wcls, cg)
+    return replace(loaded, weights=replace(w, wcls=wcls, **mats))

@@ -1,0 +1,300 @@
+"""CQ4 and the 4-bit formats: the Lloyd-Max levels, the quantizer, GGUF Q4_0 / IQ4_NL / IQ4_XS
+taken as they are (nibbles unchanged, dequantized values equal to the gguf package's), whole
+models identical across kernel tiers, CQ4 .isaf files (mmap, round trip, bad input naming the
+tensor), `isaforge eval`."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from scipy import integrate
+
+from conftest import STORIES as STORIES_DIR
+from isaforge import _native
+from isaforge.formats.gguf import read_gguf
+from isaforge.model import read_model
+from isaforge.quant.cq4 import (
+    codebook,
+    lloyd_max_levels,
+    parse_quant,
+    quantize_cq4,
+    quantize_q4_0,
+)
+from isaforge.quant.ggml import KVALUES_IQ4NL
+from isaforge.quant.q4 import Q4Tensor
+from isaforge.runtime.engine import Engine
+from isaforge.types import ModelFormatError
+from test_gguf import TOKS, C, float_tensors, write_gguf
+
+STORIES = STORIES_DIR / "stories260K.bin"
+T = gguf.GGMLQuantizationType
+TIERS = [t["name"] for t in _native.info()["tiers"] if t["supported"]]
+
+
+# ---- levels and quantizer ----
+
+@pytest.mark.parametrize("gs", [32, 64, 128])
+def test_lloyd_max_levels_are_centroids_of_their_cells(gs):
+    lv = np.array(lloyd_max_levels(gs))
+    assert np.array_equal(lv, -lv[::-1]) and np.all(np.diff(lv) > 0)
+    f = lambda x: (1 - x * x) ** ((gs - 3) / 2)  # noqa: E731
+    edges = np.concatenate([[-1.0], (lv[1:] + lv[:-1]) / 2, [1.0]])
+    for i, level in enumerate(lv):  # independent quadrature: level = E[x | cell]
+        a, b = edges[i], edges[i + 1]
+        mass = integrate.quad(f, a, b, epsabs=0, epsrel=1e-12)[0]
+        mean = integrate.quad(lambda x: x * f(x), a, b, epsabs=0, epsrel=1e-12)[0] / mass
+        assert abs(mean - level) < 2.0 / 2 ** 20, (gs, i, mean, level)  # one grid step
+
+
+def test_levels_tend_to_gaussian_lloyd_max():
+    # 16-level Lloyd-Max for N(0, 1): outermost level 2.7326, innermost 0.1284 (Max, 1960)
+    lv = np.array(lloyd_max_levels(4096)) * np.sqrt(4096)
+    assert abs(lv[-1] - 2.7326) < 5e-3 and abs(lv[8] - 0.1284) < 2e-3
+
+
+def test_codebook_int8():
+    for gs in (32, 64, 128):
+        cb, step = codebook(gs)
+        assert cb.dtype == np.int8 and cb.max() == 127 and cb.min() == -127
+        assert np.all(np.diff(cb.astype(int)) > 0)
+        assert np.abs(cb * step - np.array(lloyd_max_levels(gs))).max() <= step / 2
+
+
+def test_quantizer_distortion_and_rotation():
+    rng = np.random.default_rng(0)
+    g = rng.normal(size=(256, 256)).astype(np.float32)
+    rel = {}
+    for sc in ("norm", "lsq"):
+        d = quantize_cq4(g, 128, scale=sc).dequantize()
+        rel[sc] = float(((d - g) ** 2).sum() / (g ** 2).sum())
+    # the 4-bit Lloyd-Max distortion of a Gaussian is 0.009497 (Max, 1960)
+    assert abs(rel["norm"] - 0.0095) < 0.0008 and rel["lsq"] < rel["norm"]
+    heavy = rng.laplace(size=(256, 256)).astype(np.float32)
+    heavy[:, 7] *= 20  # an outlier column
+    err = {r: float(((quantize_cq4(heavy, 128, rotate=r).dequantize() - heavy) ** 2).sum())
+           for r in (True, False)}
+    assert err[True] < 0.5 * err[False]
+
+
+def test_padding_and_exact_rotation_contract():
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(5, 172)).astype(np.float32)
+    t = quantize_cq4(w, 128, seed=7)
+    assert t.kpad == 256 and t.shape == (5, 172) and t.s.shape == (5, 2)
+    assert t.signs.shape == (256,) and set(np.unique(t.signs)) == {-1.0, 1.0}
+    x = rng.normal(size=172)
+    # the C contract: w . x = sum_g ws_g * <codebook[nibble]_g, H (signs * pad(x))_g>
+    from isaforge.quant.q4 import fwht
+    xr = fwht(np.concatenate([x, np.zeros(84)]) * t.signs, 128)
+    want = t.dequantize().astype(np.float64) @ x
+    got = t.values().astype(np.float64) @ xr
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_parse_quant():
+    assert str(parse_quant("CQ4-128-lsq")) == "cq4-128-lsq"
+    assert parse_quant("cq4").group_size is None and parse_quant("cq4-norot").rotate is False
+    for bad in ("cq4-48", "q4", "cq4-64-lsq-norm", "cq4x"):
+        with pytest.raises(ValueError):
+            parse_quant(bad)
+
+
+# ---- whole models: every tier gives the same bits ----
+
+def _logits(m, tier):
+    e = Engine(m, threads=1, kernel=tier)
+    pre = e.prefill(TOKS_S, all_logits=True).copy()
+    e2 = Engine(m, threads=1, kernel=tier)
+    dec = np.stack([e2.forward(t, i).copy() for i, t in enumerate(TOKS_S)])
+    return pre, dec
+
+
+TOKS_S = [1, 403, 407, 261, 378, 300, 260, 279, 11, 260]
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+@pytest.mark.parametrize("quant", ["cq4-128", "cq4-32-lsq", "cq4-64-norot", "q4_0"])
+def test_stories260k_4bit_identical_across_tiers(quant):
+    m = read_model(STORIES, quant)
+    assert all(isinstance(x, Q4Tensor) for x in m.weights.w2)
+    pre0, dec0 = _logits(m, "scalar")
+    assert np.array_equal(pre0, dec0)  # prefill equals decode bit for bit
+    ref = Engine(read_model(STORIES, "f32"), threads=1).prefill(TOKS_S, all_logits=True)
+    assert np.abs(pre0 - ref).max() < 8.0 and (pre0.argmax(1) == ref.argmax(1)).mean() > 0.5
+    for tier in TIERS[1:]:
+        pre, dec = _logits(m, tier)
+        assert np.array_equal(pre.view(np.uint32), pre0.view(np.uint32)), tier
+        assert np.array_equal(dec.view(np.uint32), dec0.view(np.uint32)), tier
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+def test_generated_text_identical_across_tiers():
+    from isaforge import load
+    outs = {t: load(STORIES, quant="cq4-128", kernel=t).generate("Once upon a time", 40,
+                                                                  temperature=0.0)
+            for t in TIERS}
+    assert len(set(outs.values())) == 1, outs
+
+
+# ---- GGUF 4-bit types run as they are ----
+
+def _iq4_raw(rng, rows, cols, xs: bool) -> np.ndarray:
+    """Random IQ4_NL (block 32) / IQ4_XS (block 256) bytes with finite moderate fp16 d."""
+    nbytes, block = (136, 256) if xs else (18, 32)
+    b = rng.integers(0, 256, (rows * cols // block, nbytes), dtype=np.uint8)
+    b[:, 0:2] = rng.uniform(0.001, 0.02, (len(b), 1)).astype("<f2").view(np.uint8)
+    return b.reshape(rows, -1)
+
+
+def test_gguf_q4_0_iq4_native(tmp_path):
+    rng = np.random.default_rng(5)
+    t = float_tensors()
+    kv = C.kv_dim
+    raw = {"blk.0.attn_k.weight": (_iq4_raw(rng, kv, C.dim, False), "IQ4_NL"),
+           "blk.1.ffn_up.weight": (_iq4_raw(rng, C.hidden_dim, C.dim, False), "IQ4_NL")}
+    # (IQ4_XS needs rows of 256 values, longer than this model's: test_iq4_xs_split_matches_gguf)
+    types = {n: "Q4_0" for n in t if n.startswith("blk.") and "norm" not in n and n not in raw}
+    p = write_gguf(tmp_path / "q4.gguf", t, types=types, raw=raw)
+    reader = gguf.GGUFReader(str(p))
+    m = read_gguf(p, "cq4")
+    f32 = read_gguf(p, "f32")
+    for rt in reader.tensors:
+        if rt.tensor_type not in (T.Q4_0, T.IQ4_NL):
+            continue
+        i, part = int(rt.name.split(".")[1]), rt.name.split(".")[2]
+        field = {"attn_q": "wq", "attn_k": "wk", "attn_v": "wv", "attn_output": "wo",
+                 "ffn_gate": "w1", "ffn_down": "w2", "ffn_up": "w3"}[part]
+        q = getattr(m.weights, field)[i]
+        assert isinstance(q, Q4Tensor) and q.kind == rt.tensor_type.name.lower()
+        blocks = np.asarray(rt.data).reshape(-1, 18)
+        rows = q.shape[0]
+        assert np.array_equal(q.nibbles, blocks[:, 2:18].reshape(rows, -1))  # file's nibbles
+        want = gguf.quants.dequantize(np.asarray(rt.data), rt.tensor_type).reshape(q.shape)
+        assert np.array_equal(q.dequantize().view(np.uint32), want.view(np.uint32))
+        assert np.array_equal(getattr(f32.weights, field)[i], want)
+        cb = np.arange(-8, 8) if rt.tensor_type == T.Q4_0 else KVALUES_IQ4NL
+        assert np.array_equal(q.codebook, cb)
+    outs = []
+    for tier in TIERS:
+        e = Engine(m, threads=1, kernel=tier)
+        outs.append(e.prefill(TOKS, all_logits=True).copy())
+        assert np.array_equal(outs[-1].view(np.uint32), outs[0].view(np.uint32)), tier
+    ref = Engine(f32, threads=1).prefill(TOKS, all_logits=True)
+    assert np.abs(outs[0] - ref).max() < 0.05 * np.abs(ref).max() + 0.05
+
+
+def test_iq4_xs_split_matches_gguf():
+    from isaforge.quant.ggml import q4_split
+    rng = np.random.default_rng(6)
+    raw = _iq4_raw(rng, 3, 512, True)
+    q = q4_split(raw.reshape(-1), 23, 3, 512)
+    want = gguf.quants.dequantize(raw, T.IQ4_XS).reshape(3, 512)
+    assert q.group_size == 32 and q.s.shape == (3, 16)
+    assert np.array_equal(q.dequantize().view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(q.nibbles.reshape(3, 2, 8, 16), raw.reshape(3, 2, 136)[:, :, 8:]
+                          .reshape(3, 2, 8, 16))
+
+
+def test_q4_0_made_here_equals_gguf_package():
+    rng = np.random.default_rng(8)
+    w = rng.normal(size=(4, 96)).astype(np.float32)
+    q = quantize_q4_0(w)
+    want = gguf.quants.dequantize(gguf.quants.quantize(w, T.Q4_0), T.Q4_0)
+    assert np.array_equal(q.dequantize(), want)
+
+
+# ---- CQ4 .isaf ----
+
+@pytest.fixture(scope="module")
+def cq4_isaf(tmp_path_factory):
+    from isaforge.converter import convert
+    p = tmp_path_factory.mktemp("isaf") / "s.isaf"
+    convert(STORIES, p, quant="cq4-128")
+    return p
+
+
+def _header(p: Path) -> tuple[dict, bytes]:
+    data = p.read_bytes()
+    (n,) = struct.unpack_from("<Q", data)
+    return json.loads(data[8:8 + n]), data[8 + n:]
+
+
+def _rewrite(p: Path, out: Path, edit) -> Path:
+    h, body = _header(p)
+    info = json.loads(h["__metadata__"]["isaforge"])
+    edit(h, info)
+    h["__metadata__"]["isaforge"] = json.dumps(info)
+    raw = json.dumps(h).encode()
+    raw += b" " * (-(8 + len(raw)) % 64)
+    out.write_bytes(struct.pack("<Q", len(raw)) + raw + body)
+    return out
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+def test_cq4_isaf_round_trip_mmap(cq4_isaf):
+    m = read_model(cq4_isaf)
+    w = m.weights.w2[0]
+    assert isinstance(w, Q4Tensor) and w.kpad == 256 and w.signs is not None
+    assert not w.nibbles.flags.owndata and not w.nibbles.flags.writeable  # a view of the map
+    a = Engine(m, threads=1).prefill(TOKS_S, all_logits=True)
+    b = Engine(read_model(STORIES, "cq4-128"), threads=1).prefill(TOKS_S, all_logits=True)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+@pytest.mark.parametrize("case, match", [
+    ("codebook_size", r"codebook_size is 17"),
+    ("codebook_shape", r"tensor 'layers.0.wq.codebook' is I8 \[8\], expected I8 \[16\]"),
+    ("short_scales", r"tensor 'layers.1.w2.scales' is F32 \[64, 1\], expected F32 \[64, 2\]"),
+    ("rotation", r"tensor layers.0.w1: unknown rotation 'givens'"),
+    ("group", r"tensor layers.0.w2: group size 96 must be a multiple of 32 dividing the padded"),
+    ("minus128", r"tensor layers.0.wq.codebook holds -128"),
+])
+def test_cq4_isaf_bad_input_names_the_tensor(cq4_isaf, tmp_path, case, match):
+    def edit(h, info):
+        q4 = info["quantization"]["q4"]
+        if case == "codebook_size":
+            q4["codebook_size"] = 17
+        elif case == "codebook_shape":
+            h["layers.0.wq.codebook"]["shape"] = [8]
+            h["layers.0.wq.codebook"]["data_offsets"][1] -= 8
+        elif case == "short_scales":
+            h["layers.1.w2.scales"]["shape"] = [64, 1]
+            o = h["layers.1.w2.scales"]["data_offsets"]
+            o[1] = o[0] + 64 * 4
+        elif case == "rotation":
+            q4["tensors"]["layers.0.w1"]["rotation"] = "givens"
+        elif case == "group":
+            q4["tensors"]["layers.0.w2"]["group_size"] = 96
+    p = _rewrite(cq4_isaf, tmp_path / "bad.isaf", edit)
+    if case == "minus128":
+        h, body = _header(p)
+        data = bytearray(p.read_bytes())
+        start = len(data) - len(body) + h["layers.0.wq.codebook"]["data_offsets"][0]
+        data[start] = 0x80
+        p.write_bytes(bytes(data))
+    with pytest.raises(ModelFormatError, match=match):
+        read_model(p)
+
+
+# ---- isaforge eval ----
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+def test_eval_cli(tmp_path, capsys):
+    from isaforge.cli import main
+    text = tmp_path / "t.txt"
+    text.write_text("Once upon a time, there was a little girl named Lily. She loved to play "
+                    "outside in the sun. One day, she saw a big dog in the park.")
+    out = tmp_path / "r.json"
+    assert main(["eval", str(STORIES), "--text", str(text), "--quant", "f32", "cq4-128",
+                 "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    same, cq4 = rows
+    assert same["kl_mean"] == 0.0 and same["top1"] == 1.0 and same["ppl"] == same["ref_ppl"]
+    assert cq4["kl_mean"] > 0 and 0 < cq4["top1"] <= 1 and cq4["positions"] == same["positions"]
+    assert "| cq4-128 |" in capsys.readouterr().out
