@@ -8,8 +8,9 @@ temperature 0 (or with a seed at any temperature) does not depend on what else i
 
 `Scheduler` owns a BatchEngine in one thread: requests wait in a bounded queue, are admitted
 into free slots (the slot whose cached tokens share the longest prefix with the prompt, so a
-conversation's next turn prefills only its new tokens), prefill in chunks (one chunk per step,
-so a long prompt never stalls the others' decoding for more than a chunk), then decode
+conversation's next turn prefills only its new tokens), prefill in chunks (at most
+`prefill_chunk` prompt tokens per step, so a long prompt never stalls the others' decoding
+for more than a chunk, while many short prompts start in one step), then decode
 together until a stop id, their token budget, the end of the context or cancellation (a
 client gone, a stop string matched). Sequences join and leave between steps.
 
@@ -133,7 +134,8 @@ class Scheduler:
     """Runs `engine` (a BatchEngine) in a thread of its own; see the module doc.
 
     max_queue: requests waiting for a slot before submit raises QueueFullError.
-    prefill_chunk: prompt tokens prefilled per step (between decode steps)."""
+    prefill_chunk: prompt tokens prefilled per step (between decode steps), over as many
+      waiting prompts as it covers, the oldest first."""
 
     TTFT_KEEP = 4096
 
@@ -240,9 +242,12 @@ class Scheduler:
             if s.req is not None and s.req.cancelled:
                 self._finish(s, "done", "cancelled")
         prefilling = [s for s in self.slots if s.req is not None and s.todo]
-        if prefilling:  # one chunk of the request that has waited longest
-            s = min(prefilling, key=lambda s: s.req.submitted)
-            chunk = s.todo[:self.prefill_chunk]
+        budget = self.prefill_chunk  # prompt tokens per step, oldest request first
+        for s in sorted(prefilling, key=lambda s: s.req.submitted):
+            if budget <= 0:
+                break
+            chunk = s.todo[:budget]
+            budget -= len(chunk)
             t0 = time.perf_counter()
             logits = self.engine.prefill_seq(s.idx, chunk, s.pos)
             self.stats.prefill_s += time.perf_counter() - t0
