@@ -599,12 +599,15 @@ size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_tab
 }
 
 /* Pack every Q8 matrix once into the prefill kernel's layout, if it declares one. */
-static int pack_weights(if_model *m) {
+static int pack_weights(if_model *m, const if_model_opts *o) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
     if (!k->pack || !k->pack_size || m->group_size == 0) return 1;
     size_t n = m->c.n_layers * N_MATS + 1;
     m->packed = calloc(n, sizeof(int8_t *));
     if (!m->packed) return 0;
+    /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
+     * row-major matrix may go as soon as it is packed */
+    m->decode_packed = m->gemv_k == m->gemm_k && k->decode_packed && k->unpack;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
         if (w->dtype != IF_Q8) continue; /* 4-bit matrices run their row-major nibbles */
@@ -613,9 +616,8 @@ static int pack_weights(if_model *m) {
         if (!m->packed[i]) return 0;
         k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
         m->packed_bytes += bytes;
+        if (m->decode_packed && o->on_packed) o->on_packed(o->on_packed_ctx, i);
     }
-    /* decode shares the copy when it runs the same tier (the same kernel's layout) */
-    m->decode_packed = m->gemv_k == m->gemm_k && k->decode_packed && k->unpack;
     return 1;
 }
 
@@ -828,7 +830,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
-        !alloc_cache(m, opts->kv_type) || !pack_weights(m)) {
+        !alloc_cache(m, opts->kv_type) || !pack_weights(m, opts)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
             2 * cache_n * sizeof(float));

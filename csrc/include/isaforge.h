@@ -446,6 +446,12 @@ typedef struct if_model_opts {
     size_t ubatch;    /* prefill chunk rows, 0 for the default (512) */
     if_kv_type kv_type;
     if_kernel_set kernels; /* the model's kernels (if_kernels_choose); NULL tables: automatic */
+    /* Called during if_model_create_opts right after matrix idx (numbered as for
+     * if_model_unpack) is packed, only when the model will read nothing but its packed copy
+     * (if_model_reads_rowmajor 0): the caller may free that matrix's row-major int8 at once, so
+     * the two copies of all the weights never coexist. NULL: not called. */
+    void (*on_packed)(void *ctx, size_t idx);
+    void *on_packed_ctx;
     size_t n_seqs; /* KV cache sequence slots (if_model_decode_batch), 0 for 1 */
 } if_model_opts;
 

@@ -231,6 +231,43 @@ static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uin
     return st == IF_OK;
 }
 
+/* The row-major int8 of one matrix, numbered as for if_model_unpack. */
+static const int8_t *matrix_q(const ModelObject *self, const if_weights *w, size_t idx) {
+    const size_t L = self->cfg.n_layers;
+    if (idx == L * IF_N_LAYER_MATRICES) return w->wcls.q;
+    return if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
+                           idx % IF_N_LAYER_MATRICES)->q;
+}
+
+/* if_model_opts.on_packed: matrix idx is packed and its row-major int8 will not be read again.
+ * Release our view of it and tell Python (`released(idx)`), so it can drop the array before
+ * the next matrix is packed: the peak holds one matrix twice, not all of them. */
+typedef struct packed_ctx {
+    ModelObject *self;
+    const if_weights *w;
+    PyObject *released; /* callable or NULL */
+    int failed;
+} packed_ctx;
+
+static void on_packed(void *ctx, size_t idx) {
+    packed_ctx *p = ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    const void *q = matrix_q(p->self, p->w, idx);
+    for (size_t i = 0; i < p->self->bufs.n; i++)
+        if (p->self->bufs.v[i].obj && p->self->bufs.v[i].buf == q) {
+            PyBuffer_Release(&p->self->bufs.v[i]); /* obj NULL after: release_all skips */
+            break;
+        }
+    if (p->released && !p->failed) {
+        PyObject *r = PyObject_CallFunction(p->released, "n", (Py_ssize_t)idx);
+        if (r)
+            Py_DECREF(r);
+        else
+            p->failed = 1; /* the exception stays set on this thread; raised after create */
+    }
+    PyGILState_Release(g);
+}
+
 /* vectors: None or a dict {name in LAYER_VECTORS: list of n_layers float32 buffers or None}
  * (IF_LAYER_VECTORS: absent names and None entries are layers without that vector). */
 static int parse_vectors(ModelObject *self, PyObject *vectors, const if_config *c) {
@@ -275,8 +312,8 @@ static int parse_vectors(ModelObject *self, PyObject *vectors, const if_config *
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"config", "tok_embeddings", "rms_final", "rms_att", "rms_ffn",
                              "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
-                             "vectors", "rope_freqs", "n_seqs", NULL};
-    PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats;
+                             "released", "vectors", "rope_freqs", "n_seqs", NULL};
+    PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats, *released = NULL;
     PyObject *vectors = NULL, *rope_freqs = NULL;
     Py_ssize_t n_threads = 1, ubatch = 0, n_seqs = 1;
     int kv_type = IF_KV_F32;
@@ -285,13 +322,18 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOn", kwlist, &cfg, &tok,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOOn", kwlist, &cfg, &tok,
                                      &rms_final, &rms_att, &rms_ffn, &mats, &n_threads, &ubatch,
-                                     &kv_type, &tier, &disabled, &vectors, &rope_freqs,
-                                     &n_seqs))
+                                     &kv_type, &tier, &disabled, &released, &vectors,
+                                     &rope_freqs, &n_seqs))
         return -1;
     if (n_seqs < 1) {
         PyErr_Format(PyExc_ValueError, "n_seqs must be >= 1, got %zd", n_seqs);
+        return -1;
+    }
+    if (released == Py_None) released = NULL;
+    if (released && !PyCallable_Check(released)) {
+        PyErr_SetString(PyExc_TypeError, "released must be callable or None");
         return -1;
     }
     if_config c;
@@ -348,10 +390,14 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
                           .kv_type = (if_kv_type)kv_type};
     uint32_t mask;
     if (!choose(tier, disabled, &opts.kernels, &mask)) return -1;
+    packed_ctx pctx = {self, &w, released, 0};
+    opts.on_packed = on_packed;
     opts.n_seqs = (size_t)n_seqs;
+    opts.on_packed_ctx = &pctx;
     if_status st;
     Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);
-    Py_END_ALLOW_THREADS if (st != IF_OK) {
+    Py_END_ALLOW_THREADS if (pctx.failed) return -1; /* released(idx) raised */
+    if (st != IF_OK) {
         raise_status(st, err);
         return -1;
     }
@@ -654,9 +700,15 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* A tier's kernel names by op, and its GEMM's step and packed layout. */
+/* A tier's kernel names by op, and its GEMM's step and packed layout. q8_decode: the kernel a
+ * decode step's Q8 matmuls run, the tier's GEMM at M = 1 over its packed copy where the GEMM
+ * declares decode_packed (one resident copy), else its GEMV. */
 static PyObject *table_dict(const if_kernel_table *t) {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+    const char *q8_decode = t->q8_gemm->pack && t->q8_gemm->decode_packed && t->q8_gemm->unpack
+                                ? t->q8_gemm->name
+                                : t->q8_gemv->name;
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+                         "q8_decode", q8_decode,
                          "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
                          "q4_gemm", t->q4_gemm ? t->q4_gemm->name : "q4_gemm_1x1_scalar",
                          "hadamard", t->hadamard ? t->hadamard->name : "f32_hadamard_1x1_scalar",
@@ -664,8 +716,7 @@ static PyObject *table_dict(const if_kernel_table *t) {
                          "q8_gemv", t->q8_gemv->name, "q8_gemm", t->q8_gemm->name, "quantize",
                          t->quantize->name, "f32_gemv", t->f32_gemv->name, "attention",
                          t->attn->name, "attention_int8_kv", t->attn_i8->name, "swiglu",
-                         t->swiglu->name, "geglu", t->geglu->name, "q8_gemm_step",
-                         (Py_ssize_t)t->q8_gemm->mr,
+                         t->swiglu->name, "geglu", t->geglu->name, "q8_gemm_step", (Py_ssize_t)t->q8_gemm->mr,
                          (Py_ssize_t)t->q8_gemm->nr, "q8_gemm_packs",
                          t->q8_gemm->pack ? Py_True : Py_False);
 }

@@ -467,7 +467,9 @@ def _cmd_info(a) -> int:
         for t in info["tiers"]))
     for phase, label in (("decode", "decode (GEMV, M=1)"), ("prefill", "prefill (GEMM, M>1)")):
         k = info[phase]
-        print(f"{label}: tier {k['tier']}: {k['q8_gemv'] if phase == 'decode' else k['q8_gemm']}, "
+        q8 = k["q8_gemm"] if phase == "prefill" else k["q8_decode"] + (
+            " (M = 1 over the packed copy)" if k["q8_decode"] != k["q8_gemv"] else "")
+        print(f"{label}: tier {k['tier']}: {q8}, "
               f"{k['quantize']}, {k['f32_gemv']}, attention {k['attention']} "
               f"(int8 KV cache: {k['attention_int8_kv']})")
     mi = info.get("model")

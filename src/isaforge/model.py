@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import settings
-from .formats import read_any, with_context
+from .formats import drop_file_pages, read_any, with_context
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import (
     DEFAULT_MAX_NEW,
@@ -41,7 +41,22 @@ def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     "cq4-128-lsq", ..., "q4_0"; quant.cq4.parse_quant) applies to every format."""
     from .quant.cq4 import parse_quant
 
-    return read_any(path, str(parse_quant(quant)))  # ValueError naming the valid forms
+    spec = parse_quant(quant)  # ValueError naming the valid forms
+    if spec.gptq:
+        return _read_calibrated(path, spec)
+    return read_any(path, str(spec))
+
+
+def _read_calibrated(path, spec) -> LoadedModel:
+    """A -gptq 4-bit load: the float model reads runtime.calibrate's calibration text
+    (CALIBRATION_TOKENS tokens) to get each matrix's input second moment, then every layer
+    matrix is quantized with error compensation (quant.cq4.gptq_cq4)."""
+    from .quant.cq4 import to_4bit
+    from .runtime.calibrate import CALIBRATION_TOKENS, calibration_text, hessians
+
+    f32 = read_any(path, "f32")
+    tokens = tokenizer_for(f32, None).encode(calibration_text())[:CALIBRATION_TOKENS]
+    return to_4bit(f32, spec, hessians=hessians(f32, tokens))
 
 
 class Model:
@@ -54,11 +69,13 @@ class Model:
     an unfinished stream on this model gets ModelBusyError (README, "Thread safety")."""
 
     def __init__(self, loaded: LoadedModel, tokenizer, threads: int | None = None,
-                 ubatch: int = 0, kv_cache: str = "f32", kernel: str | None = None):
+                 ubatch: int = 0, kv_cache: str = "f32", kernel: str | None = None,
+                 engine: Engine | None = None):
         self.loaded = loaded
         self.config = loaded.config
         self.tokenizer = tokenizer
-        self.engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
+        self.engine = engine or Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache,
+                                       kernel=kernel)
         self.session = Session(self.engine)
         self.profile: ModelProfile = profile_for(tokenizer, self.chat_template)
 
@@ -234,4 +251,10 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
 
         path = resolve_model(path)  # a registry name (gemma3-270m) or a cached model's file
     loaded = with_context(read_model(path, quant), ctx)
-    return Model(loaded, tokenizer_for(loaded, tokenizer), threads, ubatch, kv_cache, kernel)
+    # Peak RSS: the file's pages go once its tensors are converted (and again once the engine
+    # packed them); the engine comes before the tokenizer, whose tables need not be resident
+    # while packing holds one matrix twice for a moment.
+    drop_file_pages(loaded)
+    engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
+    drop_file_pages(loaded)
+    return Model(loaded, tokenizer_for(loaded, tokenizer), engine=engine)

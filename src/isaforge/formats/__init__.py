@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -162,3 +163,13 @@ def with_context(loaded: LoadedModel, ctx: int | None = None) -> LoadedModel:
     if n_ctx == model_ctx:
         return loaded
     return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
+
+
+def drop_file_pages(loaded: LoadedModel) -> None:
+    """Let the model file's resident pages go from this process (madvise MADV_DONTNEED on its
+    read-only mappings): once the weights were converted or packed, most of them are never
+    read again. Nothing is lost: a page still in use faults back in from the file."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    for mm in loaded.keepalive:
+        if advice is not None and isinstance(mm, mmap.mmap) and not mm.closed:
+            mm.madvise(advice)

@@ -94,33 +94,46 @@ def _in_memory(a: np.ndarray) -> bool:
 
 class _PackedQ8(Q8Tensor):
     """A Q8 matrix whose row-major int8 the engine let go (its C model reads only its packed
-    copy): q is unpacked from that copy on each access (a fresh read-only array)."""
+    copy): q is unpacked from that copy on each access (a fresh read-only array). `native` is a
+    one-item list holding the C model (filled once it exists: matrices go while it is made)."""
 
-    def __init__(self, native, idx: int, shape: tuple, s: np.ndarray, group_size: int):
+    def __init__(self, native: list, idx: int, shape: tuple, s: np.ndarray, group_size: int):
         self._native, self._idx, self._shape = native, idx, shape
         self.s, self.group_size = s, group_size
 
     @property
     def q(self) -> np.ndarray:
-        return np.frombuffer(self._native.unpack(self._idx), np.int8).reshape(self._shape)
+        if not self._native:
+            raise RuntimeError("these weights were released by an engine that failed to load")
+        return np.frombuffer(self._native[0].unpack(self._idx), np.int8).reshape(self._shape)
 
     @property
     def shape(self) -> tuple[int, int]:
         return self._shape
 
 
-def _release_rowmajor(w, native) -> None:
-    """One resident copy: swap each in-memory Q8 matrix of w for a _PackedQ8 over the C
-    model's packed copy (mmapped file-backed matrices stay: their pages are never read again)."""
-    idx = 0
-    for layer in range(len(w.wq)):
-        for name in LAYER_MATRICES:
-            t = getattr(w, name)[layer]
-            if type(t) is Q8Tensor and _in_memory(t.q):
-                getattr(w, name)[layer] = _PackedQ8(native, idx, t.q.shape, t.s, t.group_size)
-            idx += 1
-    if type(w.wcls) is Q8Tensor and _in_memory(w.wcls.q):
-        w.wcls = _PackedQ8(native, idx, w.wcls.q.shape, w.wcls.s, w.wcls.group_size)
+def _releaser(w, mats: list, native: list):
+    """released(idx) for the C model: matrix idx is packed and its row-major int8 never read
+    again, so drop this side's references now, before the next matrix is packed (the peak then
+    holds one matrix twice, not the whole model). An in-memory Q8 matrix of w becomes a
+    _PackedQ8 over the packed copy; mmapped file-backed ones stay (their pages are not read
+    again, so they leave the resident set by themselves)."""
+    n = len(LAYER_MATRICES)
+
+    def released(idx: int) -> None:
+        spec = mats[idx]
+        mats[idx] = spec[:4] + (None,) + spec[5:]
+        del spec
+        layer, i = divmod(idx, n)
+        if layer == len(w.wq):
+            t, put = w.wcls, lambda v: setattr(w, "wcls", v)
+        else:
+            lst = getattr(w, LAYER_MATRICES[i])
+            t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
+        if type(t) is Q8Tensor and _in_memory(t.q):
+            put(_PackedQ8(native, idx, t.q.shape, t.s, t.group_size))
+
+    return released
 
 
 def _native_view(name: str, doc: str) -> property:
@@ -158,16 +171,16 @@ class Engine:
         self._vectors = {name: [None if a is None else _c(a, np.float32) for a in per_layer]
                          for name, per_layer in w.vectors.items() if per_layer is not None}
         self._rope_freqs = None if w.rope_freqs is None else _c(w.rope_freqs, np.float32)
+        native: list = []
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
                                 chosen_tier(kernel), disabled_features(),
-                                vectors=self._vectors, rope_freqs=self._rope_freqs,
+                                _releaser(w, mats, native), vectors=self._vectors,
+                                rope_freqs=self._rope_freqs,
                                 n_seqs=n_seqs)
+        native.append(self._m)
         if not self._m.reads_rowmajor:
-            # decode and prefill read only the packed copy: keep no row-major int8 resident
-            self._arrays = [m[:4] + (None,) + m[5:] if m[0] == Q8 else m for m in mats]
-            _release_rowmajor(w, self._m)
-            del mats
+            # decode and prefill read only the packed copy: no row-major int8 stays resident
             _native.trim_heap()  # the freed arrays' heap pages, else still resident
         self.kv_cache = kv_cache
         self._logits = np.empty(c.vocab_size, np.float32)
