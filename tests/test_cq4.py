@@ -298,3 +298,39 @@ def test_eval_cli(tmp_path, capsys):
     assert same["kl_mean"] == 0.0 and same["top1"] == 1.0 and same["ppl"] == same["ref_ppl"]
     assert cq4["kl_mean"] > 0 and 0 < cq4["top1"] <= 1 and cq4["positions"] == same["positions"]
     assert "| cq4-128 |" in capsys.readouterr().out
+
+
+# ---- error-compensating assignment (GPTQ in the rotated domain) ----
+
+def test_gptq_lowers_the_output_error():
+    from isaforge.quant.cq4 import gptq_cq4
+    rng = np.random.default_rng(11)
+    cols = 160  # padded to 256 at 128
+    mix = rng.normal(size=(cols, cols)) * np.linspace(3, 0.1, cols)  # correlated, uneven inputs
+    x = rng.normal(size=(4000, cols)) @ mix
+    h = x.T @ x
+    w = rng.normal(size=(48, cols))
+
+    def out_err(t):
+        d = t.dequantize().astype(np.float64) - w
+        return float(np.einsum("ij,jk,ik->", d, h, d) / np.einsum("ij,jk,ik->", w, h, w))
+    for gs in (32, 128):
+        rtn, g = out_err(quantize_cq4(w, gs)), out_err(gptq_cq4(w, h, gs))
+        assert g < 0.8 * rtn, (gs, g, rtn)
+        assert out_err(gptq_cq4(w, h, gs, scale="lsq")) < rtn
+
+
+def test_gptq_needs_calibration():
+    from isaforge.quant.cq4 import to_4bit
+    with pytest.raises(ValueError, match="needs a calibration text"):
+        to_4bit(read_model(STORIES, "f32"), parse_quant("cq4-128-gptq"))
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+def test_stories260k_gptq_identical_across_tiers():
+    m = read_model(STORIES, "cq4-128-gptq")
+    pre0, dec0 = _logits(m, "scalar")
+    assert np.array_equal(pre0, dec0)
+    for tier in TIERS[1:]:
+        pre, _ = _logits(m, tier)
+        assert np.array_equal(pre.view(np.uint32), pre0.view(np.uint32)), tier

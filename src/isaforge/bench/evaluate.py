@@ -76,11 +76,33 @@ def evaluate(model, reference, tokens: list[int], ctx: int, progress=None) -> di
     return summarize(parts)
 
 
+def bits_per_weight(loaded) -> float:
+    """Stored bits per weight of the layer matrices (values, scales, padding; not the
+    classifier or the token table)."""
+    from isaforge.quant.q4 import Q4Tensor
+    from isaforge.types import LAYER_MATRICES, Q8Tensor
+
+    bits = n = 0
+    for name in LAYER_MATRICES:
+        for m in getattr(loaded.weights, name):
+            rows, cols = m.shape
+            n += rows * cols
+            if isinstance(m, Q4Tensor):
+                bits += rows * m.kpad * 4 + m.s.size * 32
+            elif isinstance(m, Q8Tensor):
+                bits += rows * cols * 8 + m.s.size * 32
+            else:
+                bits += rows * cols * 32
+    return bits / n
+
+
 def table(rows: list[dict]) -> str:
-    head = "| model | quant | reference | positions | PPL | ref PPL | mean KL | p99 KL | top-1 |"
-    out = [head, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    head = ("| model | quant | bits/weight | reference | positions | PPL | ref PPL | mean KL | "
+            "p99 KL | top-1 |")
+    out = [head, "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        out.append(f"| {r['model']} | {r['quant']} | {r['reference']} ({r['reference_quant']}) "
+        out.append(f"| {r['model']} | {r['quant']} | {r['bits_per_weight']:.2f} | "
+                   f"{r['reference']} ({r['reference_quant']}) "
                    f"| {r['positions']} | {r['ppl']:.3f} | {r['ref_ppl']:.3f} | "
                    f"{r['kl_mean']:.4f} | {r['kl_p99']:.4f} | {100 * r['top1']:.1f}% |")
     return "\n".join(out)
@@ -133,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"\r{q}: window {i + 1}/{len(ref_logits)}, {time.perf_counter() - t0:.0f} s")
         log("\n")
         r = summarize(parts)
-        rows.append({"model": a.model, "quant": q, "reference": ref_path,
+        rows.append({"model": a.model, "quant": q,
+                     "bits_per_weight": bits_per_weight(m.engine.model), "reference": ref_path,
                      "reference_quant": a.ref_quant, "tokens": len(tokens), "ctx": a.ctx,
                      "text": a.text or "pydoc_data.topics", "chars": len(text), **r})
         del m

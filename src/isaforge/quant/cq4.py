@@ -95,6 +95,7 @@ class QuantSpec:
     group_size: int | None = None  # cq4: None = the default for the model
     scale: str = "norm"
     rotate: bool = True
+    gptq: bool = False  # error-compensating assignment from a calibration text (gptq_cq4)
 
     @property
     def four_bit(self) -> bool:
@@ -104,10 +105,11 @@ class QuantSpec:
         if self.kind != "cq4":
             return self.kind
         return "cq4" + (f"-{self.group_size}" if self.group_size else "") + \
-            ("-lsq" if self.scale == "lsq" else "") + ("" if self.rotate else "-norot")
+            ("-lsq" if self.scale == "lsq" else "") + ("" if self.rotate else "-norot") + \
+            ("-gptq" if self.gptq else "")
 
 
-QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot] (4-bit codebook, rotated; "
+QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq] (4-bit codebook, rotated; "
               "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are) or q4_0")
 
 
@@ -118,7 +120,7 @@ def parse_quant(spec: str | QuantSpec) -> QuantSpec:
     s = str(spec).strip().lower()
     if s in ("q8", "f32", "q4_0"):
         return QuantSpec(s)
-    m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot))*)", s)
+    m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot|gptq))*)", s)
     if not m:
         raise ValueError(f"quant must be one of {QUANT_HELP}; got {spec!r}")
     gs = int(m.group(1)) if m.group(1) else None
@@ -128,7 +130,7 @@ def parse_quant(spec: str | QuantSpec) -> QuantSpec:
     scale = "lsq" if "lsq" in opts else "norm"
     if "lsq" in opts and "norm" in opts:
         raise ValueError(f"{spec!r}: choose one scale rule, norm or lsq")
-    return QuantSpec("cq4", gs, scale, "norot" not in opts)
+    return QuantSpec("cq4", gs, scale, "norot" not in opts, "gptq" in opts)
 
 
 def _nearest(v: np.ndarray, cb: np.ndarray) -> np.ndarray:
@@ -215,12 +217,13 @@ def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = D
 DEFAULT_GROUP = 64  # CQ4's group size when the spec names none (README Quality table)
 
 
-def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None):
+def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessians=None):
     """`loaded` (a LoadedModel) with every layer matrix 4-bit by `spec`: 4-bit tensors already
     held (a GGUF file's Q4_0 / IQ4_NL / IQ4_XS, a CQ4 .isaf) are kept as they are when the spec
     is cq4, everything else (float32, or Q8 dequantized) is quantized. The classifier is held
     as Q8 (the 8-bit tied classifier: its errors reach the logits directly) and the token table
-    stays float32."""
+    stays float32. hessians ({(name, layer): H}, runtime.calibrate) are required by a -gptq
+    spec."""
     from dataclasses import replace
 
     from isaforge.quant.q8 import as_q8
@@ -244,7 +247,20 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None):
             m = m.dequantize()
         return quantize_4bit(m, spec, gs, seed)
 
-    mats = {n: [conv(m) for m in getattr(w, n)] for n in LAYER_MATRICES}
+    if spec.gptq and hessians is None:
+        raise ValueError(f"{spec} needs a calibration text (isaforge.model.read_model runs it)")
+
+    def conv_at(name, layer, m):
+        if spec.gptq and not (isinstance(m, Q4Tensor) and spec.kind == "cq4"):
+            nonlocal done
+            done += 1
+            if log:
+                log(f"\rquantizing {spec}: {done}/{total} matrices")
+            f = m.dequantize() if isinstance(m, (Q4Tensor, Q8Tensor)) else m
+            return gptq_cq4(f, hessians[(name, layer)], gs, seed, spec.scale, spec.rotate)
+        return conv(m)
+
+    mats = {n: [conv_at(n, i, m) for i, m in enumerate(getattr(w, n))] for n in LAYER_MATRICES}
     wcls = w.wcls
     if isinstance(wcls, Q4Tensor):
         wcls = wcls.dequantize()
@@ -254,3 +270,71 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None):
             cg //= 2
         wcls = as_q8(wcls, cg)
     return replace(loaded, weights=replace(w, wcls=wcls, **mats))
+
+
+def _rotate_hessian(h: np.ndarray, cols: int, kpad: int, gs: int, signs) -> np.ndarray:
+    """H of the padded, rotated inputs R x (R = blockdiag(H_gs diag(signs)) / sqrt(gs))."""
+    m = np.zeros((kpad, kpad))
+    m[:cols, :cols] = h
+    if signs is None:
+        return m
+    s = signs.astype(np.float64)
+    m = s[:, None] * m * s[None, :]
+    m = fwht(m, gs)
+    return fwht(m.T.copy(), gs).T / gs
+
+
+def gptq_cq4(w: np.ndarray, h: np.ndarray, group_size: int, seed: int = DEFAULT_SEED,
+             scale: str = "norm", rotate: bool = True, damp: float = 0.01) -> Q4Tensor:
+    """CQ4 with error-compensating assignment (GPTQ, Frantar et al. 2022) in the rotated
+    domain: the rotated coordinates are quantized one column at a time in order, and each
+    column's rounding error, weighted by the inverse of the input second moment h (cols, cols;
+    runtime.calibrate), is carried into the columns not yet quantized; a group's scale (its norm
+    rule, or the least-squares fit of its plain assignment) is taken from its columns as they
+    stand when the group starts. damp: fraction of the mean diagonal added to h."""
+    w = np.asarray(w, np.float64)
+    rows, cols = w.shape
+    gs, kpad = group_size, padded_length(cols, group_size)
+    cb, step = codebook(gs)
+    cbf = cb.astype(np.float64)
+    signs = rotation_signs(seed, kpad) if rotate else None
+    x = np.zeros((rows, kpad))
+    x[:, :cols] = w
+    if rotate:
+        x = fwht(x * signs, gs) / np.sqrt(gs)
+    hr = _rotate_hessian(np.asarray(h, np.float64), cols, kpad, gs, signs)
+    d = np.diag(hr)
+    dead = d <= 0
+    hr[dead, dead] = 1.0
+    x[:, dead] = 0.0
+    hr += damp * np.mean(np.diag(hr)) * np.eye(kpad)
+    hinv = np.linalg.cholesky(np.linalg.inv(hr)).T  # upper: H^-1 = U^T U
+    idx = np.zeros((rows, kpad), np.uint8)
+    alpha_all = np.zeros((rows, kpad // gs))
+    for g in range(kpad // gs):
+        i1, i2 = g * gs, (g + 1) * gs
+        blk = x[:, i1:i2].copy()
+        norm = np.sqrt((blk * blk).sum(axis=1))
+        alpha = norm * step
+        if scale == "lsq":
+            safe = np.where(alpha > 0, alpha, 1.0)
+            c = cbf[_nearest(blk / safe[:, None], cb)]
+            cc = (c * c).sum(axis=1)
+            fit = (blk * c).sum(axis=1) / np.where(cc > 0, cc, 1)
+            alpha = np.where((cc > 0) & (alpha > 0), fit, alpha)
+            alpha = np.maximum(alpha, 0.0)
+        safe = np.where(alpha > 0, alpha, 1.0)
+        err = np.zeros((rows, gs))
+        u = hinv[i1:i2, i1:i2]
+        for j in range(gs):
+            col = blk[:, j]
+            q = _nearest(col / safe, cb)
+            idx[:, i1 + j] = q
+            e = (col - alpha * cbf[q]) / u[j, j]
+            blk[:, j:] -= np.outer(e, u[j, j:])
+            err[:, j] = e
+        x[:, i2:] -= err @ hinv[i1:i2, i2:]
+        alpha_all[:, g] = alpha
+    s = alpha_all / np.sqrt(gs) if rotate else alpha_all
+    return Q4Tensor(pack_nibbles(idx), s.astype(np.float32), cb.copy(), gs, cols, signs=signs,
+                    kind="cq4", seed=seed if rotate else None)

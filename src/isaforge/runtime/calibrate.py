@@ -1,0 +1,67 @@
+"""Calibration for error-compensating 4-bit assignment (quant.cq4.gptq_cq4): the second moment
+H = sum_t x_t x_t^T of every layer matrix's inputs while the float64 reference model
+(reference.py) reads a calibration text, one token at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import Reference
+from ..types import LAYER_MATRICES, LoadedModel
+
+
+class _Recorder(Reference):
+    def __init__(self, config, weights):
+        super().__init__(config, weights)
+        self.xs: dict[int, list[np.ndarray]] = {}
+        self.f64: dict[int, np.ndarray] = {}
+
+    def matmul(self, w, x):
+        if w is self.w.wcls:  # the logits are not needed
+            return np.zeros(self.c.vocab_size)
+        self.xs.setdefault(id(w), []).append(np.array(x))
+        k = id(w)
+        if k not in self.f64:  # float64 weights once, not per token
+            self.f64[k] = w.dequantize().astype(np.float64) if hasattr(w, "dequantize") \
+                else np.asarray(w, np.float64)
+        return self.f64[k] @ x
+
+
+def hessians(loaded: LoadedModel, tokens: list[int], log=None
+              ) -> dict[tuple[str, int], np.ndarray]:
+    """{(matrix name, layer): H (cols, cols)} over `tokens` (windows of 512 positions),
+    from the float weights of `loaded` (Q8 matrices are read as the reference reads them)."""
+    import dataclasses
+
+    c, w = loaded.config, loaded.weights
+    c = dataclasses.replace(c, seq_len=min(c.seq_len, 512))
+    rec = _Recorder(c, w)
+    n = len(tokens)
+    for start in range(0, n, c.seq_len):
+        rec.reset()
+        for pos, tok in enumerate(tokens[start:start + c.seq_len]):
+            rec.forward(int(tok), pos)
+            if log and (start + pos) % 64 == 63:
+                log(f"\rcalibrating: {start + pos + 1}/{n} tokens")
+    if log:
+        log("\n")
+    out = {}
+    for name in LAYER_MATRICES:
+        for layer in range(c.n_layers):
+            xs = rec.xs.get(id(getattr(w, name)[layer]))
+            if xs is not None:
+                x = np.stack(xs)
+                out[(name, layer)] = x.T @ x
+    return out
+
+
+CALIBRATION_TOKENS = 512
+
+
+def calibration_text(chars: int = 40_000) -> str:
+    """The default calibration text: Python's reference documentation (pydoc_data.topics, PSF
+    License), its topics in sorted order from character 100,000 on: disjoint from what
+    `isaforge eval` scores by default (the first 60,000 characters)."""
+    import pydoc_data.topics as topics
+
+    return "".join(topics.topics[k] for k in sorted(topics.topics))[100_000:100_000 + chars]
