@@ -36,8 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from isaforge.quant.cq4 import parse_quant, to_4bit
-from isaforge.quant.ggml import GGML_TYPES, Q4_NATIVE, SUPPORTED_NAMES, dequantize, q4_split, \
-    q8_0_split
+from isaforge.quant.ggml import (
+    GGML_TYPES,
+    Q4_NATIVE,
+    SUPPORTED_NAMES,
+    dequantize,
+    q4_split,
+    q8_0_split,
+)
 from isaforge.quant.q8 import as_q8, read_group_size
 from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
