@@ -96,6 +96,8 @@ def _e2e_parser() -> _Parser:
     p.add_argument("--kv-cache", choices=("f32", "f16", "int8"), default="f32",
                    help="KV cache type of isaforge's engines (default f32)")
     p.add_argument("--group-size", type=_pos, default=32, help="Q8 group size of synthetic models")
+    p.add_argument("--quant", default="q8", help="how a model file's weights are held (as "
+                   "`isaforge run --quant`: q8, f32, cq4[-32|-64|-128][-lsq][-norot], q4_0)")
     _common(p)
     return p
 
@@ -204,7 +206,7 @@ def _run_e2e(argv: list[str]) -> int:
     threads = a.threads or [default_threads()]
     kernels, skipped = _tiers(a.kernel)
     # each test starts from an empty context (llama-bench): the longest one sets the context
-    loaded, info, reason = load_model(a.model, max(a.n_prompt, a.n_gen), a.group_size)
+    loaded, info, reason = load_model(a.model, max(a.n_prompt, a.n_gen), a.group_size, a.quant)
     gguf = a.model if a.model.lower().endswith(".gguf") else None
     limits = None
     if not a.no_limits:
@@ -229,7 +231,8 @@ def _run_e2e(argv: list[str]) -> int:
                 "ubatch_effective": min(a.ubatch or _native.DEFAULT_UBATCH, a.n_prompt) or None,
                 "order": "alternating",
                 "group_size": a.group_size if a.model.startswith("synthetic:") else None,
-                "kv_cache": a.kv_cache, "ctx": loaded.config.seq_len if loaded else None,
+                "kv_cache": a.kv_cache, "quant": a.quant,
+                "ctx": loaded.config.seq_len if loaded else None,
                 "kv_cache_bytes": kv_cache_bytes(loaded.config, a.kv_cache, a.ubatch)
                 if loaded else None}
     doc = _doc("e2e", argv, a, machine, asdict(info), settings, results=results,

@@ -91,7 +91,7 @@ def gguf_info(path: Path) -> ModelInfo:
                      2 * (mm + cls_params), 2 * mm)
 
 
-def load_model(spec: str, seq_len: int, group_size: int = 32):
+def load_model(spec: str, seq_len: int, group_size: int = 32, quant: str = "q8"):
     """(LoadedModel or None, ModelInfo, reason isaforge cannot run it or None)."""
     from ..model import read_model
     from ..types import ModelFormatError
@@ -109,7 +109,7 @@ def load_model(spec: str, seq_len: int, group_size: int = 32):
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such model file")
     try:
-        loaded = read_model(p)
+        loaded = read_model(p, quant)
     except ModelFormatError as e:
         if p.suffix.lower() != ".gguf":
             raise
@@ -162,6 +162,8 @@ class E2ERun:
                     kt = eng.kernels
                     ks = {"decode": kt["decode"]["tier"], "prefill": kt["prefill"]["tier"],
                           "decode_q8_gemv": kt["decode"]["q8_gemv"],
+                          "decode_q4_gemv": kt["decode"]["q4_gemv"],
+                          "prefill_q4_gemm": kt["prefill"]["q4_gemm"],
                           "prefill_q8_gemm": kt["prefill"]["q8_gemm"],
                           "quantize": kt["prefill"]["quantize"],
                           "packed_bytes": eng.packed_bytes}
