@@ -378,3 +378,28 @@ def test_llama3_divisors_follow_the_wavelength_bands():
     assert d[0] == 1.0 and (d[2:] == 8.0).all()
     s = (32 / wl[1] - 1) / 3
     assert d[1] == np.float32(1 / ((1 - s) / 8 + s)) and 1 < d[1] < 8
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"act": 2}, "act=2"), ({"rope_neox": 3}, "rope_neox=3"),
+    ({"swa_pattern": 6, "sliding_window": 0}, "swa_pattern=6 needs a sliding_window"),
+    ({"embed_scale": -1.0}, "embed_scale"), ({"logit_softcap": float("inf")}, "logit_softcap"),
+    ({"head_dim": 15}, "even head sizes"),
+])
+def test_core_refuses_a_bad_layer_description(files, change, match):
+    """The C core checks the layer description itself (a caller other than the readers)."""
+    import dataclasses
+
+    m = read_gguf(files["qwen3"], quant="f32")
+    bad = dataclasses.replace(m, config=dataclasses.replace(m.config, **change))
+    with pytest.raises(ValueError, match=match):
+        Engine(bad)
+
+
+def test_core_refuses_a_short_layer_vector(files):
+    import dataclasses
+
+    m = read_gguf(files["qwen2"], quant="f32")
+    vec = {**m.weights.vectors, "bk": [b[:-1] for b in m.weights.vectors["bk"]]}
+    with pytest.raises(ValueError, match="bk: buffer holds 124 bytes, 128 needed"):
+        Engine(dataclasses.replace(m, weights=dataclasses.replace(m.weights, vectors=vec)))
