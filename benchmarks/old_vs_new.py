@@ -85,6 +85,8 @@ def main() -> int:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "isaforge-old-vs-new"))
     p.add_argument("--save")
+    p.add_argument("--rss-only", action="store_true",
+                   help="only the peak RSS of `isaforge run` (no timing: fine on a busy machine)")
     a = p.parse_args()
     work = Path(a.work) / a.old_rev
     pkg = build_old(a.old_rev, work)
@@ -95,7 +97,7 @@ def main() -> int:
     for r in range(a.rounds):
         order = ("old", "new") if r % 2 == 0 else ("new", "old")
         for b in order:
-            for k, v in bench_once(b, pkg, a.model, a.threads).items():
+            for k, v in ({} if a.rss_only else bench_once(b, pkg, a.model, a.threads)).items():
                 samples[b].setdefault(k, []).append(v)
             rss[b].append(rss_once(b, pkg, a.model))
             print(f"round {r + 1}/{a.rounds} {b}: done", file=sys.stderr, flush=True)

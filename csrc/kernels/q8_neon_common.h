@@ -1,5 +1,9 @@
-/* q8_neon_common.h - static inline code shared by the Arm neon (Armv8.0 Advanced SIMD) and
- * dotprod (Armv8.2 SDOT) Q8 GEMV/GEMM kernels. Included by translation units compiled with
+/* q8_neon_common.h - the per-ISA helpers of the Arm neon (Armv8.0 Advanced SIMD) and dotprod
+ * (Armv8.2 SDOT) Q8 kernels: loads, transposes, the float step, each ISA's integer part and
+ * the MR x 4 tile they share (the GEMV runs it at MR = 1; the GEMM at MR = 4 and for its M % 4
+ * rows at MR = 1). The loops live in the kernels' files: q8_gemv/q8_gemv_1x4_neon.c and
+ * q8_gemm/q8_gemm_4x4_neon.c, which the dotprod files compile again with Q8_ISA = Q8_ISA_DOT
+ * (as the AVX-VNNI kernels compile the AVX2 ones). Included by translation units compiled with
  * -mcpu=generic (neon) and -mcpu=generic+dotprod; the SDOT code sits under
  * __ARM_FEATURE_DOTPROD, so the neon objects contain none.
  *
@@ -438,53 +442,6 @@ Q8_INLINE void q8_set_wrows(q8_ptrs *p, const int8_t *w, const float *ws, size_t
         const size_t row = n + (size_t)r < n1 ? n + (size_t)r : n1 - 1;
         p->w[r] = w + row * K;
         p->ws[r] = ws + row * ng;
-    }
-}
-
-Q8_INLINE void q8_gemv_impl(const int isa, const int kind, float *out, const int8_t *xq,
-                            const float *xs, const int8_t *w, const float *ws, size_t n0,
-                            size_t n1, size_t K, size_t gs) {
-    const size_t ng = K / gs;
-    q8_ptrs p;
-    for (int m = 0; m < 4; m++) {
-        p.x[m] = xq;
-        p.xs[m] = xs;
-    }
-    for (size_t n = n0; n < n1; n += 4) {
-        q8_set_wrows(&p, w, ws, n, n1, K, ng);
-        float32x4_t acc[4];
-        q8_tile(isa, kind, 1, acc, &p, ng, gs);
-        q8_store(out + n, acc[0], n1 - n);
-    }
-}
-
-/* n-quads outer (4 weight rows stay in L1), 4-row activation quads inner, then the M % 4
- * leftover rows one at a time with the GEMV tile */
-Q8_INLINE void q8_gemm_impl(const int isa, const int kind, float *out, size_t ldo,
-                            const int8_t *xq, const float *xs, size_t M, const int8_t *w,
-                            const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
-    const size_t ng = K / gs;
-    for (size_t n = n0; n < n1; n += 4) {
-        q8_ptrs p;
-        q8_set_wrows(&p, w, ws, n, n1, K, ng);
-        const size_t cnt = n1 - n;
-        size_t m = 0;
-        for (; m + 4 <= M; m += 4) {
-            for (int i = 0; i < 4; i++) {
-                p.x[i] = xq + (m + (size_t)i) * K;
-                p.xs[i] = xs + (m + (size_t)i) * ng;
-            }
-            float32x4_t acc[4];
-            q8_tile(isa, kind, 4, acc, &p, ng, gs);
-            for (int i = 0; i < 4; i++) q8_store(out + (m + (size_t)i) * ldo + n, acc[i], cnt);
-        }
-        for (; m < M; m++) {
-            p.x[0] = xq + m * K;
-            p.xs[0] = xs + m * ng;
-            float32x4_t acc[4];
-            q8_tile(isa, kind, 1, acc, &p, ng, gs);
-            q8_store(out + m * ldo + n, acc[0], cnt);
-        }
     }
 }
 

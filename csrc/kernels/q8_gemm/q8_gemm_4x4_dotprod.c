@@ -10,18 +10,11 @@
  * fused) with the 4 rows' scales transposed 4 groups at a time: bit-equal to
  * q8_gemm_1x1_scalar. Loop: 4-row weight quads outer, activation quads inner, the M % 4 rows by
  * the 1 x 4 GEMV tile; partial weight quads repeat row n1 - 1 and store only valid lanes.
- * gs % 4 != 0 falls back to the scalar kernel. Code: ../q8_neon_common.h. */
-#include "../q8_neon_common.h"
-
-void if_q8_gemm_4x4_dotprod(float *out, size_t ldo, const int8_t *xq, const float *xs,
-                            size_t M, const int8_t *w, const float *ws, size_t n0, size_t n1,
-                            size_t K, size_t gs) {
-    if (gs == 0 || gs % 4 != 0) {
-        if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
-        return;
-    }
-    Q8_DISPATCH(q8_gemm_impl, Q8_ISA_DOT, gs, out, ldo, xq, xs, M, w, ws, n0, n1, K);
-}
-
-const if_q8_gemm_kernel if_k_q8_gemm_4x4_dotprod = {.name = "q8_gemm_4x4_dotprod",
-    .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, .mr = 4, .nr = 4, .run = if_q8_gemm_4x4_dotprod};
+ * gs % 4 != 0 falls back to the scalar kernel. Code: q8_gemm_4x4_neon.c's loop with the
+ * dotprod integer part (../q8_neon_common.h). */
+#define Q8_ISA Q8_ISA_DOT
+#define Q8_GEMM_FN if_q8_gemm_4x4_dotprod
+#define Q8_GEMM_DESC if_k_q8_gemm_4x4_dotprod
+#define Q8_GEMM_NAME "q8_gemm_4x4_dotprod"
+#define Q8_GEMM_REQUIRES (IF_FEAT_ASIMD | IF_FEAT_ASIMDDP)
+#include "q8_gemm_4x4_neon.c"

@@ -7,17 +7,10 @@
  * + ADDP + transpose. The 4 rows' scales are transposed 4 groups at a time and each lane adds
  * ((float)isum * ws) * xs in group order (FMUL, FMUL, FADD, never fused), exactly as
  * q8_gemv_1x1_scalar. gs % 4 != 0 falls back to the scalar kernel.
- * Code: ../q8_neon_common.h. */
-#include "../q8_neon_common.h"
-
-void if_q8_gemv_1x4_dotprod(float *out, const int8_t *xq, const float *xs, const int8_t *w,
-                            const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
-    if (gs == 0 || gs % 4 != 0) {
-        if_q8_gemv_1x1_scalar(out, xq, xs, w, ws, n0, n1, K, gs);
-        return;
-    }
-    Q8_DISPATCH(q8_gemv_impl, Q8_ISA_DOT, gs, out, xq, xs, w, ws, n0, n1, K);
-}
-
-const if_q8_gemv_kernel if_k_q8_gemv_1x4_dotprod = {.name = "q8_gemv_1x4_dotprod",
-    .requires = IF_FEAT_ASIMD | IF_FEAT_ASIMDDP, .mr = 1, .nr = 4, .run = if_q8_gemv_1x4_dotprod};
+ * Code: q8_gemv_1x4_neon.c's loop with the dotprod integer part (../q8_neon_common.h). */
+#define Q8_ISA Q8_ISA_DOT
+#define Q8_GEMV_FN if_q8_gemv_1x4_dotprod
+#define Q8_GEMV_DESC if_k_q8_gemv_1x4_dotprod
+#define Q8_GEMV_NAME "q8_gemv_1x4_dotprod"
+#define Q8_GEMV_REQUIRES (IF_FEAT_ASIMD | IF_FEAT_ASIMDDP)
+#include "q8_gemv_1x4_neon.c"
