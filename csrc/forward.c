@@ -485,12 +485,11 @@ if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, s
     return st;
 }
 
-if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
-                                const size_t *seqs, const size_t *pos, float *logits, char *err,
-                                size_t errlen) {
+if_status if_model_batch(if_model *m, size_t n, const int32_t *tokens, const size_t *seqs,
+                         const size_t *pos, const uint8_t *want, float *logits, char *err,
+                         size_t errlen) {
     if (n == 0 || !tokens || !seqs || !pos || !logits) {
-        ERR("a batched decode step needs n >= 1 rows and their tokens, slots, positions and "
-            "logits");
+        ERR("a batched step needs n >= 1 rows and their tokens, slots, positions and logits");
         return IF_EINVAL;
     }
     for (size_t r = 0; r < n; r++) {
@@ -500,12 +499,14 @@ if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
         }
         if (!check_tokens(m, tokens + r, 1, pos[r], err, errlen)) return IF_EINVAL;
         for (size_t q = 0; q < r; q++)
-            if (seqs[q] == seqs[r]) {
-                ERR("rows %zu and %zu both decode slot %zu", q, r, seqs[r]);
+            if (seqs[q] == seqs[r] && pos[q] >= pos[r]) {
+                ERR("rows %zu and %zu of slot %zu: positions %zu, %zu must rise", q, r, seqs[r],
+                    pos[q], pos[r]);
                 return IF_EINVAL;
             }
     }
-    const size_t vocab = m->c.vocab_size;
+    const size_t vocab = m->c.vocab_size, dim = m->c.dim;
+    float *out = logits;
     for (size_t start = 0; start < n; start += m->ub) {
         size_t M = n - start < m->ub ? n - start : m->ub;
         memcpy(m->bseq_buf, seqs + start, M * sizeof(size_t));
@@ -515,11 +516,33 @@ if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
         embed(m, tokens + start, M);
         run_layers(m, 0, M);
         m->bseq = m->bpos = NULL;
-        matmul(m, logits + start * vocab, vocab, m->x, M, &m->w.wcls,
-               packed_of(m, n_cls_of(m)), 1);
-        softcap(m, logits + start * vocab, M * vocab);
+        size_t k = M;
+        if (want) { /* the rows that want logits, packed to the front of x */
+            k = 0;
+            for (size_t r = 0; r < M; r++)
+                if (want[start + r]) {
+                    if (k != r) memmove(m->x + k * dim, m->x + r * dim, dim * sizeof(float));
+                    k++;
+                }
+        }
+        if (k == 0) continue;
+        matmul(m, out, vocab, m->x, k, &m->w.wcls, packed_of(m, n_cls_of(m)), 1);
+        softcap(m, out, k * vocab);
+        out += k * vocab;
     }
     return IF_OK;
+}
+
+if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
+                                const size_t *seqs, const size_t *pos, float *logits, char *err,
+                                size_t errlen) {
+    for (size_t r = 0; r < n; r++)
+        for (size_t q = 0; q < r; q++)
+            if (seqs[q] == seqs[r]) {
+                ERR("rows %zu and %zu both decode slot %zu", q, r, seqs[r]);
+                return IF_EINVAL;
+            }
+    return if_model_batch(m, n, tokens, seqs, pos, NULL, logits, err, errlen);
 }
 
 /* ---- validation and setup ---- */

@@ -132,3 +132,28 @@ def test_scheduler_queue_full(stories):
         assert sched.stats.rejected == 1
     finally:
         sched.close()
+
+
+def test_mixed_step_equals_alone(stories_q8):
+    """if_model_batch: decode rows and prompt chunks of other slots in one call; the wanted
+    rows' logits equal the sequences alone, and a slot's rows must rise."""
+    loaded = read_model(stories_q8)
+    e1 = Engine(loaded)
+    eb = BatchEngine(loaded, 3)
+    a, b, c = [1, 50, 60, 70], [1, 80, 90, 100, 110, 120, 130], [1, 200, 210]
+    want_a = e1.prefill(a + [300], 0).copy()
+    want_b = e1.prefill(b, 0).copy()
+    want_c3 = e1.prefill(c, 0).copy()
+    eb.prefill_seq(0, a, 0)
+    eb.prefill_seq(2, c[:2], 0)
+    # slot 0 decodes token 300 at 4; slot 1's whole prompt; slot 2's last prompt token
+    rows = ([0], [300], [4], [True])
+    rows = (rows[0] + [1] * 7 + [2], rows[1] + b + [c[2]], rows[2] + list(range(7)) + [2],
+            rows[3] + [False] * 6 + [True] + [True])
+    out = eb.step(*rows)
+    assert out.shape == (3, loaded.config.vocab_size)
+    assert np.array_equal(out[0], want_a)
+    assert np.array_equal(out[1], want_b)
+    assert np.array_equal(out[2], want_c3)
+    with pytest.raises(ValueError, match="positions 3, 3 must rise"):
+        eb.step([1, 1], [5, 6], [3, 3], [True, True])

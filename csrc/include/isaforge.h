@@ -516,6 +516,15 @@ if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, s
 if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
                                 const size_t *seqs, const size_t *pos, float *logits, char *err,
                                 size_t errlen);
+/* The general step (continuous batching with chunked prefill in the same call): rows of any
+ * slots, a slot's rows at rising positions (row r sees its slot's keys at positions <= pos[r]:
+ * those written before and by its earlier rows here), e.g. one decode row of each running
+ * sequence plus a chunk of a new prompt. Logits only for the rows with want[r] != 0 (want
+ * NULL: every row), packed in row order into logits. Every wanted row's logits equal those of
+ * the same sequence run alone (if_model_prefill / if_model_forward), bit for bit. */
+if_status if_model_batch(if_model *m, size_t n, const int32_t *tokens, const size_t *seqs,
+                         const size_t *pos, const uint8_t *want, float *logits, char *err,
+                         size_t errlen);
 /* Threads used by this model's pool. */
 size_t if_model_threads(const if_model *m);
 /* The kernel tables this model runs: decode (M = 1) and prefill (M > 1). */

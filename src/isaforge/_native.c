@@ -540,29 +540,41 @@ static PyObject *Model_prefill_seq(ModelObject *self, PyObject *args) {
     return ret;
 }
 
-/* decode_batch(tokens_i32 (n), seqs_uintp (n), pos_uintp (n), out_f32 (n, vocab)). */
+/* decode_batch(tokens_i32 (n), seqs_uintp (n), pos_uintp (n), out_f32 (rows, vocab)[, want_u8
+ * (n)]): without want one decode step of n distinct slots (rows = n); with want
+ * if_model_batch, rows = the number of wanted rows. */
 static PyObject *Model_decode_batch(ModelObject *self, PyObject *args) {
-    PyObject *objs[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    PyObject *objs[5] = {NULL, NULL, NULL, NULL, Py_None};
+    if (!PyArg_ParseTuple(args, "OOOO|O", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
     if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
-    Py_buffer b[4];
+    const size_t nb = objs[4] == Py_None ? 4 : 5;
+    Py_buffer b[5];
     size_t got = 0;
     PyObject *ret = NULL;
-    for (; got < 4; got++)
+    for (; got < nb; got++)
         if (PyObject_GetBuffer(objs[got], &b[got],
                                PyBUF_C_CONTIGUOUS | (got == 3 ? PyBUF_WRITABLE : 0)) != 0)
             goto done;
-    size_t n = (size_t)b[0].len / sizeof(int32_t), vocab = self->cfg.vocab_size;
+    size_t n = (size_t)b[0].len / sizeof(int32_t), vocab = self->cfg.vocab_size, rows = n;
+    if (nb == 5) {
+        rows = 0;
+        for (size_t r = 0; r < (size_t)b[4].len; r++) rows += ((const uint8_t *)b[4].buf)[r] != 0;
+    }
     if ((size_t)b[1].len != n * sizeof(size_t) || (size_t)b[2].len != n * sizeof(size_t) ||
-        (size_t)b[3].len < n * vocab * sizeof(float)) {
+        (size_t)b[3].len < rows * vocab * sizeof(float) || (nb == 5 && (size_t)b[4].len != n)) {
         PyErr_SetString(PyExc_ValueError, "decode_batch: tokens (n,) int32, seqs and pos (n,) "
-                                          "uintp, out (n, vocab) float32");
+                                          "uintp, out (rows, vocab) float32, want (n,) uint8");
         goto done;
     }
     char err[ERRLEN] = "";
     if_status st;
-    Py_BEGIN_ALLOW_THREADS st = if_model_decode_batch(self->m, n, b[0].buf, b[1].buf, b[2].buf,
-                                                      b[3].buf, err, sizeof err);
+    const uint8_t *want = nb == 5 ? b[4].buf : NULL;
+    Py_BEGIN_ALLOW_THREADS st = want ? if_model_batch(self->m, n, b[0].buf, b[1].buf, b[2].buf,
+                                                      want, b[3].buf, err, sizeof err)
+                                     : if_model_decode_batch(self->m, n, b[0].buf, b[1].buf,
+                                                             b[2].buf, b[3].buf, err,
+                                                             sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
     else ret = Py_NewRef(Py_None);
 done:
@@ -616,7 +628,8 @@ static PyMethodDef Model_methods[] = {
     {"prefill_seq", (PyCFunction)Model_prefill_seq, METH_VARARGS,
      "prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot seq"},
     {"decode_batch", (PyCFunction)Model_decode_batch, METH_VARARGS,
-     "decode_batch(tokens_i32, seqs_uintp, pos_uintp, out (n, vocab)): one step of n slots"},
+     "decode_batch(tokens_i32, seqs_uintp, pos_uintp, out (rows, vocab)[, want_u8]): one "
+     "batched step (see if_model_batch)"},
     {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
      "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
     {NULL, NULL, 0, NULL},

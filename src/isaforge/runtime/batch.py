@@ -8,11 +8,12 @@ temperature 0 (or with a seed at any temperature) does not depend on what else i
 
 `Scheduler` owns a BatchEngine in one thread: requests wait in a bounded queue, are admitted
 into free slots (the slot whose cached tokens share the longest prefix with the prompt, so a
-conversation's next turn prefills only its new tokens), prefill in chunks (at most
-`prefill_chunk` prompt tokens per step, so a long prompt never stalls the others' decoding
-for more than a chunk, while many short prompts start in one step), then decode
-together until a stop id, their token budget, the end of the context or cancellation (a
-client gone, a stop string matched). Sequences join and leave between steps.
+conversation's next turn prefills only its new tokens), and every step is one forward call
+(`BatchEngine.step`) over a decode row of each running sequence plus chunks of waiting
+prompts (at most `prefill_chunk` prompt tokens per step, oldest first: a long prompt never
+stalls the others' decoding for more than a chunk, many short prompts start in one step);
+sequences decode together until a stop id, their token budget, the end of the context or
+cancellation (a client gone, a stop string matched). Sequences join and leave between steps.
 
 Each request gets its events through a callback from the scheduler thread: ("token", id,
 logprobs or None) per sampled token and ("done", finish_reason, None) once, finish_reason
@@ -62,6 +63,17 @@ class BatchEngine(Engine):
         out = np.empty((len(t), self.config.vocab_size), np.float32)
         self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
                              np.ascontiguousarray(positions, dtype=np.uintp), out)
+        return out
+
+    def step(self, seqs, tokens, positions, want) -> np.ndarray:
+        """One forward call over rows of any slots (a slot's rows at rising positions: decode
+        rows and prompt chunks together, if_model_batch); logits (sum(want), vocab) of the
+        rows with want[r] true, in row order."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        w = np.ascontiguousarray(want, dtype=np.uint8)
+        out = np.empty((int(np.count_nonzero(w)), self.config.vocab_size), np.float32)
+        self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
+                             np.ascontiguousarray(positions, dtype=np.uintp), out, w)
         return out
 
 
@@ -241,35 +253,58 @@ class Scheduler:
         for s in self.slots:  # cancellations free their slots first
             if s.req is not None and s.req.cancelled:
                 self._finish(s, "done", "cancelled")
+        # one forward call: a decode row for every running sequence, then prompt chunks (at
+        # most prefill_chunk tokens, oldest request first) whose last row wants logits only
+        # when it ends its prompt
+        seqs: list[int] = []
+        toks: list[int] = []
+        poss: list[int] = []
+        want: list[bool] = []
+        decoding = [s for s in self.slots if s.req is not None and not s.todo and s.new > 0]
+        for s in decoding:
+            seqs.append(s.idx)
+            toks.append(s.last)
+            poss.append(s.pos)
+            want.append(True)
+        chunks = []
+        budget = self.prefill_chunk
         prefilling = [s for s in self.slots if s.req is not None and s.todo]
-        budget = self.prefill_chunk  # prompt tokens per step, oldest request first
         for s in sorted(prefilling, key=lambda s: s.req.submitted):
             if budget <= 0:
                 break
             chunk = s.todo[:budget]
             budget -= len(chunk)
-            t0 = time.perf_counter()
-            logits = self.engine.prefill_seq(s.idx, chunk, s.pos)
-            self.stats.prefill_s += time.perf_counter() - t0
-            self.stats.prefill_tokens += len(chunk)
+            ends = len(chunk) == len(s.todo)
+            seqs += [s.idx] * len(chunk)
+            toks += chunk
+            poss += range(s.pos, s.pos + len(chunk))
+            want += [False] * (len(chunk) - 1) + [ends]
+            chunks.append((s, chunk, ends))
+        if not seqs:
+            return
+        t0 = time.perf_counter()
+        out = self.engine.step(seqs, toks, poss, want)
+        dt = time.perf_counter() - t0
+        n_pre = len(seqs) - len(decoding)  # the step's time split by rows
+        self.stats.prefill_s += dt * n_pre / len(seqs)
+        self.stats.decode_s += dt * len(decoding) / len(seqs)
+        self.stats.prefill_tokens += n_pre
+        if decoding:
+            self.stats.decode_steps += 1
+            self.stats.decode_rows += len(decoding)
+        k = 0
+        for s in decoding:
+            s.cached.append(s.last)
+            s.pos += 1
+            self._sampled(s, out[k])
+            k += 1
+        for s, chunk, ends in chunks:
             s.cached += chunk
             s.pos += len(chunk)
             del s.todo[:len(chunk)]
-            if not s.todo:
-                self._sampled(s, logits)
-        rows = [s for s in self.slots if s.req is not None and not s.todo and s.new > 0]
-        if not rows:
-            return
-        t0 = time.perf_counter()
-        out = self.engine.decode_batch([s.idx for s in rows], [s.last for s in rows],
-                                       [s.pos for s in rows])
-        self.stats.decode_s += time.perf_counter() - t0
-        self.stats.decode_steps += 1
-        self.stats.decode_rows += len(rows)
-        for s, logits in zip(rows, out, strict=True):
-            s.cached.append(s.last)
-            s.pos += 1
-            self._sampled(s, logits)
+            if ends:
+                self._sampled(s, out[k])
+                k += 1
 
     def _sampled(self, s: _Slot, logits: np.ndarray) -> None:
         """Sample the next token of slot s from `logits` and tell its request."""
