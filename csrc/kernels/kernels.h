@@ -61,6 +61,11 @@ void if_q4_gemv_1x8_avx2(IF_Q4_GEMV_ARGS);
 void if_q4_gemm_16x8_avx2(IF_Q4_GEMM_ARGS);
 void if_f32_hadamard_1x1_avx2(IF_HADAMARD_ARGS);
 #endif
+#if defined(IF_ARM_TIERS)
+/* dotprod (also the i8mm and sme2 tiers' 4-bit kernels): TBL codebook lookup + SDOT */
+void if_q4_gemv_1x4_dotprod(IF_Q4_GEMV_ARGS);
+void if_q4_gemm_1x4_dotprod(IF_Q4_GEMM_ARGS);
+#endif
 
 /* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
 void if_f32_swiglu_1x1_scalar(float *x, const float *g, size_t n);

@@ -101,7 +101,7 @@ build() {
         done
     fi
     local drv more ddefs
-    for drv in if_native_test attn_native_test detmath_test; do
+    for drv in if_native_test attn_native_test detmath_test q4_native_test; do
         o="$obj/$drv.o"
         more=() ddefs=()
         [ "$x86" = 1 ] && ddefs=(-DIF_X86_TIERS=1)
