@@ -32,6 +32,8 @@ struct if_model {
     size_t q_dim;      /* n_heads * head_size (dim for Llama) */
     size_t ub;         /* prefill chunk rows */
     size_t n_threads;
+    size_t gemv_rows_per_thread; /* decode matmuls' thread budget (if_model_opts), 0: off */
+    size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
     /* activations, (ub, width) row-major; a decode step uses row 0 */
     float *x;      /* (ub, dim) residual stream */
     float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
@@ -88,12 +90,17 @@ static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
  * weight tile while it is in cache. */
 #define GEMM_M_ROWS 64
 
+/* rows: a decode matmul's output rows, for its thread budget (one thread per
+ * gemv_rows_per_thread rows, at least one); 0: the whole pool. */
 static void run_tasks(if_model *m, size_t n, size_t grain, if_task_fn fn, void *ctx,
-                      size_t work) {
-    if (work < PAR_MIN_WORK)
+                      size_t work, size_t rows) {
+    size_t nt = 0; /* the whole pool */
+    if (rows && m->gemv_rows_per_thread)
+        nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
+    if (work < m->par_min_work || nt == 1)
         fn(ctx, 0, n, 0);
     else
-        if_pool_parallel_for(m->pool, n, grain, fn, ctx);
+        if_pool_parallel_for_n(m->pool, n, grain, nt, fn, ctx);
 }
 
 /* ---- matmuls through the kernels, parallel over output tiles ---- */
@@ -177,7 +184,7 @@ static void matmul_q4(if_model *m, float *out, size_t ldo, const float *x, size_
     }
     if (M == 1) {
         mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(m, w->rows, 8, gemv_task, &j, w->rows * kp / 2);
+        run_tasks(m, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
         return;
     }
     const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
@@ -189,7 +196,7 @@ static void matmul_q4(if_model *m, float *out, size_t ldo, const float *x, size_
     size_t m_tiles = (M + mt - 1) / mt;
     n_tiles = (w->rows + nt - 1) / nt;
     mm_job j = {k, w, NULL, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
-    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp);
+    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
 }
 
 static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M,
@@ -212,11 +219,11 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
              * arithmetic as the GEMV, so the logits do not change */
             const size_t nr = k->q8_gemm->nr;
             mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-            run_tasks(m, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K);
+            run_tasks(m, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K, w->rows);
             return;
         }
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K);
+        run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
         return;
     }
     const if_kernel_table *k = m->gemm_k;
@@ -238,7 +245,7 @@ static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M
     n_tiles = (w->rows + nt - 1) / nt;
     mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
                 m->xq, m->xs};
-    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K);
+    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
 }
 
 /* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
@@ -293,11 +300,11 @@ static void attention(if_model *m, size_t l, size_t pos0, size_t M, size_t windo
         size_t most = 0;
         for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
         size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
-        run_tasks(m, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim);
+        run_tasks(m, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
-    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * m->q_dim);
+    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
@@ -843,6 +850,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     const int two_bases = c.swa_pattern && c.rope_theta_swa != 0.0f;
     if (two_bases) m->rope_swa = calloc(ub * hs, sizeof(float));
     m->n_seqs = opts->n_seqs ? opts->n_seqs : 1;
+    m->gemv_rows_per_thread = opts->gemv_rows_per_thread;
+    m->par_min_work = opts->par_min_work ? opts->par_min_work : PAR_MIN_WORK;
     m->kv = calloc(m->n_seqs * c.n_layers, sizeof *m->kv);
     m->bseq_buf = calloc(ub, sizeof(size_t));
     m->bpos_buf = calloc(ub, sizeof(size_t));

@@ -321,9 +321,13 @@ if_pool *if_pool_create(size_t n_threads);
 void if_pool_free(if_pool *pool);
 /* Threads in the pool, the caller included. */
 size_t if_pool_threads(const if_pool *pool);
-/* Run fn over [0, n) split into contiguous, even chunks (sizes differ by at most one
- * `grain`), one per thread, and wait for all of them. */
+/* Run fn over [0, n) split into contiguous chunks of whole `grain`s (a few per thread, sizes
+ * differing by at most one grain) that the threads claim from an atomic counter, lowest
+ * first, and wait for all of them. Each index is run once, by one thread. */
 void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, void *ctx);
+/* The same on at most max_threads threads (ids 0..max_threads-1; 0: the whole pool). */
+void if_pool_parallel_for_n(if_pool *pool, size_t n, size_t grain, size_t max_threads,
+                            if_task_fn fn, void *ctx);
 
 /* ---------------------------------------------------------------------------------------
  * Model description and forward pass (csrc/forward.c).
@@ -453,6 +457,11 @@ typedef struct if_model_opts {
     void (*on_packed)(void *ctx, size_t idx);
     void *on_packed_ctx;
     size_t n_seqs; /* KV cache sequence slots (if_model_decode_batch), 0 for 1 */
+    /* Thread budget of decode matmuls (M = 1): one thread per this many output rows, at
+     * least one, at most the pool (0: the whole pool for every matmul). */
+    size_t gemv_rows_per_thread;
+    /* Work (multiply-adds) below which an op runs on the calling thread alone (0: 2^17). */
+    size_t par_min_work;
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */

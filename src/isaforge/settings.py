@@ -68,6 +68,40 @@ def _positive(name: str, default: float, kind=float):
     return v
 
 
+# Decode matmuls' thread budget: one thread per this many output rows (at least one, at most
+# the pool); 0 runs every matmul on the whole pool. Measured on a 2-core AVX2 VM (README,
+# "Performance"): see there for the rule that won.
+GEMV_ROWS_PER_THREAD = 0
+
+
+def _count(name: str, default: int, meaning: str) -> int:
+    """ISAFORGE_<name> as an integer >= 0, else default; a bad value names the variable."""
+    value = getenv(name).strip()
+    if not value:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"ISAFORGE_{name}={value!r} is not an integer ({meaning})") from None
+    if n < 0:
+        raise ValueError(f"ISAFORGE_{name}={value!r} must be >= 0 ({meaning})")
+    return n
+
+
+def gemv_rows_per_thread() -> int:
+    """ISAFORGE_GEMV_ROWS_PER_THREAD (an integer >= 0; 0: no budget, the whole pool), else
+    GEMV_ROWS_PER_THREAD: decode matmuls run on one thread per that many output rows."""
+    return _count("GEMV_ROWS_PER_THREAD", GEMV_ROWS_PER_THREAD,
+                  "output rows per thread of a decode matmul, 0 for no budget")
+
+
+def par_min_work() -> int:
+    """ISAFORGE_PAR_MIN_WORK (multiply-adds, an integer >= 0; 0: the core's default, 2^17):
+    ops with less work run on the calling thread alone."""
+    return _count("PAR_MIN_WORK", 0,
+                  "multiply-adds below which an op runs on one thread, 0 for the default")
+
+
 TEMPLATE_CHARS_PER_POSITION = 16
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _native
+from .. import _native, settings
 from ..quant.q4 import Q4Tensor
 from ..settings import default_threads, disabled_features, kernel_tier
 from ..types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
@@ -149,8 +149,18 @@ class Engine:
     every op (None: chosen_tier's), fixed for the engine's life."""
 
     def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
-                 kv_cache: str = "f32", kernel: str | None = None, n_seqs: int = 1):
+                 kv_cache: str = "f32", kernel: str | None = None, n_seqs: int = 1,
+                 gemv_rows_per_thread: int | None = None, par_min_work: int | None = None):
         kv_type = _kv_type(kv_cache)  # n_seqs: KV cache slots (runtime/batch.py)
+        # decode matmuls' thread budget (settings.gemv_rows_per_thread; 0: the whole pool)
+        rows_per_thread = (settings.gemv_rows_per_thread() if gemv_rows_per_thread is None
+                           else int(gemv_rows_per_thread))
+        if rows_per_thread < 0:
+            raise ValueError(f"gemv_rows_per_thread must be >= 0, got {rows_per_thread}")
+        # multiply-adds below which an op runs on the calling thread (0: the core's 2^17)
+        min_work = settings.par_min_work() if par_min_work is None else int(par_min_work)
+        if min_work < 0:
+            raise ValueError(f"par_min_work must be >= 0, got {min_work}")
         if ubatch < 0:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
@@ -177,7 +187,8 @@ class Engine:
                                 chosen_tier(kernel), disabled_features(),
                                 _releaser(w, mats, native), vectors=self._vectors,
                                 rope_freqs=self._rope_freqs,
-                                n_seqs=n_seqs)
+                                n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
+                                par_min_work=min_work)
         native.append(self._m)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: no row-major int8 stays resident
