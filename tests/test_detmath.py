@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from conftest import REPO, c_compiler
-from test_build_manifest import parse
+from test_build_manifest import manifest
 
 RECORDED = REPO / "tests" / "data" / "detmath_glibc.bin"
 
@@ -36,12 +36,12 @@ def driver(tmp_path_factory):
     objs, cmds = [], []
     x86 = subprocess.run([cc, "-dumpmachine"], capture_output=True, text=True).stdout
     x86 = x86.startswith("x86_64")
-    groups, _, _ = parse()
+    groups = manifest.read().groups
     srcs = [("csrc/detmath.c", []), ("csrc/cpu/features.c", []),
             ("tests/native/detmath_test.c", ["-DIF_X86_TIERS=1"] if x86 else [])]
     if x86:
-        srcs += [("tests/native/detmath_lanes.c", [*groups["avx2"][1], "-DLANES=8"]),
-                 ("tests/native/detmath_lanes.c", [*groups["avx512"][1], "-DLANES=16"])]
+        srcs += [("tests/native/detmath_lanes.c", [*groups["avx2"].flags, "-DLANES=8"]),
+                 ("tests/native/detmath_lanes.c", [*groups["avx512"].flags, "-DLANES=16"])]
     for i, (src, flags) in enumerate(srcs):
         o = out.parent / f"{i}.o"
         cmds.append([cc, *common, *flags, "-c", str(REPO / src), "-o", str(o)])
