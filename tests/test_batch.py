@@ -157,3 +157,24 @@ def test_mixed_step_equals_alone(stories_q8):
     assert np.array_equal(out[2], want_c3)
     with pytest.raises(ValueError, match="positions 3, 3 must rise"):
         eb.step([1, 1], [5, 6], [3, 3], [True, True])
+
+
+def test_scheduler_prefix_reuse(stories):
+    """A slot keeps its tokens' K/V: the same prompt again prefills one token, a longer one
+    only its new tokens, and the reply is the same as from a fresh slot."""
+    m = isaforge.load(stories / "stories260K.bin")
+    p = m.encode("Once upon a time there was")
+    sched = Scheduler(BatchEngine(m.loaded, 1))
+    try:
+        first = _collect(sched, [dict(tokens=p, max_new=12, temperature=0.0)])
+        ran = sched.stats.prefill_tokens
+        assert ran == len(p)
+        again = _collect(sched, [dict(tokens=p, max_new=12, temperature=0.0)])
+        assert again == first and sched.stats.prefill_tokens == ran + 1
+        longer = p + first[0][0][:3]
+        ran = sched.stats.prefill_tokens
+        got = _collect(sched, [dict(tokens=longer, max_new=5, temperature=0.0)])
+        assert sched.stats.prefill_tokens == ran + 1  # the reply's tokens were cached too
+        assert got[0][0] == first[0][0][3:8]
+    finally:
+        sched.close()

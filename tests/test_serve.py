@@ -261,3 +261,12 @@ def test_echo_and_ignore_eos(srv):
     r = c.completions.create(model="stories260K", prompt=PROMPT, max_tokens=400, temperature=0,
                              extra_body={"ignore_eos": True})
     assert r.usage.completion_tokens == 400 and r.choices[0].finish_reason == "length"
+
+
+def test_cli_errors():
+    from conftest import cli
+
+    r = cli("serve", "/nonexistent/model.gguf", "--port", "1")
+    assert r.returncode == 2 and b"no such model file" in r.stderr
+    r = cli("serve", "--parallel", "0")
+    assert r.returncode == 2 and b"--parallel: must be >= 1" in r.stderr
