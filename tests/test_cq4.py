@@ -334,3 +334,13 @@ def test_stories260k_gptq_identical_across_tiers():
     for tier in TIERS[1:]:
         pre, _ = _logits(m, tier)
         assert np.array_equal(pre.view(np.uint32), pre0.view(np.uint32)), tier
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+def test_generated_calibration_tokens_deterministic():
+    from isaforge.runtime.calibrate import generated_tokens
+    m = read_model(STORIES, "f32")
+    prompt = list(range(1, 40))
+    a, b = generated_tokens(m, prompt, 64, 2), generated_tokens(m, prompt, 64, 2)
+    assert a == b and len(a) == 64 and a[:8] == prompt[:8]
+    assert all(0 <= t < m.config.vocab_size for t in a)

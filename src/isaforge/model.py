@@ -52,10 +52,17 @@ def _read_calibrated(path, spec) -> LoadedModel:
     (CALIBRATION_TOKENS tokens) to get each matrix's input second moment, then every layer
     matrix is quantized with error compensation (quant.cq4.gptq_cq4)."""
     from .quant.cq4 import to_4bit
-    from .runtime.calibrate import CALIBRATION_TOKENS, calibration_text, hessians
+    from .runtime.calibrate import (
+        CALIBRATE_ON,
+        CALIBRATION_TOKENS,
+        calibration_text,
+        generated_tokens,
+        hessians,
+    )
 
     f32 = read_any(path, "f32")
-    tokens = tokenizer_for(f32, None).encode(calibration_text())[:CALIBRATION_TOKENS]
+    prompt = tokenizer_for(f32, None).encode(calibration_text())[:CALIBRATION_TOKENS]
+    tokens = generated_tokens(f32, prompt) if CALIBRATE_ON == "generated" else prompt
     return to_4bit(f32, spec, hessians=hessians(f32, tokens))
 
 

@@ -4,6 +4,8 @@ H = sum_t x_t x_t^T of every layer matrix's inputs while the float64 reference m
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..reference import Reference
@@ -56,6 +58,9 @@ def hessians(loaded: LoadedModel, tokens: list[int], log=None
 
 
 CALIBRATION_TOKENS = 512
+# "generated": the model's own samples (generated_tokens) from prompts cut from the calibration
+# text; "text": the calibration text itself
+CALIBRATE_ON = os.environ.get("ISAFORGE_CALIBRATE_ON", "generated")
 
 
 def calibration_text(chars: int = 40_000) -> str:
@@ -65,3 +70,27 @@ def calibration_text(chars: int = 40_000) -> str:
     import pydoc_data.topics as topics
 
     return "".join(topics.topics[k] for k in sorted(topics.topics))[100_000:100_000 + chars]
+
+
+def generated_tokens(loaded: LoadedModel, prompt: list[int], n: int = CALIBRATION_TOKENS,
+                     windows: int = 4, seed: int = 0) -> list[int]:
+    """Calibration tokens the float model writes itself (data-free, in its own domain): `windows`
+    sequences, each started from 8 tokens of `prompt` at a different offset and continued by
+    sampling the model's distribution at temperature 1 (numpy RNG `seed`), n tokens in all."""
+    from .engine import Engine
+
+    rng = np.random.default_rng(seed)
+    eng = Engine(loaded, threads=None)
+    per = n // windows
+    out: list[int] = []
+    for wi in range(windows):
+        off = (wi * max(1, (len(prompt) - 8) // windows)) % max(1, len(prompt) - 8)
+        seq = list(prompt[off:off + 8])
+        logits = eng.prefill(seq, 0)
+        while len(seq) < per:
+            p = np.exp(logits.astype(np.float64) - logits.max())
+            t = int(rng.choice(len(p), p=p / p.sum()))
+            seq.append(t)
+            logits = eng.forward(t, len(seq) - 1)
+        out += seq
+    return out
