@@ -79,6 +79,8 @@ def test_stop_strings(srv, stories_model):
             reason = chunks[-1].choices[0].finish_reason
         else:
             text, reason = r.choices[0].text, r.choices[0].finish_reason
+            # the tokens up to the one that completed the stop string, not the budget
+            assert len(stories_model.encode(want, bos=False)) <= r.usage.completion_tokens < 30
         assert text == want and reason == "stop"
         assert stop not in text
     assert want == _alone(stories_model, PROMPT, 60, [stop])

@@ -56,7 +56,10 @@ class _Choice:
         return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
 
     def token(self, t: int, lp) -> str:
-        """The text this token releases ("" while held back)."""
+        """The text this token releases ("" while held back; nothing after a stop string:
+        the tokens the scheduler ran before it saw the cancellation are not counted)."""
+        if self.stop.stopped:
+            return ""
         self.tokens += 1
         if self.want_lp and lp is not None:
             chosen, top = lp
