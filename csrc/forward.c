@@ -655,13 +655,29 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
  * array over the context, or with a sliding window a ring of n_sinks + window + ub - 1
  * slots: a chunk's rows go in before its attention, so the ring must also hold the window of
  * the chunk's first row), int8 group (0 for float caches) and bytes per element. */
+static size_t layer_cap(const if_config *c, size_t ub, size_t l) {
+    const size_t window = layer_window(c, l);
+    if (window && c->n_sinks + window + ub - 1 < c->seq_len) return c->n_sinks + window + ub - 1;
+    return c->seq_len; /* global layers (swa_pattern's) keep the whole context */
+}
+
+/* Slots of one sequence's cache over all layers (each layer_cap), 0 if that overflows. */
+static size_t kv_slots(const if_config *c, size_t ub) {
+    size_t n = 0;
+    for (size_t l = 0; l < c->n_layers; l++) {
+        const size_t cap = layer_cap(c, ub, l);
+        if (cap > SIZE_MAX - n) return 0;
+        n += cap;
+    }
+    return n;
+}
+
 static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
                         size_t *group, size_t *el) {
     const size_t hs = if_config_head_size(c);
-    *cap = c->seq_len;
-    /* a ring only when every layer is windowed (swa_pattern's global layers need it all) */
-    if (c->sliding_window && !c->swa_pattern && c->n_sinks + c->sliding_window + ub - 1 < *cap)
-        *cap = c->n_sinks + c->sliding_window + ub - 1;
+    *cap = 0; /* the largest layer's (each layer: layer_cap) */
+    for (size_t l = 0; l < c->n_layers; l++)
+        if (layer_cap(c, ub, l) > *cap) *cap = layer_cap(c, ub, l);
     *group = 0;
     *el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
     if (type == IF_KV_I8)
@@ -675,7 +691,8 @@ size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type) {
     size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH, cap, group, el, n, t;
     if (ub > c->seq_len) ub = c->seq_len;
     kv_geometry(c, ub, type, &cap, &group, &el);
-    if (!mul_ok(c->n_layers, cap, &t) || !mul_ok(t, if_config_head_size(c) * c->n_kv_heads, &n) ||
+    t = kv_slots(c, ub);
+    if (!t || !mul_ok(t, if_config_head_size(c) * c->n_kv_heads, &n) ||
         n > SIZE_MAX / 2 / (el + sizeof(float)))
         return 0;
     return 2 * n * el + (group ? 2 * (n / group) * sizeof(float) : 0);
@@ -686,7 +703,8 @@ static int alloc_cache(if_model *m, if_kv_type type) {
     const if_config *c = &m->c;
     size_t cap, group, el;
     kv_geometry(c, m->ub, type, &cap, &group, &el);
-    size_t n = m->n_seqs * c->n_layers * cap * m->kv_dim; /* overflow checked by the caller */
+    const size_t slots = kv_slots(c, m->ub); /* overflow checked by the caller */
+    size_t n = m->n_seqs * slots * m->kv_dim;
     m->kc = calloc(n, el);
     m->vc = calloc(n, el);
     if (!m->kc || !m->vc) return 0;
@@ -696,8 +714,10 @@ static int alloc_cache(if_model *m, if_kv_type type) {
         if (!m->ksc || !m->vsc) return 0;
     }
     m->kv_bytes = m->n_seqs * if_kv_cache_bytes(c, m->ub, type);
+    size_t off = 0;
     for (size_t l = 0; l < m->n_seqs * c->n_layers; l++) { /* slot l / n_layers */
-        size_t off = l * cap * m->kv_dim;
+        const size_t layer = l % c->n_layers;
+        cap = layer_cap(c, m->ub, layer);
         if_kv_layer kv = {type,
                           (char *)m->kc + off * el,
                           (char *)m->vc + off * el,
@@ -706,8 +726,9 @@ static int alloc_cache(if_model *m, if_kv_type type) {
                           cap,
                           m->kv_dim,
                           group,
-                          c->sliding_window ? c->n_sinks : 0};
+                          layer_window(c, layer) ? c->n_sinks : 0};
         m->kv[l] = kv;
+        off += cap * m->kv_dim;
     }
     return 1;
 }
