@@ -192,15 +192,19 @@ class Model:
                                                    seed, repeat_penalty, stop=stop or ()),
                           stream)
 
-    def render_chat(self, messages, add_generation_prompt: bool = True) -> str:
-        """The conversation as the model's chat template renders it."""
+    def render_chat(self, messages, add_generation_prompt: bool = True, tools=None) -> str:
+        """The conversation as the model's chat template renders it (`tools`: OpenAI's tool
+        list, passed to the template)."""
         return render_conversation(self.tokenizer, self._template(), messages,
-                                   add_generation_prompt, self._template_chars())
+                                   add_generation_prompt, self._template_chars(),
+                                   **({"tools": tools} if tools else {}))
 
-    def chat_tokens(self, messages) -> list[int]:
+    def chat_tokens(self, messages, tools=None) -> list[int]:
         """Token ids of the rendered conversation plus the assistant prompt (BOS added when
-        the tokenizer asks for it and the template did not already write it)."""
-        return chat_tokens(self.tokenizer, self._template(), messages, self._template_chars())
+        the tokenizer asks for it and the template did not already write it). Special-token
+        texts inside the messages are tokenized as text (no injected turn boundary)."""
+        return chat_tokens(self.tokenizer, self._template(), messages, self._template_chars(),
+                           **({"tools": tools} if tools else {}))
 
     def _template_chars(self) -> int:
         return settings.template_max_chars(self.config.seq_len)
@@ -214,8 +218,9 @@ class Model:
     def chat(self, messages, stream: bool = False, max_new_tokens: int | None = DEFAULT_MAX_NEW,
              temperature: float | None = None, top_p: float | None = None,
              seed: int | None = None, stop: Sequence[str] | None = None,
-             repeat_penalty: float | None = None):
-        """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]).
+             repeat_penalty: float | None = None, tools=None):
+        """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]; also
+        OpenAI's shapes: content parts, tool calls, tool results; `tools` go to the template).
 
         Renders the model's chat template, generates until an end-of-turn token, `stop`
         string (never emitted, not even in part) or max_new_tokens (None: until the context
@@ -226,7 +231,7 @@ class Model:
         conversation only prefills its new turn."""
         config = GenerationConfig(max_new_tokens, None, temperature, top_p, seed,
                                   repeat_penalty, stop=stop or ())
-        return self._text(self.chat_tokens(messages), config, stream)
+        return self._text(self.chat_tokens(messages, tools), config, stream)
 
 
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
