@@ -403,3 +403,17 @@ def test_core_refuses_a_short_layer_vector(files):
     vec = {**m.weights.vectors, "bk": [b[:-1] for b in m.weights.vectors["bk"]]}
     with pytest.raises(ValueError, match="bk: buffer holds 124 bytes, 128 needed"):
         Engine(dataclasses.replace(m, weights=dataclasses.replace(m.weights, vectors=vec)))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("quant", ["f32", "q8"])
+def test_isaf_keeps_the_layer_description(files, tmp_path, family, quant):
+    """A .isaf file of each family holds its config, layer vectors and RoPE divisors: the
+    same logits as the GGUF bit for bit."""
+    from isaforge.formats.isaf import read_isaf, write_isaf
+
+    a = read_gguf(files[family], quant=quant)
+    write_isaf(tmp_path / "m.isaf", a)
+    b = read_isaf(tmp_path / "m.isaf")
+    assert b.config == a.config and sorted(b.weights.vectors) == sorted(a.weights.vectors)
+    assert np.array_equal(logits(a, TOKENS[:24]), logits(b, TOKENS[:24]))

@@ -48,6 +48,7 @@ from isaforge.formats.hf import SafeTensor, parse_safetensors_header
 from isaforge.quant.q4 import Q4Tensor, padded_length
 from isaforge.types import (
     LAYER_MATRICES,
+    LAYER_VECTORS,
     Config,
     LoadedModel,
     ModelFormatError,
@@ -75,9 +76,37 @@ def _fail(path: object, reason: str) -> ModelFormatError:
 
 
 def _mat_shapes(c: Config) -> dict[str, tuple[int, int]]:
-    d, h, kv = c.dim, c.hidden_dim, c.kv_dim
-    return {"wq": (d, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, d), "w1": (h, d),
+    d, h, kv, qd = c.dim, c.hidden_dim, c.kv_dim, c.q_dim
+    return {"wq": (qd, d), "wk": (kv, d), "wv": (kv, d), "wo": (d, qd), "w1": (h, d),
             "w2": (d, h), "w3": (h, d)}
+
+
+def _vector_len(c: Config, name: str) -> int:
+    return {"q_norm": c.head_size, "k_norm": c.head_size, "bq": c.q_dim, "bk": c.kv_dim,
+            "bv": c.kv_dim}.get(name, c.dim)
+
+
+def _layer_expected(c: Config, vectors: list, rope_freqs: bool) -> dict[str, tuple]:
+    """The layer description's tensors: vectors.<name> (n_layers, length) for each optional
+    per-layer vector the model has, and rope_freqs (head_size / 2) when it has Llama 3 RoPE."""
+    out = {f"vectors.{n}": ("F32", (c.n_layers, _vector_len(c, n))) for n in vectors}
+    if rope_freqs:
+        out["rope_freqs"] = ("F32", (c.head_size // 2,))
+    return out
+
+
+def _layer_arrays(loaded: LoadedModel) -> tuple[list, dict]:
+    """(arrays, info entries) of the model's layer description (none for a Llama model)."""
+    w, arrays = loaded.weights, []
+    for name, per_layer in sorted(w.vectors.items()):
+        if name not in LAYER_VECTORS or any(a is None for a in per_layer):
+            raise ValueError(f"{loaded.path}: vector {name}: .isaf stores a known layer vector "
+                             f"({', '.join(LAYER_VECTORS)}) for every layer or for none")
+        arrays.append((f"vectors.{name}", np.stack([np.asarray(a, np.float32)
+                                                    for a in per_layer])))
+    if w.rope_freqs is not None:
+        arrays.append(("rope_freqs", w.rope_freqs))
+    return arrays, {"vectors": sorted(w.vectors), "rope_freqs": w.rope_freqs is not None}
 
 
 def _expected(c: Config, scheme: str, gs: int, wcls_stored: bool) -> dict[str, tuple]:
@@ -178,10 +207,6 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
     """Write `loaded` (all matrices Q8 with one group size, or all float32) as a .isaf file.
     `metadata` (default: the tokenizer/general keys of loaded.metadata) goes into the header."""
     c, w = loaded.config, loaded.weights
-    if w.vectors or w.rope_freqs is not None or any(getattr(c, f) for f in _LAYER_FIELDS):
-        raise ValueError(f"{loaded.path}: .isaf files hold Llama layers only; this model's "
-                         "layer description (norms, biases, head_dim, activation, RoPE "
-                         "variant, windows or scales) is not stored yet")
     mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(c.n_layers) for n in MATS]
     if isinstance(mats[0][1], Q4Tensor):
         return _write_q4(path, loaded, mats, metadata)
@@ -204,6 +229,9 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         else:
             f32.append((name, m))
     expected = _expected(c, "q8" if q8 else "f32", gs, wcls_stored)
+    layer_arrays, layer_info = _layer_arrays(loaded)
+    f32 += layer_arrays
+    expected.update(_layer_expected(c, layer_info["vectors"], layer_info["rope_freqs"]))
     arrays: list[tuple[str, np.ndarray]] = []
     for name, a in f32 + i8:
         want_dtype, want_shape = expected[name]
@@ -223,7 +251,7 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         "wcls": "wcls" if wcls_stored else "tok_embeddings",
         "source": {"path": str(loaded.path), "format": loaded.format},
         "chat_template": metadata.get("tokenizer.chat_template"),
-        "metadata": metadata,
+        "metadata": metadata, **layer_info,
     }
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
     return _write_entries(path, header, arrays, "q8" if q8 else "f32", gs)
@@ -288,6 +316,9 @@ def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
     f32 += [(f"rotation.signs.{k}", v) for k, v in sorted(signs.items())]
     q4 = {"codebook_size": 16, "seed": seeds.pop() if seeds else None, "tensors": ents}
     expected = {**_expected(c, "q4", w.wcls.group_size, True), **_q4_entries(path, c, q4)[1]}
+    layer_arrays, layer_info = _layer_arrays(loaded)
+    f32 += layer_arrays
+    expected.update(_layer_expected(c, layer_info["vectors"], layer_info["rope_freqs"]))
     arrays = []
     for name, a in f32 + rest:
         want_dtype, want_shape = expected[name]
@@ -303,6 +334,7 @@ def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
         "layout": LAYOUT_Q4, "wcls": "wcls",
         "source": {"path": str(loaded.path), "format": loaded.format},
         "chat_template": metadata.get("tokenizer.chat_template"), "metadata": metadata,
+        **layer_info,
     }
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
     return _write_entries(path, header, arrays, "q4", w.wcls.group_size)
@@ -392,6 +424,12 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
         expected = _expected(c, scheme, gs if scheme != "f32" else 0, info["wcls"] == "wcls")
+        vectors, rope_freqs = info.get("vectors", []), info.get("rope_freqs", False)
+        if not isinstance(vectors, list) or not all(v in LAYER_VECTORS for v in vectors) or \
+                len(set(vectors)) != len(vectors) or type(rope_freqs) is not bool:
+            raise _fail(path, f"bad layer description vectors={vectors!r} rope_freqs="
+                              f"{rope_freqs!r} (vectors: names from {', '.join(LAYER_VECTORS)})")
+        expected.update(_layer_expected(c, vectors, rope_freqs))
         q4ents = None
         if scheme == "q4":
             q4ents, more = _q4_entries(path, c, q.get("q4"))
@@ -430,7 +468,9 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
     w = Weights(tok_embeddings=t["tok_embeddings"], rms_att=t["rms_att"], rms_ffn=t["rms_ffn"],
                 rms_final=t["rms_final"],
                 **{n: [matrix(f"layers.{i}.{n}") for i in range(c.n_layers)] for n in MATS},
-                wcls=matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"])
+                wcls=matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"],
+                vectors={n: list(t[f"vectors.{n}"]) for n in vectors},
+                rope_freqs=t["rope_freqs"] if rope_freqs else None)
     return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
 
 
