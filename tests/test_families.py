@@ -417,3 +417,13 @@ def test_isaf_keeps_the_layer_description(files, tmp_path, family, quant):
     b = read_isaf(tmp_path / "m.isaf")
     assert b.config == a.config and sorted(b.weights.vectors) == sorted(a.weights.vectors)
     assert np.array_equal(logits(a, TOKENS[:24]), logits(b, TOKENS[:24]))
+
+
+def test_non_finite_layer_vector_is_named(tmp_path):
+    from isaforge.formats import read_any
+
+    t = family_tensors("qwen2")
+    t["blk.1.attn_k.bias"][3] = np.nan
+    with pytest.raises(ModelFormatError, match=r"tensor layers.1.bk has a non-finite value "
+                                               r"\(nan\) at flat index 3"):
+        read_any(write_family(tmp_path / "q.gguf", "qwen2", tensors=t))

@@ -137,6 +137,10 @@ def check_finite(loaded: LoadedModel) -> None:
         for name in LAYER_MATRICES:
             for i, m in enumerate(getattr(w, name)):
                 yield f"layers.{i}.{name}", m
+        for name, per_layer in w.vectors.items():  # the layer description's norms, biases
+            for i, v in enumerate(per_layer):
+                yield f"layers.{i}.{name}", v
+        yield "rope_freqs", w.rope_freqs
     for name, t in tensors():
         if t is None:
             continue
