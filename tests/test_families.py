@@ -427,3 +427,13 @@ def test_non_finite_layer_vector_is_named(tmp_path):
     with pytest.raises(ModelFormatError, match=r"tensor layers.1.bk has a non-finite value "
                                                r"\(nan\) at flat index 3"):
         read_any(write_family(tmp_path / "q.gguf", "qwen2", tensors=t))
+
+
+def test_hf_qwen_window_only_with_use_sliding_window(tmp_path):
+    """Qwen configs carry a sliding_window they use only with use_sliding_window: true."""
+    off = read_hf(write_hf_family(tmp_path / "a", "qwen2", {"sliding_window": 16,
+                                                             "use_sliding_window": False}))
+    assert (off.config.sliding_window, off.config.seq_len) == (0, 128)
+    on = read_hf(write_hf_family(tmp_path / "b", "qwen2", {"sliding_window": 16,
+                                                            "use_sliding_window": True}))
+    assert on.config.seq_len == 16  # as Mistral: full attention up to the window
