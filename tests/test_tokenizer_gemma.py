@@ -1,6 +1,6 @@
 """Gemma 3's tokenizer (issue 16 item 3): SentencePiece in GGUF with add_space_prefix = false,
 byte fallback, 262,144 tokens, built in well under a second. Needs the pulled GGUF
-(`isaforge pull gemma3-270m`); only its metadata is read (isaforge does not run gemma3 yet).
+(`isaforge pull gemma3-270m`); only its metadata is read (tests/test_gemma3.py runs the model).
 
 llama.cpp's ids: compared live when llama-cpp-python is importable, and against
 tests/data/gemma3_tokenizer_ids.json once recorded with it:
