@@ -23,6 +23,7 @@ def main() -> int:
     a = ap.parse_args()
     sys.path.insert(0, str(TESTS))
     import llama_cpp
+
     import test_families as tf
 
     out = {}
