@@ -6,6 +6,7 @@ Scheduler's output alone equals its output batched, at temperature 0 and seeded 
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -176,5 +177,26 @@ def test_scheduler_prefix_reuse(stories):
         got = _collect(sched, [dict(tokens=longer, max_new=5, temperature=0.0)])
         assert sched.stats.prefill_tokens == ran + 1  # the reply's tokens were cached too
         assert got[0][0] == first[0][0][3:8]
+    finally:
+        sched.close()
+
+
+def test_scheduler_survives_a_failing_listener(stories):
+    m = isaforge.load(stories / "stories260K.bin")
+    sched = Scheduler(BatchEngine(m.loaded, 2))
+
+    def broken(kind, value, extra):
+        raise RuntimeError("listener gone")
+    try:
+        bad = Request(tokens=m.encode("Once"), max_new=50, emit=broken)
+        sched.submit(bad)
+        good = _collect(sched, [dict(tokens=m.encode("Once upon"), max_new=10,
+                                     temperature=0.0)])
+        assert len(good[0][0]) == 10 and good[1] == ["length"]
+        assert bad.cancelled
+        t0 = time.monotonic()
+        while sched.active and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+        assert sched.active == 0  # the failed request's slot was freed
     finally:
         sched.close()

@@ -229,7 +229,7 @@ class Scheduler:
             req = self._queue[0]
             if req.cancelled:
                 self._queue.popleft()
-                req.emit("done", "cancelled", None)
+                _tell(req, "done", "cancelled", None)
                 continue
             free = [s for s in self.slots if s.req is None]
             if not free:
@@ -342,14 +342,14 @@ class Scheduler:
                 idx = idx[np.lexsort((idx, -ls[idx]))]
                 top = [(int(i), float(ls[i])) for i in idx]
             lp = (float(ls[tok]), top)
-        req.emit("token", tok, lp)
+        _tell(req, "token", tok, lp)
         s.last = tok
         if s.new >= req.max_new or s.pos >= self.seq_len:
             self._finish(s, "done", "length")
 
     def _finish(self, s: _Slot, kind: str, value) -> None:
         req, s.req, s.todo, s.sampler = s.req, None, [], None  # s.cached: what ran
-        req.emit(kind, value, None)
+        _tell(req, kind, value, None)
         with self._cv:
             self._cv.notify()
 
@@ -366,6 +366,14 @@ def _repeat_penalized(logits: np.ndarray, penalty: float, window) -> np.ndarray:
     pen = np.float32(penalty)
     buf[ids] = np.where(v > 0, v / pen, v * pen)
     return buf
+
+
+def _tell(req: Request, kind: str, value, extra) -> None:
+    """req.emit, whose failure (its listener gone) cancels the request, never the scheduler."""
+    try:
+        req.emit(kind, value, extra)
+    except Exception:
+        req.cancel()
 
 
 def _common(a: list[int], b: list[int]) -> int:

@@ -263,7 +263,10 @@ class Server:
 
         def emitter(i):
             def emit(kind, value, extra):
-                loop.call_soon_threadsafe(queue.put_nowait, (i, kind, value, extra))
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, (i, kind, value, extra))
+                except RuntimeError:  # the event loop is gone (shutting down): nobody listens
+                    reqs[i].cancel()
             return emit
 
         reqs = [self.backend.request(tokens, max_new, params, emitter(i), seed_offset=i)
