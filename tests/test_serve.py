@@ -163,6 +163,13 @@ def test_raw_http_errors(srv):
     assert head.startswith("HTTP/1.1 413") and "request_too_large" in head
     code, _, body = srv.post("/v1/nothing", {})
     assert code == 404 and body["error"]["code"] == "not_found"
+    code, _, body = srv.post("/v1/completions", {"prompt": [1] * 600, "max_tokens": 2})
+    assert code == 400 and body["error"]["param"] == "prompt"
+    assert "600 tokens; the context holds 512" in body["error"]["message"]
+    code, _, body = srv.post("/v1/completions", {"prompt": [1, 99999]})
+    assert code == 400 and "token ids must be in [0, 512)" in body["error"]["message"]
+    code, _, body = srv.post("/v1/completions", {"prompt": PROMPT, "stream_options": {}})
+    assert code == 400 and body["error"]["param"] == "stream_options"
     # after all that the server still answers
     code, _, body = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
     assert code == 200 and body["usage"]["completion_tokens"] == 2
