@@ -93,6 +93,20 @@ def test_queue_full_and_killed_client(smollm2_gguf):
         gen = _metric(s, "isaforge_generated_tokens_total")
         assert gen < 200, gen  # the dead stream did not run on to its 400 tokens
         assert _metric(s, "isaforge_active_slots") == 0
+        # a client waiting for a non-streaming reply dies: freed within about half a second
+        data = json.dumps({**long, "stream": False}).encode()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: " + str(len(data)).encode() +
+                         b"\r\n\r\n" + data)
+            t0 = time.monotonic()
+            while _metric(s, "isaforge_active_slots") < 1 and time.monotonic() - t0 < 10:
+                time.sleep(0.05)
+        t0 = time.monotonic()
+        while _metric(s, "isaforge_active_slots") > 0 and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert time.monotonic() - t0 < 3
+        assert _metric(s, "isaforge_generated_tokens_total") < gen + 150
 
 
 def test_sigterm_drains(stories):

@@ -315,11 +315,18 @@ class Server:
         # one JSON body: wait for every choice, watching for the client leaving
         gen = events()
         try:
+            checked = loop.time()
             while True:
                 nxt = asyncio.ensure_future(gen.__anext__())
                 while not nxt.done():
                     await asyncio.wait([nxt], timeout=0.5)
-                    if not nxt.done() and await request.is_disconnected():
+                    if loop.time() - checked >= 0.5:  # every half second, tokens or not
+                        checked = loop.time()
+                        if await request.is_disconnected():
+                            cancel_all()
+                if loop.time() - checked >= 0.5:
+                    checked = loop.time()
+                    if await request.is_disconnected():
                         cancel_all()
                 try:
                     nxt.result()
