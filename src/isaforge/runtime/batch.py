@@ -283,7 +283,11 @@ class Scheduler:
         if not seqs:
             return
         t0 = time.perf_counter()
-        out = self.engine.step(seqs, toks, poss, want)
+        if not decoding and len(chunks) == 1:  # one prompt alone: the tiled prefill is faster
+            s, chunk, ends = chunks[0]
+            out = self.engine.prefill_seq(s.idx, chunk, s.pos)[None]
+        else:
+            out = self.engine.step(seqs, toks, poss, want)
         dt = time.perf_counter() - t0
         n_pre = len(seqs) - len(decoding)  # the step's time split by rows
         self.stats.prefill_s += dt * n_pre / len(seqs)
