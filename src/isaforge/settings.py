@@ -69,8 +69,8 @@ def _positive(name: str, default: float, kind=float):
 
 
 # Decode matmuls' thread budget: one thread per this many output rows (at least one, at most
-# the pool); 0 runs every matmul on the whole pool. Measured on a 2-core AVX2 VM (README,
-# "Performance"): see there for the rule that won.
+# the pool); 0 runs every matmul on the whole pool. On a busy 2-core AVX2 VM no rule (256, 512,
+# 1024, 2048 rows per thread) beat the whole pool beyond the noise (README, "Performance").
 GEMV_ROWS_PER_THREAD = 0
 
 
