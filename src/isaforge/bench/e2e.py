@@ -47,12 +47,16 @@ class Config:
 
 
 def _nbytes(w) -> int:
+    if hasattr(w, "nibbles"):  # 4-bit (quant.q4.Q4Tensor)
+        return int(w.nibbles.nbytes + w.s.nbytes + w.codebook.nbytes)
     if hasattr(w, "q"):
         return int(w.q.nbytes + w.s.nbytes)
     return int(getattr(w, "nbytes", 0))
 
 
 def _nelem(w) -> int:
+    if hasattr(w, "nibbles"):
+        return int(w.shape[0] * w.shape[1])
     return int(w.q.size) if hasattr(w, "q") else int(getattr(w, "size", 0))
 
 
