@@ -472,10 +472,10 @@ static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
     return out;
 }
 
-static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
-    PyObject *tokens, *out, *all = Py_None;
-    Py_ssize_t pos0;
-    if (!PyArg_ParseTuple(args, "OnO|O", &tokens, &pos0, &out, &all)) return NULL;
+/* Prefill tokens into sequence slot seq at pos0.. (if_model_prefill_seq; slot 0 is the slot
+ * of a one-sequence model): the last logits into out, every row's into all unless None. */
+static PyObject *prefill_into(ModelObject *self, size_t seq, PyObject *tokens, Py_ssize_t pos0,
+                              PyObject *out, PyObject *all) {
     if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
     if (pos0 < 0) return PyErr_Format(PyExc_ValueError, "negative position");
     Py_buffer tv, ov, av;
@@ -498,8 +498,9 @@ static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
     } else {
         char err[ERRLEN] = "";
         if_status st;
-        Py_BEGIN_ALLOW_THREADS st = if_model_prefill(self->m, tv.buf, n, (size_t)pos0, ov.buf,
-                                                     has_all ? av.buf : NULL, err, sizeof err);
+        Py_BEGIN_ALLOW_THREADS st = if_model_prefill_seq(self->m, seq, tv.buf, n, (size_t)pos0,
+                                                         ov.buf, has_all ? av.buf : NULL, err,
+                                                         sizeof err);
         Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
         else ret = Py_NewRef(Py_None);
     }
@@ -509,44 +510,20 @@ static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
     return ret;
 }
 
+static PyObject *Model_prefill(ModelObject *self, PyObject *args) {
+    PyObject *tokens, *out, *all = Py_None;
+    Py_ssize_t pos0;
+    if (!PyArg_ParseTuple(args, "OnO|O", &tokens, &pos0, &out, &all)) return NULL;
+    return prefill_into(self, 0, tokens, pos0, out, all);
+}
+
 /* prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot `seq`. */
 static PyObject *Model_prefill_seq(ModelObject *self, PyObject *args) {
     PyObject *tokens, *out, *all = Py_None;
     Py_ssize_t seq, pos0;
     if (!PyArg_ParseTuple(args, "nOnO|O", &seq, &tokens, &pos0, &out, &all)) return NULL;
-    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
-    if (pos0 < 0 || seq < 0) return PyErr_Format(PyExc_ValueError, "negative position or slot");
-    Py_buffer tv, ov, av;
-    if (PyObject_GetBuffer(tokens, &tv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
-    size_t n = (size_t)tv.len / sizeof(int32_t), vocab = self->cfg.vocab_size;
-    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
-        PyBuffer_Release(&tv);
-        return NULL;
-    }
-    int has_all = all != Py_None;
-    if (has_all && PyObject_GetBuffer(all, &av, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
-        PyBuffer_Release(&tv);
-        PyBuffer_Release(&ov);
-        return NULL;
-    }
-    PyObject *ret = NULL;
-    if ((size_t)ov.len < vocab * sizeof(float) ||
-        (has_all && (size_t)av.len < n * vocab * sizeof(float))) {
-        PyErr_SetString(PyExc_ValueError, "logits buffer too small");
-    } else {
-        char err[ERRLEN] = "";
-        if_status st;
-        Py_BEGIN_ALLOW_THREADS st = if_model_prefill_seq(self->m, (size_t)seq, tv.buf, n,
-                                                         (size_t)pos0, ov.buf,
-                                                         has_all ? av.buf : NULL, err,
-                                                         sizeof err);
-        Py_END_ALLOW_THREADS if (st != IF_OK) raise_status(st, err);
-        else ret = Py_NewRef(Py_None);
-    }
-    PyBuffer_Release(&tv);
-    PyBuffer_Release(&ov);
-    if (has_all) PyBuffer_Release(&av);
-    return ret;
+    if (seq < 0) return PyErr_Format(PyExc_ValueError, "negative slot");
+    return prefill_into(self, (size_t)seq, tokens, pos0, out, all);
 }
 
 /* decode_batch(tokens_i32 (n), seqs_uintp (n), pos_uintp (n), out_f32 (rows, vocab)[, want_u8
