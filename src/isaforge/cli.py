@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+from .settings import int_at_least
+
 
 class UsageError(Exception):
     pass
@@ -23,22 +25,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _int_at_least(low: int):
-    """argparse type: an integer >= low."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
-        return v
-
-    return parse
-
-
-_positive_int, _nonneg_int = _int_at_least(1), _int_at_least(0)
+_positive_int, _nonneg_int = int_at_least(1), int_at_least(0)
 
 
 MODEL_SUFFIXES = (".bin", ".gguf", ".isaf")

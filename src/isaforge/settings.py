@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -41,18 +42,39 @@ def disabled_features() -> str:
     return getenv("DISABLE_FEATURES")
 
 
+def env_int(name: str, default: int, low: int, meaning: str = "") -> int:
+    """ISAFORGE_<name> as an integer >= low, else default; a bad value names the variable."""
+    value = getenv(name).strip()
+    if not value:
+        return default
+    note = f" ({meaning})" if meaning else ""
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"ISAFORGE_{name}={value!r} is not an integer{note}") from None
+    if n < low:
+        raise ValueError(f"ISAFORGE_{name}={value!r} must be >= {low}{note}")
+    return n
+
+
+def int_at_least(low: int):
+    """argparse type of the command line's integer flags: an integer >= low."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {v}")
+        return v
+
+    return parse
+
+
 def default_threads() -> int:
     """ISAFORGE_THREADS if set, else the number of physical cores."""
-    value = getenv("THREADS")
-    if value:
-        try:
-            n = int(value)
-        except ValueError:
-            raise ValueError(f"ISAFORGE_THREADS={value!r} is not an integer") from None
-        if n < 1:
-            raise ValueError(f"ISAFORGE_THREADS={value!r} must be >= 1")
-        return n
-    return physical_cores()
+    return env_int("THREADS", 0, 1) or physical_cores()
 
 
 def _positive(name: str, default: float, kind=float):
@@ -74,32 +96,18 @@ def _positive(name: str, default: float, kind=float):
 GEMV_ROWS_PER_THREAD = 0
 
 
-def _count(name: str, default: int, meaning: str) -> int:
-    """ISAFORGE_<name> as an integer >= 0, else default; a bad value names the variable."""
-    value = getenv(name).strip()
-    if not value:
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"ISAFORGE_{name}={value!r} is not an integer ({meaning})") from None
-    if n < 0:
-        raise ValueError(f"ISAFORGE_{name}={value!r} must be >= 0 ({meaning})")
-    return n
-
-
 def gemv_rows_per_thread() -> int:
     """ISAFORGE_GEMV_ROWS_PER_THREAD (an integer >= 0; 0: no budget, the whole pool), else
     GEMV_ROWS_PER_THREAD: decode matmuls run on one thread per that many output rows."""
-    return _count("GEMV_ROWS_PER_THREAD", GEMV_ROWS_PER_THREAD,
-                  "output rows per thread of a decode matmul, 0 for no budget")
+    return env_int("GEMV_ROWS_PER_THREAD", GEMV_ROWS_PER_THREAD, 0,
+                   "output rows per thread of a decode matmul, 0 for no budget")
 
 
 def par_min_work() -> int:
     """ISAFORGE_PAR_MIN_WORK (multiply-adds, an integer >= 0; 0: the core's default, 2^17):
     ops with less work run on the calling thread alone."""
-    return _count("PAR_MIN_WORK", 0,
-                  "multiply-adds below which an op runs on one thread, 0 for the default")
+    return env_int("PAR_MIN_WORK", 0, 0,
+                   "multiply-adds below which an op runs on one thread, 0 for the default")
 
 
 TEMPLATE_CHARS_PER_POSITION = 16

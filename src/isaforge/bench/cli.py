@@ -18,6 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..settings import int_at_least
 from .report import README_COMMAND, RENDER, update_readme
 
 DEFAULT_MODEL = "synthetic:smollm2-135m"
@@ -50,21 +51,7 @@ def _int_list(text: str) -> list[int]:
     return list(dict.fromkeys(vals))
 
 
-def _nonneg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _pos(text: str) -> int:
-    v = _nonneg(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be >= 1")
-    return v
+_nonneg, _pos = int_at_least(0), int_at_least(1)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from ..settings import int_at_least
+
 EPILOG = """\
 Endpoints: POST /v1/chat/completions, POST /v1/completions (stream: true gives server-sent
 events ending in [DONE]), GET /v1/models, GET /health, GET /metrics (Prometheus).
@@ -21,14 +23,7 @@ examples:
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+_positive_int = int_at_least(1)
 
 
 def add_parser(sub) -> None:
