@@ -1,0 +1,36 @@
+/* peak_dpbusd.h - the int8 rate loop of the VPDPBUSD tiers (avx_vnni on ymm, avx512_vnni on
+ * zmm): 12 independent accumulators, operands in registers. IFB_PEAK_DPBUSD(NAME, V, P, DP,
+ * ZERO, BYTES, REG, SUM) defines uint64_t NAME(size_t iters, int64_t *sink) for vector type V
+ * with intrinsic prefix P (_mm256 / _mm512), dot-product intrinsic DP, zero ZERO(), BYTES
+ * multiply-adds per instruction, asm register constraint REG and SUM(s), the int32 lanes'
+ * total (kept in *sink so nothing is optimized away). */
+#ifndef IFB_PEAK_DPBUSD_H
+#define IFB_PEAK_DPBUSD_H
+
+#include <immintrin.h>
+
+#include "isaforge_bench.h"
+
+#define IFB_PEAK_DPBUSD(NAME, V, P, DP, ZERO, BYTES, REG, SUM)                                  \
+    uint64_t NAME(size_t iters, int64_t *sink) {                                               \
+        V a = P##_set1_epi8(3), b = P##_set1_epi8(-2);                                          \
+        /* named accumulators (not an array) so they all live in registers, each starting    \
+         * from its own value: equal ones would be one computation to the compiler (CSE) */     \
+        V c0 = ZERO(), c1 = P##_set1_epi32(1), c2 = P##_set1_epi32(2), c3 = P##_set1_epi32(3), \
+          c4 = P##_set1_epi32(4), c5 = P##_set1_epi32(5), c6 = P##_set1_epi32(6),              \
+          c7 = P##_set1_epi32(7), c8 = P##_set1_epi32(8), c9 = P##_set1_epi32(9),              \
+          c10 = P##_set1_epi32(10), c11 = P##_set1_epi32(11);                                   \
+        for (size_t it = 0; it < iters; it++) {                                                 \
+            __asm__ volatile("" : REG(a), REG(b)); /* opaque operands: nothing is hoisted */   \
+            c0 = DP(c0, a, b), c1 = DP(c1, a, b), c2 = DP(c2, a, b), c3 = DP(c3, a, b);         \
+            c4 = DP(c4, a, b), c5 = DP(c5, a, b), c6 = DP(c6, a, b), c7 = DP(c7, a, b);         \
+            c8 = DP(c8, a, b), c9 = DP(c9, a, b), c10 = DP(c10, a, b), c11 = DP(c11, a, b);     \
+        }                                                                                       \
+        V s = P##_add_epi32(P##_add_epi32(P##_add_epi32(c0, c1), P##_add_epi32(c2, c3)),       \
+                            P##_add_epi32(P##_add_epi32(c4, c5), P##_add_epi32(c6, c7)));      \
+        s = P##_add_epi32(s, P##_add_epi32(P##_add_epi32(c8, c9), P##_add_epi32(c10, c11)));   \
+        *sink = SUM(s);                                                                         \
+        return (uint64_t)iters * 12 * (BYTES);                                                  \
+    }
+
+#endif
