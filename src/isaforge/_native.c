@@ -568,31 +568,22 @@ done:
     return ret;
 }
 
-static PyObject *Model_n_seqs(ModelObject *self, void *closure) {
-    (void)closure;
-    return PyLong_FromSize_t(self->m ? if_model_n_seqs(self->m) : 0);
-}
-
-static PyObject *Model_threads(ModelObject *self, void *closure) {
-    (void)closure;
-    return PyLong_FromSize_t(self->m ? if_model_threads(self->m) : 0);
-}
+/* Read-only size_t attributes: the C model's value, 0 before it exists. */
+#define SIZE_GETTER(attr, fn)                                                 \
+    static PyObject *Model_##attr(ModelObject *self, void *closure) {          \
+        (void)closure;                                                        \
+        return PyLong_FromSize_t(self->m ? fn(self->m) : 0);                  \
+    }
+SIZE_GETTER(n_seqs, if_model_n_seqs)
+SIZE_GETTER(threads, if_model_threads)
+SIZE_GETTER(kv_bytes, if_model_kv_bytes)
+SIZE_GETTER(packed_bytes, if_model_packed_bytes)
 
 static PyObject *Model_kernels(ModelObject *self, void *closure) {
     (void)closure;
     if (!self->m) Py_RETURN_NONE;
     return Py_BuildValue("{s:N,s:N}", "decode", table_dict(if_model_gemv(self->m)), "prefill",
                          table_dict(if_model_gemm(self->m)));
-}
-
-static PyObject *Model_kv_bytes(ModelObject *self, void *closure) {
-    (void)closure;
-    return PyLong_FromSize_t(self->m ? if_model_kv_bytes(self->m) : 0);
-}
-
-static PyObject *Model_packed_bytes(ModelObject *self, void *closure) {
-    (void)closure;
-    return PyLong_FromSize_t(self->m ? if_model_packed_bytes(self->m) : 0);
 }
 
 static PyObject *Model_reads_rowmajor(ModelObject *self, void *closure) {
@@ -670,21 +661,25 @@ static PyObject *py_sample(PyObject *mod, PyObject *args) {
     return Py_BuildValue("iK", (int)tok, (unsigned long long)st);
 }
 
-static PyObject *py_random_u32(PyObject *mod, PyObject *args) {
-    (void)mod;
+/* random_u32(state) / random_f32(state) -> (value, next state): run.c's xorshift. */
+static int parse_state(PyObject *args, uint64_t *st) {
     unsigned long long state;
-    if (!PyArg_ParseTuple(args, "K", &state)) return NULL;
-    uint64_t st = state;
-    uint32_t r = if_random_u32(&st);
+    if (!PyArg_ParseTuple(args, "K", &state)) return 0;
+    *st = state;
+    return 1;
+}
+
+static PyObject *py_random_u32(PyObject *mod, PyObject *args) {
+    uint64_t st;
+    if ((void)mod, !parse_state(args, &st)) return NULL;
+    const uint32_t r = if_random_u32(&st);
     return Py_BuildValue("kK", (unsigned long)r, (unsigned long long)st);
 }
 
 static PyObject *py_random_f32(PyObject *mod, PyObject *args) {
-    (void)mod;
-    unsigned long long state;
-    if (!PyArg_ParseTuple(args, "K", &state)) return NULL;
-    uint64_t st = state;
-    float r = if_random_f32(&st);
+    uint64_t st;
+    if ((void)mod, !parse_state(args, &st)) return NULL;
+    const float r = if_random_f32(&st); /* before st is read below */
     return Py_BuildValue("fK", r, (unsigned long long)st);
 }
 
