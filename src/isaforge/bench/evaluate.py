@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
                      "reference_quant": a.ref_quant, "tokens": len(tokens), "ctx": a.ctx,
                      "text": a.text or "pydoc_data.topics", "chars": len(text), **r})
         del m
+        if a.json:  # after every row: a long run that is cut short keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=2)
     print(table(rows))
     if a.json:
         with open(a.json, "w") as f:
