@@ -229,32 +229,34 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         else:
             f32.append((name, m))
     expected = _expected(c, "q8" if q8 else "f32", gs, wcls_stored)
+    fields = {"quantization": {"scheme": "q8" if q8 else "f32", "group_size": gs},
+              "layout": LAYOUT, "wcls": "wcls" if wcls_stored else "tok_embeddings"}
+    return _write_checked(path, loaded, f32, i8, expected, metadata, fields,
+                          "q8" if q8 else "f32", gs)
+
+
+def _write_checked(path, loaded: LoadedModel, f32: list, rest: list, expected: dict,
+                   metadata: dict | None, fields: dict, scheme: str, gs: int) -> ConvertSummary:
+    """Write the entries f32, the layer description's and rest, each checked against
+    `expected` (dtype, shape), under a header of the common keys and `fields`."""
+    c = loaded.config
     layer_arrays, layer_info = _layer_arrays(loaded)
-    f32 += layer_arrays
     expected.update(_layer_expected(c, layer_info["vectors"], layer_info["rope_freqs"]))
     arrays: list[tuple[str, np.ndarray]] = []
-    for name, a in f32 + i8:
+    for name, a in f32 + layer_arrays + rest:
         want_dtype, want_shape = expected[name]
         arr = np.ascontiguousarray(a, dtype=_DTYPES[want_dtype])
         if arr.shape != want_shape:
             raise ValueError(f"{name}: shape {arr.shape}, expected {want_shape}")
         arrays.append((name, arr))
-
     if metadata is None:
         metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
-    info = {
-        "format": "isaf",
-        "version": VERSION,
-        "config": asdict(c),
-        "quantization": {"scheme": "q8" if q8 else "f32", "group_size": gs},
-        "layout": LAYOUT,
-        "wcls": "wcls" if wcls_stored else "tok_embeddings",
-        "source": {"path": str(loaded.path), "format": loaded.format},
-        "chat_template": metadata.get("tokenizer.chat_template"),
-        "metadata": metadata, **layer_info,
-    }
+    info = {"format": "isaf", "version": VERSION, "config": asdict(c), **fields,
+            "source": {"path": str(loaded.path), "format": loaded.format},
+            "chat_template": metadata.get("tokenizer.chat_template"), "metadata": metadata,
+            **layer_info}
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
-    return _write_entries(path, header, arrays, "q8" if q8 else "f32", gs)
+    return _write_entries(path, header, arrays, scheme, gs)
 
 
 def _write_entries(path, header: dict, arrays, scheme: str, gs: int) -> ConvertSummary:
@@ -316,28 +318,10 @@ def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
     f32 += [(f"rotation.signs.{k}", v) for k, v in sorted(signs.items())]
     q4 = {"codebook_size": 16, "seed": seeds.pop() if seeds else None, "tensors": ents}
     expected = {**_expected(c, "q4", w.wcls.group_size, True), **_q4_entries(path, c, q4)[1]}
-    layer_arrays, layer_info = _layer_arrays(loaded)
-    f32 += layer_arrays
-    expected.update(_layer_expected(c, layer_info["vectors"], layer_info["rope_freqs"]))
-    arrays = []
-    for name, a in f32 + rest:
-        want_dtype, want_shape = expected[name]
-        arr = np.ascontiguousarray(a, dtype=_DTYPES[want_dtype])
-        if arr.shape != want_shape:
-            raise ValueError(f"{name}: shape {arr.shape}, expected {want_shape}")
-        arrays.append((name, arr))
-    if metadata is None:
-        metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
-    info = {
-        "format": "isaf", "version": VERSION, "config": asdict(c),
-        "quantization": {"scheme": "q4", "group_size": w.wcls.group_size, "q4": q4},
-        "layout": LAYOUT_Q4, "wcls": "wcls",
-        "source": {"path": str(loaded.path), "format": loaded.format},
-        "chat_template": metadata.get("tokenizer.chat_template"), "metadata": metadata,
-        **layer_info,
-    }
-    header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
-    return _write_entries(path, header, arrays, "q4", w.wcls.group_size)
+    fields = {"quantization": {"scheme": "q4", "group_size": w.wcls.group_size, "q4": q4},
+              "layout": LAYOUT_Q4, "wcls": "wcls"}
+    return _write_checked(path, loaded, f32, rest, expected, metadata, fields, "q4",
+                          w.wcls.group_size)
 
 
 # ---------------------------------------------------------------------------------------------
