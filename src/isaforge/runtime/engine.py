@@ -132,6 +132,9 @@ def _releaser(w, mats: list, native: list):
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
         if type(t) is Q8Tensor and _in_memory(t.q):
             put(_PackedQ8(native, idx, t.q.shape, t.s, t.group_size))
+            del t
+            if idx % n == n - 1:  # once per layer: the freed heap pages back to the system
+                _native.trim_heap()  # (the packed arena cannot reuse them)
 
     return released
 
