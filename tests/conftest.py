@@ -72,3 +72,24 @@ def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess
     """Run the isaforge CLI in a subprocess, capturing bytes."""
     return subprocess.run([sys.executable, "-m", "isaforge", *args], capture_output=True,
                           timeout=timeout, env=env)
+
+
+# The start of a guard-page test script (run in a subprocess: a read past an array's end
+# faults): imports and guarded(shape, dtype), an array whose last byte is followed by an
+# inaccessible page. tests/test_kernels.py and tests/test_q4_kernels.py append their loops.
+GUARDED_PRELUDE = """import ctypes, mmap, sys
+import numpy as np
+from isaforge import _bench
+PAGE = mmap.PAGESIZE
+libc = ctypes.CDLL(None)
+keep = []
+def guarded(shape, dtype):
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = (nbytes + PAGE - 1) // PAGE + 1
+    buf = mmap.mmap(-1, pages * PAGE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(ctypes.c_void_p(addr + (pages - 1) * PAGE), PAGE, 0) == 0
+    keep.append(buf)
+    off = (pages - 1) * PAGE - nbytes
+    return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
+"""

@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from conftest import GUARDED_PRELUDE
 from isaforge import _bench, _native
 
 M_SET = [1, 2, 3, 15, 16, 17, 64, 129]
@@ -127,23 +128,7 @@ def test_swiglu_equals_scalar_bits():
         assert np.isnan(out).all(), tier
 
 
-GUARD_SCRIPT = textwrap.dedent('''
-    import ctypes, mmap, sys
-    import numpy as np
-    from isaforge import _bench
-    PAGE = mmap.PAGESIZE
-    libc = ctypes.CDLL(None)
-    keep = []
-    def guarded(shape, dtype):
-        """An array whose last byte is followed by an inaccessible page."""
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        pages = (nbytes + PAGE - 1) // PAGE + 1
-        buf = mmap.mmap(-1, pages * PAGE)
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-        assert libc.mprotect(ctypes.c_void_p(addr + (pages - 1) * PAGE), PAGE, 0) == 0
-        keep.append(buf)
-        off = (pages - 1) * PAGE - nbytes
-        return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
+GUARD_SCRIPT = GUARDED_PRELUDE + textwrap.dedent('''
     rng = np.random.default_rng(0)
     tiers = sys.argv[1].split(",")
     for (M, N, K, gs) in [(1, 17, 36, 4), (3, 63, 72, 8), (17, 17, 48, 16), (2, 3, 96, 32),

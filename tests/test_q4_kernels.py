@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import GUARDED_PRELUDE
 from isaforge import _bench, _native
 
 M_SET = [1, 2, 3, 15, 16, 17, 64, 129]
@@ -158,22 +159,7 @@ def test_bad_shapes_refused():
                        np.zeros(1, np.float32), "scalar")
 
 
-GUARD_SCRIPT = '''
-import ctypes, mmap, sys
-import numpy as np
-from isaforge import _bench
-PAGE = mmap.PAGESIZE
-libc = ctypes.CDLL(None)
-keep = []
-def guarded(shape, dtype):
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    pages = (nbytes + PAGE - 1) // PAGE + 1
-    buf = mmap.mmap(-1, pages * PAGE)
-    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    assert libc.mprotect(ctypes.c_void_p(addr + (pages - 1) * PAGE), PAGE, 0) == 0
-    keep.append(buf)
-    off = (pages - 1) * PAGE - nbytes
-    return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
+GUARD_SCRIPT = GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
 for (M, N, K, gs) in [(1, 17, 64, 32), (3, 63, 192, 64), (17, 9, 384, 128), (1, 1, 256, 256),
                       (2, 3, 96, 32)]:
