@@ -644,7 +644,7 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     if (!m->packed) return 0;
     /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
      * row-major matrix may go as soon as it is packed */
-    m->decode_packed = m->gemv_k == m->gemm_k && k->decode_packed && k->unpack;
+    m->decode_packed = m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k);
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
      * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
      * `madvise` mode: 512x fewer TLB entries for the weights; see README "Performance") */

@@ -114,6 +114,11 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->hadamard ? t->hadamard->requires : 0);
 }
 
+int if_table_decodes_packed(const if_kernel_table *t) {
+    const if_q8_gemm_kernel *k = t->q8_gemm;
+    return k->pack && k->pack_size && k->decode_packed && k->unpack;
+}
+
 if_status if_features_mask(const char *names, uint32_t *mask, char *err, size_t errlen) {
     *mask = 0;
     for (const char *p = names; p && *p;) {

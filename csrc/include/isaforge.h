@@ -275,6 +275,9 @@ const if_kernel_table *if_tier_table(size_t i);
 
 /* The IF_FEAT_* bits table t needs: the union of its kernels' `requires`. */
 uint32_t if_table_requires(const if_kernel_table *t);
+/* 1 if a model running tier t for decode and prefill decodes from the packed copy (t's GEMM
+ * packs, declares decode_packed and can unpack): its row-major int8 is then never read. */
+int if_table_decodes_packed(const if_kernel_table *t);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
 const char *if_cpu_notes(void);
 

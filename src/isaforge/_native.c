@@ -698,9 +698,7 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
  * decode step's Q8 matmuls run, the tier's GEMM at M = 1 over its packed copy where the GEMM
  * declares decode_packed (one resident copy), else its GEMV. */
 static PyObject *table_dict(const if_kernel_table *t) {
-    const char *q8_decode = t->q8_gemm->pack && t->q8_gemm->decode_packed && t->q8_gemm->unpack
-                                ? t->q8_gemm->name
-                                : t->q8_gemv->name;
+    const char *q8_decode = if_table_decodes_packed(t) ? t->q8_gemm->name : t->q8_gemv->name;
     return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
                          "q8_decode", q8_decode,
                          "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
