@@ -1,18 +1,29 @@
 """The server's streaming path in pieces (serve/app.py): a token's SSE chunk spliced into a
 template is the bytes json.dumps gives for the same chunk, and the relay hands a scheduler
-step's events to the event loop in one wake-up (a closed loop cancels the requests)."""
+step's events to the event loop in one wake-up (a closed loop cancels the requests). And the
+load client of benchmarks/serve_load.py: its SSE reader fed a byte at a time, and its counts
+against a real server equal a full parse of the same responses."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import threading
+import urllib.request
 from json.encoder import encode_basestring
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("starlette")
 from isaforge.serve.app import _MID, DONE, _Inbox, _Relay, _token_template, sse  # noqa: E402
+from serve_helper import serve  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "serve_load", Path(__file__).parents[1] / "benchmarks" / "serve_load.py")
+serve_load = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(serve_load)
 
 PIECES = ["a", " the", '"quoted"', "back\\slash", "ü 中文 😀", "\n\t\x00\x1f\x7f", "\u2028",
           "</script>", ""]
@@ -97,3 +108,38 @@ def test_relay_wakes_the_loop_once_per_step():
     relay.emitter(loop, _Inbox(), reqs, 0)("token", 1, None)
     relay.flush()
     assert all(r.cancelled for r in reqs)
+
+
+def test_load_client_reader_a_byte_at_a_time():
+    events = [{"choices": [{"index": 0, "text": t}]} for t in ("Once", "", " upon", "ü")]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    body += b": a comment\r\n\r\ndata: " + json.dumps(events[0]).encode() + b"\r\n\r\n"
+    body += b"data: [DONE]\n\n"
+    cut = [0, 7, 8, 50, 51, 120, len(body)]  # chunk boundaries anywhere
+    chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (b - a, body[a:b])
+                       for a, b in zip(cut, cut[1:], strict=False)) + b"0\r\n\r\n"
+    for raw, is_chunked in ((body, False), (chunked, True)):
+        r = serve_load.SSEReader(is_chunked)
+        n = sum(r.feed(raw[i:i + 1]) for i in range(len(raw)))
+        assert (n, r.done) == (4, True)
+        r = serve_load.SSEReader(is_chunked)
+        assert (r.feed(raw), r.done) == (4, True)
+
+
+def test_load_client_counts_what_the_server_sent(stories):
+    body = {"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    with serve(stories / "stories260K.bin", "--parallel", "3") as srv:
+        req = urllib.request.Request(srv.base + "/v1/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            lines = [ln.strip() for ln in r.read().split(b"\n")]
+        evs = [json.loads(ln[6:]) for ln in lines if ln.startswith(b"data: {")]
+        want = sum(bool(e["choices"] and e["choices"][0]["text"]) for e in evs)
+        assert lines.count(b"data: [DONE]") == 1 and want > 10
+        one = serve_load._stream(srv.port, body)
+        assert len(one["times"]) == want and one["times"][0] >= one["start"]
+        res = serve_load._level(srv.port, 3, 20, {"ignore_eos": True}, 0, srv.proc.pid)
+        assert res["streams"] == 3 and res["tokens"] > 30
+        assert res["aggregate_tok_s"] > 0 and 0 < res["ttft_p50_s"] <= res["ttft_p99_s"]
+        assert res["client_cpu_s"] > 0 and res["server_cpu_s"] > 0
