@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import sys
 import threading
 import urllib.request
 from json.encoder import encode_basestring
@@ -143,3 +144,43 @@ def test_load_client_counts_what_the_server_sent(stories):
         assert res["streams"] == 3 and res["tokens"] > 30
         assert res["aggregate_tok_s"] > 0 and 0 < res["ttft_p50_s"] <= res["ttft_p99_s"]
         assert res["client_cpu_s"] > 0 and res["server_cpu_s"] > 0
+
+
+def test_stream_body_goes_straight_to_the_server():
+    """_App leaves the ASGI server's send in the scope: an SSEResponse sends its start
+    through the middlewares and its body blocks through the server's own send."""
+    from starlette.routing import Route
+
+    from isaforge.serve.app import RAW_SEND, SSEResponse, _App
+
+    async def blocks():
+        yield b"data: 1\n\n"
+        yield b"data: 2\n\n" + DONE
+
+    async def endpoint(request):
+        return SSEResponse(blocks(), lambda: None)
+
+    app = _App(routes=[Route("/s", endpoint)])
+    sent = []
+
+    async def server_send(msg):  # and whether Starlette's error middleware passed it on
+        f, via = sys._getframe(1), False
+        while f is not None:
+            via |= f.f_code.co_name == "_send" and "middleware" in f.f_code.co_filename
+            f = f.f_back
+        sent.append({**msg, "via_middleware": via})
+
+    async def receive():
+        await asyncio.sleep(10)
+        return {"type": "http.disconnect"}
+
+    scope = {"type": "http", "method": "GET", "path": "/s", "raw_path": b"/s",
+             "query_string": b"", "headers": [], "http_version": "1.1", "scheme": "http",
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": ""}
+    asyncio.run(app(scope, receive, server_send))
+    assert scope[RAW_SEND] is server_send
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body",
+                                         "http.response.body"]
+    assert [m.get("body") for m in sent[1:]] == [b"data: 1\n\n", b"data: 2\n\n" + DONE]
+    assert [m.get("more_body") for m in sent[1:]] == [True, False]
+    assert [m["via_middleware"] for m in sent] == [True, False, False]

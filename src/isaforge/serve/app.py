@@ -125,6 +125,7 @@ def _text_lp(entries: list[dict], offset: int) -> dict:
 
 
 DONE = b"data: [DONE]\n\n"
+RAW_SEND = "isaforge.send"  # scope key: the ASGI server's send, as _App received it
 
 
 def sse(obj) -> bytes:
@@ -145,6 +146,8 @@ class SSEResponse(Response):
         self.blocks, self.on_disconnect = blocks, on_disconnect
 
     async def __call__(self, scope, receive, send):
+        body_send = scope.get(RAW_SEND, send)  # the server's own, past the middlewares
+
         async def watch():
             while True:
                 msg = await receive()
@@ -159,9 +162,10 @@ class SSEResponse(Response):
             more = True
             async for block in self.blocks:
                 more = not block.endswith(DONE)
-                await send({"type": "http.response.body", "body": block, "more_body": more})
+                await body_send({"type": "http.response.body", "body": block,
+                                 "more_body": more})
             if more:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await body_send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:  # the client went away while we wrote
             self.on_disconnect()
         finally:
@@ -513,6 +517,16 @@ class Server:
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+class _App(Starlette):
+    """Starlette that leaves the ASGI server's own `send` in the scope: a stream's response
+    start goes through the middlewares (which note that it started), its many body writes
+    straight to the server, three coroutine layers fewer per token."""
+
+    async def __call__(self, scope, receive, send):
+        scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY
                ) -> Starlette:
     """The ASGI app over `backend` (serve.backend.Backend)."""
@@ -530,7 +544,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
                                                   f"{exc}", "type": "server_error",
                                        "param": None, "code": None}}, status_code=500)
 
-    app = Starlette(routes=[
+    app = _App(routes=[
         Route("/v1/chat/completions", srv.chat, methods=["POST"]),
         Route("/v1/completions", srv.completions, methods=["POST"]),
         Route("/v1/models", srv.models, methods=["GET"]),
