@@ -258,7 +258,10 @@ def main(argv=None) -> int:
                 f"llama_cpp.server {llama_cpp.__version__}",
                 [sys.executable, "-m", "llama_cpp.server", "--model", model, "--port",
                  str(port), "--host", "127.0.0.1", "--n_ctx", str(a.ctx * max(levels)),
-                 "--n_threads", str(a.threads), "--n_threads_batch", str(a.threads)],
+                 "--n_threads", str(a.threads), "--n_threads_batch", str(a.threads),
+                 # by default a new request interrupts the one streaming (its stream ends
+                 # early); here every request runs to its last token, one after another
+                 "--interrupt_requests", "False"],
                 port, levels, a.max_tokens, {"logit_bias": {str(eos): -100}}, a.rounds)
         except ImportError as e:
             print(f"# llama_cpp.server not available ({e}); skipped", file=sys.stderr)
