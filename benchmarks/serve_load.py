@@ -223,13 +223,14 @@ def _run_server(name: str, cmd: list[str], port: int, levels, max_tokens, extra,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="GGUF (default: SmolLM2 in the cache)")
-    ap.add_argument("--levels", default="1,4,8,16")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--levels", default="1,4,8,16", help="concurrent streams per level")
+    ap.add_argument("--max-tokens", type=int, default=64, help="tokens per request")
     ap.add_argument("--rounds", type=int, default=2, help="runs per level; the best is kept")
     ap.add_argument("--ctx", type=int, default=1024, help="context per slot / per server")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads of each server")
     ap.add_argument("--no-peer", action="store_true", help="skip llama_cpp.server")
     ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" /
                                                "serve_load.json"))
