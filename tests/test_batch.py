@@ -200,3 +200,53 @@ def test_scheduler_survives_a_failing_listener(stories):
         assert sched.active == 0  # the failed request's slot was freed
     finally:
         sched.close()
+
+
+def test_step_listener_follows_each_steps_events(stories):
+    """A step listener runs after every step, once the step's events are out: between two
+    calls each running request gets at most one token, and the last event is followed by a
+    call (a relay that wakes its reader per call misses nothing)."""
+    m = isaforge.load(stories / "stories260K.bin")
+    sched = Scheduler(BatchEngine(m.loaded, 3), prefill_chunk=4)
+    log: list = []
+    lock = threading.Lock()
+    done = threading.Event()
+    finished = []
+
+    def emitter(i):
+        def emit(kind, value, extra):
+            with lock:
+                log.append((i, kind))
+            if kind == "done":
+                finished.append(i)
+                if len(finished) == 3:
+                    done.set()
+        return emit
+
+    def step():
+        with lock:
+            log.append("step")
+
+    sched.add_step_listener(step)
+    sched.add_step_listener(lambda: 1 / 0)  # a failing listener changes nothing
+    try:
+        for i, text in enumerate(("Once upon a time", "The cat sat", "One day")):
+            sched.submit(Request(tokens=m.encode(text), max_new=12 + 4 * i,
+                                 emit=emitter(i), temperature=0.0))
+        assert done.wait(60)
+        t0 = time.monotonic()
+        while log[-1] != "step" and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+    finally:
+        sched.close()
+    assert log[-1] == "step"
+    tokens = [[k for k in log if k == (i, "token")] for i in range(3)]
+    assert [len(t) for t in tokens] == [12, 16, 20]
+    between: list = []
+    for k in log:
+        if k == "step":
+            assert len(between) == len(set(between)), between  # a token per request
+            between = []
+        elif k[1] == "token":
+            between.append(k[0])
+    assert log.count("step") >= 20  # one per step: at least the longest request's tokens

@@ -194,3 +194,68 @@ def test_repeat_penalty_rejects_nonsense():
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="repeat penalty"):
             Sampler(1.0, 0.9, 1, repeat_penalty=bad)
+
+
+def _rows_case(rng, vocab=300):
+    """Samplers of every kind (T = 0, a temperature float32 rounds to 0, seeded T > 0 with and
+    without top-p, repetition penalties with windows holding out-of-range ids) and logits with
+    ties, infinities and a NaN row."""
+    kinds = [(0.0, 0.9, 1.0), (1e-46, 0.9, 1.1), (0.8, 0.9, 1.0), (1.0, 1.0, 1.3),
+             (0.0, 0.9, 1.25), (1.2, 0.5, 0.8), (0.0, 0.9, 1.1), (0.7, 0.95, 1.1)]
+    samplers = []
+    for i, (t, p, pen) in enumerate(kinds):
+        s = Sampler(t, p, 1000 + i, repeat_penalty=pen, repeat_last_n=16)
+        s.accept([int(x) for x in rng.integers(0, vocab, size=int(rng.integers(0, 30)))]
+                 + [vocab + 5, -3][:i % 3])
+        samplers.append(s)
+    logits = (rng.normal(size=(len(kinds), vocab)) * 3).astype(np.float32)
+    logits[1, :40] = logits[1].max() + 1  # ties: the first maximum wins
+    logits[4, 7] = np.inf
+    logits[6, 11] = np.nan  # numpy's argmax would say 11; the C sampler's comparisons do not
+    return samplers, logits
+
+
+def test_rows_sample_as_each_sampler_alone():
+    """penalize_rows + draw_rows: every row's token, RNG state and window equal to its own
+    Sampler.sample on that row, over many steps of mixed kinds."""
+    import copy
+
+    from isaforge.runtime.sampler import draw_rows, penalize_rows
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        samplers, logits = _rows_case(rng)
+        alone = copy.deepcopy(samplers)
+        for step in range(3):
+            want = [s.sample(logits[r]) for r, s in enumerate(alone)]
+            buf = logits.copy()
+            penalize_rows(samplers, buf)
+            got = draw_rows(samplers, buf)
+            assert got == want, (trial, step)
+            assert [s.state for s in samplers] == [s.state for s in alone]
+            assert [list(s.history) for s in samplers] == [list(s.history) for s in alone]
+            logits = np.roll(logits, 3, axis=1)
+    # a subset of rows (the scheduler's live rows) and one row alone
+    samplers, logits = _rows_case(rng)
+    alone = copy.deepcopy(samplers)
+    pick = [6, 2, 0]
+    want = [alone[r].sample(logits[r]) for r in pick]
+    buf = logits[pick].copy()
+    penalize_rows([samplers[r] for r in pick], buf)
+    assert draw_rows([samplers[r] for r in pick], buf) == want
+
+
+def test_penalize_rows_writes_what_sample_draws_from():
+    from isaforge.runtime.sampler import penalize_rows
+
+    logits = np.array([[1.0, 2.2, 2.0, -1.0], [0.5, -0.5, 3.0, 1.0]], np.float32)
+    a = Sampler(0.0, 0.9, 1, repeat_penalty=1.25, repeat_last_n=8)
+    a.accept([1, 3, 1, 9])  # 9 is outside the vocabulary: ignored
+    b = Sampler(0.0, 0.9, 1)  # no penalty: row unchanged
+    b.accept([0, 1])
+    buf = logits.copy()
+    penalize_rows([a, b], buf)
+    pen = np.float32(1.25)
+    assert np.array_equal(buf[0], np.array([1.0, np.float32(2.2) / pen, 2.0, -1.0 * pen],
+                                           np.float32))
+    assert np.array_equal(buf[1], logits[1])

@@ -18,7 +18,9 @@ cancellation (a client gone, a stop string matched). Sequences join and leave be
 Each request gets its events through a callback from the scheduler thread: ("token", id,
 logprobs or None) per sampled token and ("done", finish_reason, None) once, finish_reason
 "stop" (a stop id), "length" (budget or context) or "cancelled"; ("error", message, None) if
-the engine failed.
+the engine failed. Step listeners (`add_step_listener`) are called from the same thread after
+every step, once its events are all out: a listener that relays events to another thread
+can wake it once per step rather than once per token.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 
 from .engine import Engine
 from .generate import REPEAT_LAST_N
-from .sampler import Sampler
+from .sampler import Sampler, draw_rows, penalize_rows
 
 __all__ = ["BatchEngine", "QueueFullError", "Request", "Scheduler", "SchedulerStats"]
 
@@ -161,6 +163,7 @@ class Scheduler:
         self._queue: collections.deque[Request] = collections.deque()
         self._cv = threading.Condition()
         self._stop = False
+        self._listeners: list[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._run, name="isaforge-scheduler",
                                         daemon=True)
         self._thread.start()
@@ -183,6 +186,11 @@ class Scheduler:
             self.stats.requests += 1
             self._queue.append(req)
             self._cv.notify()
+
+    def add_step_listener(self, fn: Callable[[], None]) -> None:
+        """Call fn() from the scheduler thread after each step, when that step's events have
+        all been emitted (a failing listener is ignored)."""
+        self._listeners.append(fn)
 
     @property
     def queue_depth(self) -> int:
@@ -223,6 +231,11 @@ class Scheduler:
                 for s in self.slots:
                     if s.req is not None:
                         self._finish(s, "error", f"{type(e).__name__}: {e}")
+            for fn in self._listeners:
+                try:
+                    fn()
+                except Exception:
+                    pass
 
     def _admit(self) -> None:
         while self._queue:
@@ -296,80 +309,84 @@ class Scheduler:
         if decoding:
             self.stats.decode_steps += 1
             self.stats.decode_rows += len(decoding)
-        k = 0
+        rows = []  # (slot, its logits row), in row order
         for s in decoding:
             s.cached.append(s.last)
             s.pos += 1
-            self._sampled(s, out[k])
-            k += 1
+            rows.append((s, len(rows)))
         for s, chunk, ends in chunks:
             s.cached += chunk
             s.pos += len(chunk)
             del s.todo[:len(chunk)]
             if ends:
-                self._sampled(s, out[k])
-                k += 1
+                rows.append((s, len(rows)))
+        self._sample(rows, out)
 
-    def _sampled(self, s: _Slot, logits: np.ndarray) -> None:
-        """Sample the next token of slot s from `logits` and tell its request."""
-        req = s.req
-        if req.cancelled:
-            self._finish(s, "done", "cancelled")
+    def _sample(self, rows: list[tuple[_Slot, int]], out: np.ndarray) -> None:
+        """Sample the next token of every slot in `rows` from its row of `out` (overwritten)
+        and tell the requests, in row order: the penalties and temperature-0 argmaxes of all
+        rows at once (sampler.penalize_rows / draw_rows), each row's tokens equal to its
+        Sampler's alone."""
+        live = []
+        for s, k in rows:
+            if s.req.cancelled:
+                self._finish(s, "done", "cancelled")
+            else:
+                live.append((s, k))
+        if not live:
             return
-        buf = logits
-        if req.frequency_penalty or req.presence_penalty:
-            buf = logits.copy()
-            for tok, n in s.counts.items():  # OpenAI's: over the tokens generated so far
-                buf[tok] -= np.float32(n * req.frequency_penalty + req.presence_penalty)
-        window = list(s.sampler.history) if req.logprobs is not None else None
-        tok = s.sampler.sample(buf)
-        if s.new == 0:
-            req.first_token_s = time.perf_counter() - req.submitted
-            ttft = self.stats.ttft
-            ttft.append(req.first_token_s)
-            self.stats.ttft_count += 1
-            if len(ttft) > self.TTFT_KEEP:
-                del ttft[:len(ttft) - self.TTFT_KEEP]
-        s.new += 1
-        s.counts[tok] += 1
-        self.stats.generated_tokens += 1
-        if tok in req.stop_ids:
-            self._finish(s, "done", "stop")
-            return
-        lp = None
-        if req.logprobs is not None:  # of the distribution sampled from (penalties applied)
-            ls = _log_softmax(_repeat_penalized(buf, req.repeat_penalty, window))
-            top = []
-            if req.logprobs > 0:
-                k = min(req.logprobs, ls.size)
-                idx = np.argpartition(-ls, k - 1)[:k]
-                idx = idx[np.lexsort((idx, -ls[idx]))]
-                top = [(int(i), float(ls[i])) for i in idx]
-            lp = (float(ls[tok]), top)
-        _tell(req, "token", tok, lp)
-        s.last = tok
-        if s.new >= req.max_new or s.pos >= self.seq_len:
-            self._finish(s, "done", "length")
+        idx = [k for _, k in live]
+        logits = out if idx == list(range(len(out))) else out[idx]
+        for j, (s, _) in enumerate(live):
+            req = s.req
+            if req.frequency_penalty or req.presence_penalty:
+                row = logits[j]
+                for tok, n in s.counts.items():  # OpenAI's: over the tokens generated so far
+                    row[tok] -= np.float32(n * req.frequency_penalty + req.presence_penalty)
+        samplers = [s.sampler for s, _ in live]
+        penalize_rows(samplers, logits)  # logits: the distributions sampled from
+        lps = {}
+        for j, (s, _) in enumerate(live):
+            if s.req.logprobs is not None:
+                ls = _log_softmax(logits[j])
+                top = []
+                if s.req.logprobs > 0:
+                    k = min(s.req.logprobs, ls.size)
+                    i = np.argpartition(-ls, k - 1)[:k]
+                    i = i[np.lexsort((i, -ls[i]))]
+                    top = [(int(t), float(ls[t])) for t in i]
+                lps[j] = (ls, top)
+        toks = draw_rows(samplers, logits)
+        now = time.perf_counter()
+        stats = self.stats
+        for j, (s, _) in enumerate(live):
+            req, tok = s.req, toks[j]
+            if s.new == 0:
+                req.first_token_s = now - req.submitted
+                stats.ttft.append(req.first_token_s)
+                stats.ttft_count += 1
+                if len(stats.ttft) > self.TTFT_KEEP:
+                    del stats.ttft[:len(stats.ttft) - self.TTFT_KEEP]
+            s.new += 1
+            s.counts[tok] += 1
+            stats.generated_tokens += 1
+            if tok in req.stop_ids:
+                self._finish(s, "done", "stop")
+                continue
+            lp = None
+            if j in lps:
+                ls, top = lps[j]
+                lp = (float(ls[tok]), top)
+            _tell(req, "token", tok, lp)
+            s.last = tok
+            if s.new >= req.max_new or s.pos >= self.seq_len:
+                self._finish(s, "done", "length")
 
     def _finish(self, s: _Slot, kind: str, value) -> None:
         req, s.req, s.todo, s.sampler = s.req, None, [], None  # s.cached: what ran
         _tell(req, kind, value, None)
         with self._cv:
             self._cv.notify()
-
-
-def _repeat_penalized(logits: np.ndarray, penalty: float, window) -> np.ndarray:
-    """logits with the repetition penalty as the Sampler applies it over `window` (the
-    tokens it had seen before sampling)."""
-    if penalty == 1.0 or not window:
-        return logits
-    buf = np.array(logits, dtype=np.float32, copy=True)
-    ids = np.fromiter(set(window), dtype=np.int64)
-    ids = ids[(ids >= 0) & (ids < buf.size)]
-    v = buf[ids]
-    pen = np.float32(penalty)
-    buf[ids] = np.where(v > 0, v / pen, v * pen)
-    return buf
 
 
 def _tell(req: Request, kind: str, value, extra) -> None:

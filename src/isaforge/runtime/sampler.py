@@ -1,12 +1,14 @@
 """run.c's sampler (argmax, softmax with one xorshift* coin, top-p), optionally behind
-llama.cpp's repetition penalty; the argument checks every front end shares."""
+llama.cpp's repetition penalty; the argument checks every front end shares; and the same
+sampling for the rows of a batch at once (`penalize_rows`, `draw_rows`: token for token and
+state for state what each row's Sampler.sample gives, in a few numpy calls per step)."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -65,3 +67,49 @@ class Sampler:
         token, self.state = _native.sample(buf, self.temperature, self.top_p, self.state)
         self.history.append(token)
         return token
+
+
+def penalize_rows(samplers: Sequence[Sampler], logits: np.ndarray) -> None:
+    """Apply each row's repetition penalty in place: row r of `logits` (rows, vocab) float32
+    becomes the buffer samplers[r].sample would draw from, the float32 operations on each
+    element being its own; the rows' penalties go through one gather and one scatter."""
+    rows, cols, pens = [], [], []
+    vocab = logits.shape[1]
+    for r, s in enumerate(samplers):
+        if s.repeat_penalty != 1.0 and s.history:
+            ids = [t for t in set(s.history) if 0 <= t < vocab]
+            rows += [r] * len(ids)
+            cols += ids
+            pens += [s.repeat_penalty] * len(ids)
+    if not rows:
+        return
+    ri, ci = np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp)
+    pen = np.array(pens, dtype=np.float32)
+    v = logits[ri, ci]
+    logits[ri, ci] = np.where(v > 0, v / pen, v * pen)
+
+
+def draw_rows(samplers: Sequence[Sampler], logits: np.ndarray) -> list[int]:
+    """Draw row r's token with samplers[r] from `logits` (rows, vocab) float32, C-contiguous,
+    already penalized (penalize_rows): the argmax of every temperature-0 row in one call
+    (first maximum, as the C argmax; a row holding a NaN goes to the C sampler, whose
+    comparisons treat it differently), the C sampler on each other row in place (its coin
+    from the row's RNG state). Each sampler's state and history move on as in sample()."""
+    toks = [0] * len(samplers)
+    greedy = [r for r, s in enumerate(samplers) if np.float32(s.temperature) == 0]
+    native = [r for r, s in enumerate(samplers) if np.float32(s.temperature) != 0]
+    if greedy:
+        sub = logits if len(greedy) == len(samplers) else logits[greedy]
+        best = np.argmax(sub, axis=1)
+        nan = np.isnan(sub[np.arange(len(greedy)), best])
+        for j, r in enumerate(greedy):
+            if nan[j]:
+                native.append(r)
+            else:
+                toks[r] = int(best[j])
+    for r in native:
+        s = samplers[r]
+        toks[r], s.state = _native.sample(logits[r], s.temperature, s.top_p, s.state)
+    for r, s in enumerate(samplers):
+        s.history.append(toks[r])
+    return toks

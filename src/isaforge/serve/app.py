@@ -14,6 +14,7 @@ import hmac
 import json
 import time
 import uuid
+from json.encoder import encode_basestring
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -92,6 +93,20 @@ class _Choice:
         return out
 
 
+_MID = {False: b',"text":', True: b',"delta":{"content":'}
+
+
+def _token_template(ids: str, obj: str, created: int, model: str, chat: bool
+                    ) -> tuple[bytes, bytes]:
+    """The bytes around a streamed token's index and text: head + b"%d" % index + _MID[chat]
+    + JSON string + tail is sse() of that token's chunk."""
+    d = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    head = (f'data: {{"id":{d(ids)},"object":{d(obj)},"created":{int(created)},'
+            f'"model":{d(model)},"system_fingerprint":null,"choices":[{{"index":')
+    tail = ('}' if chat else '') + ',"logprobs":null,"finish_reason":null}]}\n\n'
+    return head.encode(), tail.encode()
+
+
 def _chat_lp(entries: list[dict]) -> dict:
     def one(tok: str, lp: float) -> dict:
         return {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}
@@ -109,18 +124,30 @@ def _text_lp(entries: list[dict], offset: int) -> dict:
             "top_logprobs": [dict(e["top"]) for e in entries], "text_offset": offsets}
 
 
+DONE = b"data: [DONE]\n\n"
+RAW_SEND = "isaforge.send"  # scope key: the ASGI server's send, as _App received it
+
+
+def sse(obj) -> bytes:
+    """One server-sent event: compact JSON as OpenAI sends it (non-ASCII kept)."""
+    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+
+
 class SSEResponse(Response):
-    """Server-sent events from an async generator of dicts (then "data: [DONE]"); a client that
+    """Server-sent events from an async generator of byte blocks (each block one or more
+    events, written at once; the block ending in "data: [DONE]" ends the body); a client that
     disconnects calls on_disconnect (which cancels its requests)."""
 
-    def __init__(self, events, on_disconnect):
+    def __init__(self, blocks, on_disconnect):
         self.status_code = 200
         self.background = None
         self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
                             (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-        self.events, self.on_disconnect = events, on_disconnect
+        self.blocks, self.on_disconnect = blocks, on_disconnect
 
     async def __call__(self, scope, receive, send):
+        body_send = scope.get(RAW_SEND, send)  # the server's own, past the middlewares
+
         async def watch():
             while True:
                 msg = await receive()
@@ -132,17 +159,84 @@ class SSEResponse(Response):
         try:
             await send({"type": "http.response.start", "status": 200,
                         "headers": self.raw_headers})
-            async for ev in self.events:
-                data = ev if isinstance(ev, str) else json.dumps(ev, ensure_ascii=False)
-                await send({"type": "http.response.body",
-                            "body": f"data: {data}\n\n".encode(), "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            more = True
+            async for block in self.blocks:
+                more = not block.endswith(DONE)
+                await body_send({"type": "http.response.body", "body": block,
+                                 "more_body": more})
+            if more:
+                await body_send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:  # the client went away while we wrote
             self.on_disconnect()
         finally:
             watcher.cancel()
             self.on_disconnect()  # idempotent: whatever is left is cancelled
-            await self.events.aclose()
+            await self.blocks.aclose()
+
+
+class _Inbox:
+    """One HTTP request's scheduler events, (choice index, kind, value, extra), put here on
+    the event loop by the _Relay, a step's worth at a time."""
+
+    __slots__ = ("items", "waiter")
+
+    def __init__(self):
+        self.items: list = []
+        self.waiter: asyncio.Future | None = None
+
+    async def wait(self) -> None:
+        """Until an event is here (at once if one is)."""
+        if self.items:
+            return
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+
+    def take(self) -> list:
+        out, self.items = self.items, []
+        return out
+
+
+def _deliver(entries) -> None:
+    """On the event loop: a step's events into their inboxes, each waiting reader woken."""
+    for inbox, item in entries:
+        inbox.items.append(item)
+        w = inbox.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+
+class _Relay:
+    """Carries a Scheduler's events to the event loop: a request's emit (scheduler thread)
+    only appends to a list; after each step (a step listener) one call_soon_threadsafe per
+    loop hands over the whole step, so the loop wakes once per step for every stream rather
+    than once per token. A loop that is gone (shutting down) cancels the requests."""
+
+    def __init__(self, scheduler):
+        self.pending: list = []
+        scheduler.add_step_listener(self.flush)
+
+    def emitter(self, loop, inbox: _Inbox, reqs: list, i: int):
+        def emit(kind, value, extra):
+            self.pending.append((loop, inbox, reqs, (i, kind, value, extra)))
+        return emit
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, []
+        loops: dict = {}
+        for loop, inbox, reqs, item in batch:
+            loops.setdefault(loop, []).append((inbox, reqs, item))
+        for loop, entries in loops.items():
+            try:
+                loop.call_soon_threadsafe(_deliver, [(b, it) for b, _, it in entries])
+            except RuntimeError:  # the event loop is closed: nobody listens
+                for _, reqs, _ in entries:
+                    for r in reqs:
+                        r.cancel()
 
 
 class Server:
@@ -151,6 +245,7 @@ class Server:
         self.api_key = api_key
         self.max_body = max_body
         self.metrics = Metrics(backend.scheduler)
+        self.relay = _Relay(backend.scheduler)
         self.draining = False
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -257,20 +352,13 @@ class Server:
 
     async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        inbox = _Inbox()
         choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
                    for i in range(params.n)]
-
-        def emitter(i):
-            def emit(kind, value, extra):
-                try:
-                    loop.call_soon_threadsafe(queue.put_nowait, (i, kind, value, extra))
-                except RuntimeError:  # the event loop is gone (shutting down): nobody listens
-                    reqs[i].cancel()
-            return emit
-
-        reqs = [self.backend.request(tokens, max_new, params, emitter(i), seed_offset=i)
-                for i in range(params.n)]
+        reqs: list = []
+        reqs += [self.backend.request(tokens, max_new, params,
+                                      self.relay.emitter(loop, inbox, reqs, i), seed_offset=i)
+                 for i in range(params.n)]
         for c, r in zip(choices, reqs, strict=True):
             c.req = r
         try:
@@ -295,43 +383,30 @@ class Server:
             return {"prompt_tokens": len(tokens), "completion_tokens": done,
                     "total_tokens": len(tokens) + done}
 
-        async def events():
-            """(index, piece, finished) as they come; ends when every choice is done."""
-            left = len(reqs)
-            while left:
-                i, kind, value, extra = await queue.get()
-                c = choices[i]
-                if kind == "token":
-                    yield i, c.token(value, extra), False
-                elif kind == "error":
-                    raise RuntimeError(value)
-                else:
-                    left -= 1
-                    yield i, c.done(value), True
-
         if params.stream:
-            return SSEResponse(self._stream(events(), chat, choices, ids, created, model, obj,
+            return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
                                             params, usage, echo), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
-        gen = events()
+        left = len(reqs)
         try:
             checked = loop.time()
-            while True:
-                nxt = asyncio.ensure_future(gen.__anext__())
-                while not nxt.done():
-                    await asyncio.wait([nxt], timeout=0.5)
-                    if loop.time() - checked >= 0.5:  # every half second, tokens or not
-                        checked = loop.time()
-                        if await request.is_disconnected():
-                            cancel_all()
-                if loop.time() - checked >= 0.5:
+            while left:
+                try:
+                    await asyncio.wait_for(inbox.wait(), 0.5)
+                except asyncio.TimeoutError:
+                    pass
+                if loop.time() - checked >= 0.5:  # every half second, tokens or not
                     checked = loop.time()
                     if await request.is_disconnected():
                         cancel_all()
-                try:
-                    nxt.result()
-                except StopAsyncIteration:
-                    break
+                for i, kind, value, extra in inbox.take():
+                    if kind == "token":
+                        choices[i].token(value, extra)
+                    elif kind == "error":
+                        raise RuntimeError(value)
+                    else:
+                        left -= 1
+                        choices[i].done(value)
         except RuntimeError as e:
             raise APIError(500, f"generation failed: {e}", type="server_error") from None
         finally:
@@ -351,49 +426,74 @@ class Server:
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
                              "system_fingerprint": None, "choices": out, "usage": usage()})
 
-    async def _stream(self, events, chat, choices, ids, created, model, obj, params, usage,
+    async def _stream(self, inbox, chat, choices, ids, created, model, obj, params, usage,
                       echo=""):
-        def chunk(chs, **extra):
-            return {"id": ids, "object": obj + (".chunk" if chat else ""), "created": created,
-                    "model": model, "system_fingerprint": None, "choices": chs, **extra}
+        """The SSE body in blocks: whatever one scheduler step released, written at once. A
+        token's chunk without logprobs is a template with its index and text spliced in (the
+        bytes json.dumps gives for the same dict, tests/test_serve_stream.py)."""
+        kind_ = obj + (".chunk" if chat else "")
 
+        def chunk(chs, **extra):
+            return sse({"id": ids, "object": kind_, "created": created, "model": model,
+                        "system_fingerprint": None, "choices": chs, **extra})
+
+        head, tail = _token_template(ids, kind_, created, model, chat)
         offsets = [len(echo)] * len(choices)
+        first = []
+        if echo:
+            first.append(chunk([{"index": c.index, "text": echo, "logprobs": None,
+                                 "finish_reason": None} for c in choices]))
+        if chat:
+            first.append(chunk([{"index": c.index, "delta": {"role": "assistant",
+                                                             "content": ""},
+                                 "logprobs": None, "finish_reason": None} for c in choices]))
+        if first:
+            yield b"".join(first)
+        left = len(choices)
         try:
-            if echo:
-                yield chunk([{"index": c.index, "text": echo, "logprobs": None,
-                              "finish_reason": None} for c in choices])
-            if chat:
-                yield chunk([{"index": c.index, "delta": {"role": "assistant", "content": ""},
-                              "logprobs": None, "finish_reason": None} for c in choices])
-            async for i, piece, finished in events:
-                c = choices[i]
-                if not piece and not finished:
-                    continue
-                lp = c.new_logprobs() if c.want_lp else None
-                if piece:
-                    if chat:
-                        ch = {"index": i, "delta": {"content": piece},
-                              "logprobs": _chat_lp(lp) if lp is not None else None,
-                              "finish_reason": None}
+            while left:
+                await inbox.wait()
+                out = []
+                for i, kind, value, extra in inbox.take():
+                    c = choices[i]
+                    if kind == "token":
+                        piece, finished = c.token(value, extra), False
+                    elif kind == "error":
+                        raise RuntimeError(value)
                     else:
-                        ch = {"index": i, "text": piece,
-                              "logprobs": _text_lp(lp, offsets[i]) if lp is not None else None,
-                              "finish_reason": None}
-                    offsets[i] += len(piece)
-                    yield chunk([ch])
-                if finished:
-                    if chat:
-                        ch = {"index": i, "delta": {}, "logprobs": None,
-                              "finish_reason": c.finish}
-                    else:
-                        ch = {"index": i, "text": "", "logprobs": None, "finish_reason": c.finish}
-                    yield chunk([ch])
-            if params.include_usage:
-                yield chunk([], usage=usage())
+                        left -= 1
+                        piece, finished = c.done(value), True
+                    if piece:
+                        lp = c.new_logprobs() if c.want_lp else None
+                        if lp is None:
+                            out.append(b"%s%d%s%s%s" % (head, i, _MID[chat],
+                                                        encode_basestring(piece).encode(), tail))
+                        elif chat:
+                            out.append(chunk([{"index": i, "delta": {"content": piece},
+                                               "logprobs": _chat_lp(lp),
+                                               "finish_reason": None}]))
+                        else:
+                            out.append(chunk([{"index": i, "text": piece,
+                                               "logprobs": _text_lp(lp, offsets[i]),
+                                               "finish_reason": None}]))
+                        offsets[i] += len(piece)
+                    if finished:
+                        if chat:
+                            ch = {"index": i, "delta": {}, "logprobs": None,
+                                  "finish_reason": c.finish}
+                        else:
+                            ch = {"index": i, "text": "", "logprobs": None,
+                                  "finish_reason": c.finish}
+                        out.append(chunk([ch]))
+                if not left:
+                    if params.include_usage:
+                        out.append(chunk([], usage=usage()))
+                    out.append(DONE)
+                if out:
+                    yield b"".join(out)
         except RuntimeError as e:
-            yield {"error": {"message": f"generation failed: {e}", "type": "server_error",
-                             "param": None, "code": None}}
-        yield "[DONE]"
+            yield sse({"error": {"message": f"generation failed: {e}", "type": "server_error",
+                                 "param": None, "code": None}}) + DONE
 
     async def models(self, request: Request):
         try:
@@ -417,6 +517,16 @@ class Server:
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+class _App(Starlette):
+    """Starlette that leaves the ASGI server's own `send` in the scope: a stream's response
+    start goes through the middlewares (which note that it started), its many body writes
+    straight to the server, three coroutine layers fewer per token."""
+
+    async def __call__(self, scope, receive, send):
+        scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
 def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY
                ) -> Starlette:
     """The ASGI app over `backend` (serve.backend.Backend)."""
@@ -434,7 +544,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
                                                   f"{exc}", "type": "server_error",
                                        "param": None, "code": None}}, status_code=500)
 
-    app = Starlette(routes=[
+    app = _App(routes=[
         Route("/v1/chat/completions", srv.chat, methods=["POST"]),
         Route("/v1/completions", srv.completions, methods=["POST"]),
         Route("/v1/models", srv.models, methods=["GET"]),
