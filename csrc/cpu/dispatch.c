@@ -68,7 +68,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x4_neon, .q4_gemm = &if_k_q4_gemm_4x4_neon,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,

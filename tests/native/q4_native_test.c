@@ -1,12 +1,15 @@
 /* q4_native_test.c - the 4-bit codebook kernels (q4_gemv, q4_gemm) and the activation rotation
  * (hadamard) of every compiled tier this CPU runs, against the scalar kernels bit for bit, on
- * the M x N x K x GS grid with tails, in C, so it runs under qemu-aarch64 as well as natively
+ * the M x N x K x GS grid with tails and guard pages, in C, so it runs under qemu-aarch64 as well as natively
  * (tests/test_q4_arm.py). Prints one line per tier run ("tier NAME: q4_gemv ... cases") and
  * "ok", or "FAIL ..." and exits 1. */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, sysconf under -std=c11 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "isaforge.h"
 
@@ -32,29 +35,88 @@ static int g_fail;
 static void check(const float *got, const float *want, size_t n, const char *what,
                   const char *tier, size_t M, size_t N, size_t K, size_t gs) {
     if (memcmp(got, want, n * sizeof(float)) != 0 && !g_fail) {
-        printf("FAIL %s tier=%s M=%zu N=%zu K=%zu gs=%zu\n", what, tier, M, N, K, gs);
+        size_t i = 0;
+        while (i < n && !memcmp(got + i, want + i, sizeof(float))) i++;
+        printf("FAIL %s tier=%s M=%zu N=%zu K=%zu gs=%zu: element %zu is %.9g, scalar %.9g\n",
+               what, tier, M, N, K, gs, i, (double)got[i], (double)want[i]);
         g_fail = 1;
     }
 }
 
-int main(void) {
-    static const size_t Ms[] = {1, 2, 3, 5, 17}, Ns[] = {1, 3, 4, 5, 8, 17, 64};
+/* n bytes that end exactly at an inaccessible page (a read past the end faults); freed by
+ * guarded_free. */
+typedef struct guarded {
+    void *base;
+    size_t len;
+    void *p;
+} guarded;
+
+static guarded guarded_alloc(size_t n) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = (n + pg - 1) / pg * pg + pg;
+    guarded g = {mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+                 len, NULL};
+    if (g.base == MAP_FAILED || mprotect((char *)g.base + len - pg, pg, PROT_NONE) != 0) {
+        printf("FAIL mmap/mprotect\n");
+        exit(1);
+    }
+    g.p = (char *)g.base + len - pg - n;
+    return g;
+}
+
+static void guarded_free(guarded g) { munmap(g.base, g.len); }
+
+static const uint32_t SENTINEL = 0x7fc0beefu; /* a NaN no kernel produces */
+
+static void check_sentinel(const float *p, size_t n, const char *what, const char *tier,
+                           size_t M, size_t N, size_t K, size_t gs) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(p + i, &SENTINEL, 4) != 0 && !g_fail) {
+            printf("FAIL %s tier=%s M=%zu N=%zu K=%zu gs=%zu: wrote past the output\n", what,
+                   tier, M, N, K, gs);
+            g_fail = 1;
+        }
+}
+
+
+/* Arguments: [--quick] (large GEMMs only at M = 1 and 17, as if_native_test's conformance)
+ * [--tier NAME] (only that tier against scalar). The grid is the Q8 conformance grid's with
+ * gs a multiple of 32: M x N x K x gs with tails, weights, scales and activations ending at an
+ * inaccessible page, outputs with ldo > N and sentinels past N. */
+int main(int argc, char **argv) {
+    int quick = 0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--tier") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            printf("usage: q4_native_test [--quick] [--tier NAME]\n");
+            return 2;
+        }
+    }
+    static const size_t Ms[] = {1, 2, 3, 15, 16, 17, 64, 129};
+    static const size_t Ns[] = {1, 3, 16, 17, 63, 64, 576, 1536};
     static const size_t GSs[] = {32, 64, 128, 256};
     const if_kernel_table *sc = if_tier_table(0);
     for (size_t t = 1; t < if_tier_count(); t++) {
         if (!if_tier_supported(t, 0, NULL, 0)) continue;
         const if_kernel_table *tt = if_tier_table(t);
+        if (only && strcmp(only, tt->tier) != 0) continue;
         size_t cases = 0;
         for (size_t gi = 0; gi < sizeof GSs / sizeof *GSs; gi++) {
             const size_t gs = GSs[gi];
-            const size_t Ks[] = {gs, 3 * gs, 576 / gs * gs};
-            for (size_t ki = 0; ki < 3; ki++) {
+            const size_t Ks[] = {gs, 3 * gs, 576, 1536};
+            for (size_t ki = 0; ki < 4; ki++) {
                 const size_t K = Ks[ki], ng = K / gs;
-                if (!K) continue;
+                int dup = K % gs != 0;
+                for (size_t j = 0; j < ki; j++) dup |= Ks[j] == K;
+                if (dup) continue;
                 for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
                     const size_t N = Ns[ni];
-                    uint8_t *w = xmalloc(N * K / 2);
-                    float *ws = xmalloc(N * ng * sizeof(float));
+                    guarded gw = guarded_alloc(N * K / 2), gws = guarded_alloc(N * ng * 4);
+                    uint8_t *w = gw.p;
+                    float *ws = gws.p;
                     int8_t cb[16];
                     for (int i = 0; i < 16; i++) cb[i] = (int8_t)((int)(rnd() % 255) - 127);
                     cb[0] = -127;
@@ -64,25 +126,41 @@ int main(void) {
                         ws[i] = ((float)(rnd() % 2001) - 1000.0f) * 1e-3f;
                     for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
                         const size_t M = Ms[mi];
-                        int8_t *xq = xmalloc(M * K);
-                        float *xs = xmalloc(M * ng * sizeof(float));
+                        if (quick && M * N * K > (1u << 21) && M != 1 && M != 17) continue;
+                        const size_t ldo = N + 3;
+                        guarded gx = guarded_alloc(M * K), gxs = guarded_alloc(M * ng * 4);
+                        int8_t *xq = gx.p;
+                        float *xs = gxs.p;
                         float *want = xmalloc(M * N * sizeof(float));
-                        float *got = xmalloc(M * N * sizeof(float));
-                        for (size_t i = 0; i < M * K; i++) xq[i] = (int8_t)((int)(rnd() % 255) - 127);
+                        float *got = xmalloc(M * ldo * sizeof(float));
+                        for (size_t i = 0; i < M * K; i++)
+                            xq[i] = (int8_t)((int)(rnd() % 255) - 127);
                         for (size_t i = 0; i < M * ng; i++) xs[i] = (float)(rnd() % 1000) * 1e-3f;
                         sc->q4_gemm->run(want, N, xq, xs, M, w, ws, cb, 0, N, K, gs);
-                        tt->q4_gemm->run(got, N, xq, xs, M, w, ws, cb, 0, N, K, gs);
-                        check(got, want, M * N, "q4_gemm", tt->tier, M, N, K, gs);
-                        /* the GEMV on row 0, split at an odd row to test the n0 offset */
-                        const size_t split = N / 2 | 1;
-                        if (split < N) tt->q4_gemv->run(got, xq, xs, w, ws, cb, 0, split, K, gs);
-                        tt->q4_gemv->run(got, xq, xs, w, ws, cb,
-                                         split < N ? split : 0, N, K, gs);
-                        check(got, want, N, "q4_gemv", tt->tier, 1, N, K, gs);
+                        for (size_t i = 0; i < M * ldo; i++) memcpy(got + i, &SENTINEL, 4);
+                        /* two column ranges split on the tile */
+                        const size_t nr = tt->q4_gemm->nr, split = (N / 2) / nr * nr;
+                        if (split) tt->q4_gemm->run(got, ldo, xq, xs, M, w, ws, cb, 0, split, K, gs);
+                        tt->q4_gemm->run(got, ldo, xq, xs, M, w, ws, cb, split, N, K, gs);
+                        for (size_t m = 0; m < M; m++) {
+                            check(got + m * ldo, want + m * N, N, "q4_gemm", tt->tier, M, N, K, gs);
+                            check_sentinel(got + m * ldo + N, 3, "q4_gemm", tt->tier, M, N, K, gs);
+                        }
+                        /* the GEMV on the last row, split at an odd row to test the n0 offset */
+                        const size_t last = M - 1, gsplit = N / 2 | 1;
+                        for (size_t i = 0; i < N + 3; i++) memcpy(got + i, &SENTINEL, 4);
+                        if (gsplit < N)
+                            tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb, 0,
+                                             gsplit, K, gs);
+                        tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb,
+                                         gsplit < N ? gsplit : 0, N, K, gs);
+                        check(got, want + last * N, N, "q4_gemv", tt->tier, 1, N, K, gs);
+                        check_sentinel(got + N, 3, "q4_gemv", tt->tier, 1, N, K, gs);
                         cases++;
-                        free(xq), free(xs), free(want), free(got);
+                        guarded_free(gx), guarded_free(gxs), free(want), free(got);
+                        if (g_fail) return 1;
                     }
-                    free(w), free(ws);
+                    guarded_free(gw), guarded_free(gws);
                 }
                 /* the rotation of a row of K - 3 values padded to K */
                 float *x = xmalloc(K * sizeof(float)), *sg = xmalloc(K * sizeof(float));
@@ -99,6 +177,7 @@ int main(void) {
         }
         printf("tier %s: %s %s %s: %zu cases\n", tt->tier, tt->q4_gemv->name, tt->q4_gemm->name,
                tt->hadamard->name, cases);
+        fflush(stdout);
         if (g_fail) return 1;
     }
     printf("ok\n");
