@@ -23,7 +23,7 @@ EXPECT = {"cortex-a53": ["neon"], "cortex-a76": ["neon", "dotprod"],
 # tier -> its 4-bit GEMV and GEMM
 KERNELS = {"neon": ("q4_gemv_1x4_neon", "q4_gemm_4x4_neon"),
            "dotprod": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod"),
-           "i8mm": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod"),
+           "i8mm": ("q4_gemv_1x4_dotprod", "q4_gemm_4x4_i8mm"),
            "sme2": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod")}
 
 
@@ -53,6 +53,7 @@ def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
     ("q4_gemv_1x4_neon", ["tbl", "smull", "smlal2", "sadalp"], ["sdot", "smmla", "luti4"]),
     ("q4_gemm_4x4_neon", ["tbl", "smull", "smlal2", "sadalp"], ["sdot", "smmla", "luti4"]),
     ("q4_gemv_1x4_dotprod", ["tbl", "sdot"], ["smmla", "luti4"]),
+    ("q4_gemm_4x4_i8mm", ["tbl", "smmla"], ["luti4"]),
 ])
 def test_q4_arm_objects_use_their_instructions(drivers, name, present, absent):  # noqa: F811
     counts = {i: _count(drivers, name, i) for i in present + absent}

@@ -85,7 +85,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_1x4_dotprod,
+     .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_4x4_i8mm,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
