@@ -24,7 +24,7 @@ EXPECT = {"cortex-a53": ["neon"], "cortex-a76": ["neon", "dotprod"],
 KERNELS = {"neon": ("q4_gemv_1x4_neon", "q4_gemm_4x4_neon"),
            "dotprod": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod"),
            "i8mm": ("q4_gemv_1x4_dotprod", "q4_gemm_4x4_i8mm"),
-           "sme2": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod")}
+           "sme2": ("q4_gemv_1x1_sme2", "q4_gemm_1x1_sme2")}
 
 
 @pytest.mark.parametrize("cpu", [c for c in EXPECT if c in CPUS])
@@ -54,6 +54,8 @@ def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
     ("q4_gemm_4x4_neon", ["tbl", "smull", "smlal2", "sadalp"], ["sdot", "smmla", "luti4"]),
     ("q4_gemv_1x4_dotprod", ["tbl", "sdot"], ["smmla", "luti4"]),
     ("q4_gemm_4x4_i8mm", ["tbl", "smmla"], ["luti4"]),
+    ("q4_gemv_1x1_sme2", ["luti4", "sdot"], ["tbl"]),
+    ("q4_gemm_1x1_sme2", ["luti4", "sdot"], ["tbl"]),
 ])
 def test_q4_arm_objects_use_their_instructions(drivers, name, present, absent):  # noqa: F811
     counts = {i: _count(drivers, name, i) for i in present + absent}
