@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -78,11 +79,159 @@ static void check_sentinel(const float *p, size_t n, const char *what, const cha
 }
 
 
+/* ---- q4gen DUMP N TOKEN...: greedy generation (T = 0) of a 4-bit model on every tier ----
+ * DUMP (written by tests/test_q4_arm.py): "IFQ4GEN1", u64 dim hidden_dim n_layers n_heads
+ * n_kv_heads vocab_size seq_len, f32 rope_theta norm_eps (a Llama layer), then arrays each
+ * starting at a multiple of 64 bytes: tok_embeddings, rms_final, wcls, per layer rms_att,
+ * rms_ffn and the 7 matrices in IF_LAYER_MATRICES order. A matrix: u64 dtype rows cols gs kpad
+ * has_signs, then F32 (rows, cols) floats; Q8 (rows, cols) int8 + scales; Q4 codebook (16),
+ * nibbles (rows, kpad / 2), scales (rows, kpad / gs), signs (kpad) if has_signs. For each tier
+ * this CPU runs: prefill of the prompt (the GEMM) then N decode steps (the GEMV), the argmax
+ * (first of equals) each time; prints "gen TIER decode=NAME prefill=NAME: id id ... digest=D",
+ * D an FNV-1a digest of the bits of every logit row the tokens were chosen from. */
+typedef struct cursor {
+    const unsigned char *p, *end;
+} cursor;
+
+static const void *take(cursor *c, size_t n, int align) {
+    if (align) {
+        size_t off = (size_t)((uintptr_t)c->p % 64);
+        if (off) c->p += 64 - off;
+    }
+    if ((size_t)(c->end - c->p) < n) {
+        printf("FAIL q4gen: dump truncated\n");
+        exit(2);
+    }
+    const void *r = c->p;
+    c->p += n;
+    return r;
+}
+
+static uint64_t take_u64(cursor *c) {
+    uint64_t v;
+    memcpy(&v, take(c, 8, 0), 8);
+    return v;
+}
+
+static if_matrix take_matrix(cursor *c) {
+    if_matrix m;
+    memset(&m, 0, sizeof m);
+    m.dtype = (if_dtype)take_u64(c);
+    m.rows = take_u64(c), m.cols = take_u64(c), m.group_size = take_u64(c);
+    m.kpad = take_u64(c);
+    const uint64_t has_signs = take_u64(c);
+    if (m.dtype == IF_F32) {
+        m.f32 = take(c, m.rows * m.cols * 4, 1);
+    } else if (m.dtype == IF_Q8) {
+        m.q = take(c, m.rows * m.cols, 1);
+        m.s = take(c, m.rows * (m.cols / m.group_size) * 4, 1);
+    } else {
+        m.codebook = take(c, 16, 1);
+        m.q4 = take(c, m.rows * m.kpad / 2, 1);
+        m.s = take(c, m.rows * (m.kpad / m.group_size) * 4, 1);
+        if (has_signs) m.signs = take(c, m.kpad * 4, 1);
+    }
+    return m;
+}
+
+static int cmd_q4gen(int argc, char **argv) {
+    if (argc < 3) {
+        printf("usage: q4_native_test q4gen DUMP N TOKEN...\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[0], "rb");
+    if (!f) {
+        printf("FAIL q4gen: cannot open %s\n", argv[0]);
+        return 2;
+    }
+    fseek(f, 0, SEEK_END);
+    const size_t len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = aligned_alloc(64, (len + 63) / 64 * 64);
+    if (!buf || fread(buf, 1, len, f) != len) {
+        printf("FAIL q4gen: cannot read %s\n", argv[0]);
+        return 2;
+    }
+    fclose(f);
+    cursor c = {buf, buf + len};
+    if (memcmp(take(&c, 8, 0), "IFQ4GEN1", 8) != 0) {
+        printf("FAIL q4gen: not a q4gen dump\n");
+        return 2;
+    }
+    if_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.dim = take_u64(&c), cfg.hidden_dim = take_u64(&c), cfg.n_layers = take_u64(&c);
+    cfg.n_heads = take_u64(&c), cfg.n_kv_heads = take_u64(&c), cfg.vocab_size = take_u64(&c);
+    cfg.seq_len = take_u64(&c);
+    memcpy(&cfg.rope_theta, take(&c, 4, 0), 4);
+    memcpy(&cfg.norm_eps, take(&c, 4, 0), 4);
+    if_weights w;
+    memset(&w, 0, sizeof w);
+    w.tok_embeddings = take(&c, cfg.vocab_size * cfg.dim * 4, 1);
+    w.rms_final = take(&c, cfg.dim * 4, 1);
+    w.wcls = take_matrix(&c);
+    if_layer_weights *L = calloc(cfg.n_layers, sizeof *L);
+    for (size_t l = 0; l < cfg.n_layers; l++) {
+        L[l].rms_att = take(&c, cfg.dim * 4, 1);
+        L[l].rms_ffn = take(&c, cfg.dim * 4, 1);
+#define TAKE_(name, rows, cols) L[l].name = take_matrix(&c);
+        IF_LAYER_MATRICES(TAKE_)
+#undef TAKE_
+    }
+    w.layers = L;
+    const size_t n_gen = (size_t)strtoul(argv[1], NULL, 10), n_prompt = (size_t)(argc - 2);
+    const size_t vocab = cfg.vocab_size;
+    int32_t *toks = xmalloc((n_prompt + n_gen) * sizeof(int32_t));
+    for (size_t i = 0; i < n_prompt; i++) toks[i] = (int32_t)strtol(argv[2 + i], NULL, 10);
+    float *logits = xmalloc(n_prompt * vocab * sizeof(float));
+    for (size_t t = 0; t < if_tier_count(); t++) {
+        if (!if_tier_supported(t, 0, NULL, 0)) continue;
+        char err[256] = "";
+        if_model_opts opts = {.n_threads = 1, .kv_type = IF_KV_F32};
+        if_model *m = NULL;
+        if (if_kernels_choose(if_tier_name(t), 0, &opts.kernels, err, sizeof err) != IF_OK ||
+            if_model_create_opts(&cfg, &w, &opts, &m, err, sizeof err) != IF_OK ||
+            if_model_prefill(m, toks, n_prompt, 0, NULL, logits, err, sizeof err) != IF_OK) {
+            printf("FAIL q4gen tier %s: %s\n", if_tier_name(t), err);
+            return 1;
+        }
+        printf("gen %s decode=%s prefill=%s:", if_tier_name(t), opts.kernels.gemv->q4_gemv->name,
+               opts.kernels.gemm->q4_gemm->name);
+        const float *row = logits + (n_prompt - 1) * vocab;
+        uint64_t dg = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < n_gen; i++) {
+            size_t best = 0;
+            for (size_t v = 1; v < vocab; v++)
+                if (row[v] > row[best]) best = v;
+            toks[n_prompt + i] = (int32_t)best;
+            for (size_t v = 0; v < vocab; v++) { /* FNV-1a over the logits' bits */
+                uint32_t b;
+                memcpy(&b, row + v, 4);
+                dg = (dg ^ b) * 0x100000001b3ull;
+            }
+            printf(" %zu", best);
+            if (i + 1 < n_gen &&
+                if_model_forward(m, (int32_t)best, n_prompt + i, logits, err, sizeof err) != IF_OK) {
+                printf("\nFAIL q4gen tier %s: %s\n", if_tier_name(t), err);
+                return 1;
+            }
+            row = logits;
+        }
+        printf(" digest=%016llx\n", (unsigned long long)dg);
+        fflush(stdout);
+        if_model_free(m);
+    }
+    free(L), free(buf), free(toks), free(logits);
+    printf("ok\n");
+    return 0;
+}
+
 /* Arguments: [--quick] (large GEMMs only at M = 1 and 17, as if_native_test's conformance)
  * [--tier NAME] (only that tier against scalar). The grid is the Q8 conformance grid's with
  * gs a multiple of 32: M x N x K x gs with tails, weights, scales and activations ending at an
  * inaccessible page, outputs with ldo > N and sentinels past N. */
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "q4gen") == 0) return cmd_q4gen(argc - 2, argv + 2);
     int quick = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
