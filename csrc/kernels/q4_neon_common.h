@@ -3,8 +3,8 @@
  *   - the codebook lookup: one 16-byte block of nibbles (32 values, if_q4_gemv_fn's layout:
  *     byte j = value j low, value j + 16 high) -> AND / USHR -> two TBLs into the 16-entry
  *     int8 codebook (one q register): lo = values 0..15, hi = values 16..31;
- *   - the Armv8.0 integer dot product: SMULL + SMLAL2 (two int8 products per int16 lane:
- *     |x| <= 128, |cb| <= 127, so |sum| <= 32512, no overflow) then SADALP into int32;
+ *   - the Armv8.0 integer dot product: q8n_mac16 of ../q8_neon_common.h, SMULL + SMLAL2 (two
+ *     int8 products per int16 lane: |x| <= 128, |cb| <= 127, so |sum| <= 32512) then SADALP;
  *   - the MR x 4 tile of q4_gemv_1x4_neon / q4_gemm_4x4_neon: MR activation rows x 4 weight
  *     rows; each weight row's block is looked up once and reused by the MR rows; per group an
  *     exact int32 sum per (m, r), an ADDP tree to one int32x4 per activation row (lane r =
@@ -15,10 +15,7 @@
 #ifndef IF_Q4_NEON_COMMON_H
 #define IF_Q4_NEON_COMMON_H
 
-#include <arm_neon.h>
-#include <string.h>
-
-#include "kernels.h"
+#include "q8_neon_common.h" /* the float step, ADDP tree, store and SMULL/SMLAL2/SADALP */
 
 #define Q4N_INLINE static inline __attribute__((always_inline))
 
@@ -27,27 +24,6 @@ Q4N_INLINE void q4n_expand(const uint8_t *p, int8x16_t cbv, int8x16_t *lo, int8x
     const uint8x16_t b = vld1q_u8(p);
     *lo = vqtbl1q_s8(cbv, vandq_u8(b, vdupq_n_u8(15)));
     *hi = vqtbl1q_s8(cbv, vshrq_n_u8(b, 4));
-}
-
-/* a += the 16 products of X . W folded into 4 int32 lanes (SMULL, SMLAL2, SADALP) */
-Q4N_INLINE int32x4_t q4n_mac16(int32x4_t a, int8x16_t X, int8x16_t W) {
-    return vpadalq_s16(a, vmlal_high_s8(vmull_s8(vget_low_s8(X), vget_low_s8(W)), X, W));
-}
-
-/* lane r = total of a[r]'s 4 lanes (ADDP tree) */
-Q4N_INLINE int32x4_t q4n_sum4(const int32x4_t a[4]) {
-    return vpaddq_s32(vpaddq_s32(a[0], a[1]), vpaddq_s32(a[2], a[3]));
-}
-
-/* store the first cnt (>= 1) lanes */
-Q4N_INLINE void q4n_store(float *o, float32x4_t v, size_t cnt) {
-    if (cnt >= 4) {
-        vst1q_f32(o, v);
-    } else {
-        float t[4];
-        vst1q_f32(t, v);
-        memcpy(o, t, cnt * sizeof(float));
-    }
 }
 
 /* Weight rows n .. n + 3 of a tile (rows past n1 repeat row n1 - 1). */
@@ -75,16 +51,14 @@ Q4N_INLINE void q4n_tile(const int MR, float32x4_t acc[4], const int8_t *const x
             for (int m = 0; m < MR; m++) {
                 const int8x16_t x0 = vld1q_s8(x[m] + k), x1 = vld1q_s8(x[m] + k + 16);
                 for (int r = 0; r < 4; r++)
-                    a[m][r] = q4n_mac16(q4n_mac16(a[m][r], x0, lo[r]), x1, hi[r]);
+                    a[m][r] = q8n_mac16(q8n_mac16(a[m][r], x0, lo[r]), x1, hi[r]);
             }
         }
         float32x4_t wsv = vld1q_dup_f32(sr[0] + g);
         wsv = vld1q_lane_f32(sr[1] + g, wsv, 1);
         wsv = vld1q_lane_f32(sr[2] + g, wsv, 2);
         wsv = vld1q_lane_f32(sr[3] + g, wsv, 3);
-        for (int m = 0; m < MR; m++)
-            acc[m] = vaddq_f32(acc[m],
-                               vmulq_n_f32(vmulq_f32(vcvtq_f32_s32(q4n_sum4(a[m])), wsv), xs[m][g]));
+        for (int m = 0; m < MR; m++) acc[m] = q8_step(acc[m], q8_sum4(a[m]), wsv, xs[m][g]);
     }
 }
 

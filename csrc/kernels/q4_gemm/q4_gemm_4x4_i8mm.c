@@ -28,8 +28,8 @@ static inline int8x16_t q4i_zhi(int8x16_t a, int8x16_t b) {
 /* lanes [m0n0 m0n1 m1n0 m1n1] of a pair (a01: weight rows 0, 1; a23: rows 2, 3) -> row m */
 static inline void q4i_store_pair(float *o0, float *o1, float32x4_t a01, float32x4_t a23,
                                   size_t nv, int two) {
-    q4n_store(o0, vcombine_f32(vget_low_f32(a01), vget_low_f32(a23)), nv);
-    if (two) q4n_store(o1, vcombine_f32(vget_high_f32(a01), vget_high_f32(a23)), nv);
+    q8_store(o0, vcombine_f32(vget_low_f32(a01), vget_low_f32(a23)), nv);
+    if (two) q8_store(o1, vcombine_f32(vget_high_f32(a01), vget_high_f32(a23)), nv);
 }
 
 void if_q4_gemm_4x4_i8mm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,

@@ -31,13 +31,13 @@ void if_q4_gemm_4x4_neon(float *out, size_t ldo, const int8_t *xq, const float *
             float32x4_t acc[4];
             if (mb == 4) {
                 q4n_tile(4, acc, x, xsr, wr, sr, cbv, ng, gs);
-                for (size_t i = 0; i < 4; i++) q4n_store(out + (m0 + i) * ldo + n, acc[i], n1 - n);
+                for (size_t i = 0; i < 4; i++) q8_store(out + (m0 + i) * ldo + n, acc[i], n1 - n);
             } else {
                 for (size_t i = 0; i < mb; i++) {
                     const int8_t *xi[4] = {x[i], x[i], x[i], x[i]};
                     const float *si[4] = {xsr[i], xsr[i], xsr[i], xsr[i]};
                     q4n_tile(1, acc, xi, si, wr, sr, cbv, ng, gs);
-                    q4n_store(out + (m0 + i) * ldo + n, acc[0], n1 - n);
+                    q8_store(out + (m0 + i) * ldo + n, acc[0], n1 - n);
                 }
             }
         }

@@ -24,7 +24,7 @@ void if_q4_gemv_1x4_neon(float *out, const int8_t *xq, const float *xs, const ui
         q4n_wrows(wr, sr, w, ws, n, n1, K, ng);
         float32x4_t acc[4];
         q4n_tile(1, acc, x, xsr, wr, sr, cbv, ng, gs);
-        q4n_store(out + n, acc[0], n1 - n);
+        q8_store(out + n, acc[0], n1 - n);
     }
 }
 
