@@ -68,7 +68,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
+     .q4_gemv = &if_k_q4_gemv_1x4_neon, .q4_gemm = &if_k_q4_gemm_4x4_neon,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
@@ -85,7 +85,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_1x4_dotprod,
+     .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_4x4_i8mm,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
@@ -94,7 +94,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_sme2,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_1x4_dotprod,
+     .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_1x1_sme2,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #endif
 };

@@ -65,6 +65,14 @@ void if_f32_hadamard_1x1_avx2(IF_HADAMARD_ARGS);
 /* dotprod (also the i8mm and sme2 tiers' 4-bit kernels): TBL codebook lookup + SDOT */
 void if_q4_gemv_1x4_dotprod(IF_Q4_GEMV_ARGS);
 void if_q4_gemm_1x4_dotprod(IF_Q4_GEMM_ARGS);
+/* neon (Armv8.0): TBL lookup + SMULL/SMLAL2/SADALP; GEMV 1 x 4, GEMM 4 x 4 */
+void if_q4_gemv_1x4_neon(IF_Q4_GEMV_ARGS);
+void if_q4_gemm_4x4_neon(IF_Q4_GEMM_ARGS);
+/* i8mm: TBL lookup + SMMLA on the row-major nibbles; GEMM 4 x 4 (decode: the dotprod GEMV) */
+void if_q4_gemm_4x4_i8mm(IF_Q4_GEMM_ARGS);
+/* sme2: LUTI4 from ZT0 + streaming SDOT, any vector length (../q4_sme2_common.h) */
+void if_q4_gemv_1x1_sme2(IF_Q4_GEMV_ARGS);
+void if_q4_gemm_1x1_sme2(IF_Q4_GEMM_ARGS);
 #endif
 
 /* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
