@@ -173,19 +173,6 @@ static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, flo
     for (size_t j = i0; j < i1; j++) o[j] = w[j] * (ss * x[j]);
 }
 
-/* o = RMSNorm(x) for M rows of n, split by rows or (one row) by elements; waits. o must not
- * alias x when M == 1 (the final norm's in-place one-row case is one chunk). */
-static void norm_step(fw *f, float *o, const float *x, const float *w, size_t M, size_t n,
-                      float eps) {
-    step_rows(f, M, n, 16);
-    CHUNKS(f, a, b) {
-        span s = span_of(M, n, a, b);
-        for (size_t r = s.r0; r < s.r1; r++)
-            rmsnorm_part(o + r * n, x + r * n, w, n, eps, s.i0, s.i1);
-    }
-    if_step_wait(f->w);
-}
-
 /* x += post ? RMSNorm_post(y) : y for M rows of n; y is only read (the normed values are
  * added as they are computed, the same floats as storing them first); waits. */
 static void residual_step(fw *f, float *x, const float *y, const float *post, size_t M,
@@ -377,6 +364,55 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
     run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
 }
 
+/* A step that makes a matmul's input and quantizes it for that matmul at once (each
+ * quantization group, or row, by the thread that computed it; the matmul then runs with
+ * quantize = 0): o = RMSNorm(x) with weight nw (op NORM), or o = gate(o, g) (op GATE: the
+ * SwiGLU / GeGLU kernel), for M rows of n, then o's rows quantized for w as matmul would
+ * (Q8 groups, or a 4-bit matrix's padded, rotated groups; nothing for f32). Waits. */
+enum { NORM, GATE };
+static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, size_t M,
+                      size_t n, float eps, const if_matrix *w) {
+    if_model *m = f->m;
+    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
+    const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
+    const int q4 = w->dtype == IF_Q4, q8 = w->dtype == IF_Q8;
+    const size_t gs = w->group_size, kp = q4 ? w->kpad : n; /* the quantized row length */
+    const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
+    if_step_wait(f->w); /* xq may still be read by a matmul step */
+    step_rows(f, M, kp, q4 || q8 ? gs : 16);
+    CHUNKS(f, a, b) {
+        span s = span_of(M, kp, a, b);
+        const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
+        for (size_t r = s.r0; r < s.r1; r++) {
+            float *orow = o + r * n;
+            if (s.i0 < e1) {
+                if (op == NORM)
+                    rmsnorm_part(orow, x + r * n, nw, n, eps, s.i0, e1);
+                else
+                    glu(orow + s.i0, x + r * n + s.i0, e1 - s.i0);
+            }
+            if (q8) {
+                k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
+                                 orow + s.i0, s.i1 - s.i0, gs);
+            } else if (q4) {
+                const size_t kin = s.i0 < e1 ? e1 - s.i0 : 0;
+                float *xr = m->xr + r * kp + s.i0;
+                h->run(xr, kin ? orow + s.i0 : xr, w->signs ? w->signs + s.i0 : NULL, kin,
+                       s.i1 - s.i0, gs);
+                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr,
+                                 s.i1 - s.i0, gs);
+            }
+        }
+    }
+    if_step_wait(f->w);
+    f->xq_q4 = q4;
+    if (q4) {
+        f->q4_signs = w->signs;
+        f->q4_kpad = kp;
+        f->q4_gs = gs;
+    }
+}
+
 /* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
 
 typedef struct att_task_job {
@@ -538,18 +574,16 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     const float q_mul = c->attn_scale != 0.0f && c->attn_scale != 1.0f / sqrtf((float)hs)
                             ? c->attn_scale * sqrtf((float)hs)
                             : 0.0f;
-    const if_kernel_table *kt = M > 1 ? m->gemm_k : m->gemv_k;
-    const if_swiglu_fn glu = c->act ? kt->geglu->run : kt->swiglu->run;
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
-        norm_step(f, m->xb, x, L->rms_att, M, dim, c->norm_eps);
+        prep_step(f, NORM, m->xb, x, L->rms_att, M, dim, c->norm_eps, &L->wq);
 
         /* q, k, v (one wait for the three); the chunk's k and v rows go into the cache
          * (converted to its type) before attention, which then reads every key through it */
-        matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 1);
+        matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
         matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
         matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
         if_step_wait(w);
@@ -570,14 +604,12 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         if_step_wait(w);
         residual_step(f, x, m->xb2, L->rms_post_att, M, dim, c->norm_eps);
 
-        norm_step(f, m->xb, x, L->rms_ffn, M, dim, c->norm_eps);
-        matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 1);
+        prep_step(f, NORM, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1);
+        matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
         matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
         if_step_wait(w);
-        if_step(w, M * hidden, 64, 0, M > 1 ? ROW_CHUNKS : 1);
-        CHUNKS(f, a, b) glu(m->hb + a, m->hb2 + a, b - a);
-        if_step_wait(w);
-        matmul(f, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 1);
+        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2);
+        matmul(f, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
         if_step_wait(w);
         residual_step(f, x, m->xb, L->rms_post_ffn, M, dim, c->norm_eps);
     }
