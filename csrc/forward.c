@@ -53,7 +53,8 @@ struct if_model {
     size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
     size_t max_mat_work;         /* rows * cols of the largest matrix (one row's matmul work) */
     /* activations, (ub, width) row-major; a decode step uses row 0 */
-    float *x;      /* (ub, dim) residual stream */
+    float *x;      /* (ub, dim) residual stream; the final-normed rows after the layers */
+    float *x2;     /* (ub, dim) the residual stream's other buffer (run_layers) */
     float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
     float *xb2;    /* (ub, dim) */
     float *hb;     /* (ub, hidden_dim) */
@@ -171,30 +172,6 @@ static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, flo
                          size_t i0, size_t i1) {
     const float ss = rms_scale(x, n, eps);
     for (size_t j = i0; j < i1; j++) o[j] = w[j] * (ss * x[j]);
-}
-
-/* x += post ? RMSNorm_post(y) : y for M rows of n; y is only read (the normed values are
- * added as they are computed, the same floats as storing them first); waits. */
-static void residual_step(fw *f, float *x, const float *y, const float *post, size_t M,
-                          size_t n, float eps) {
-    step_rows(f, M, n, 16);
-    CHUNKS(f, a, b) {
-        span s = span_of(M, n, a, b);
-        for (size_t r = s.r0; r < s.r1; r++) {
-            float *xr = x + r * n;
-            const float *yr = y + r * n;
-            if (post) {
-                const float ss = rms_scale(yr, n, eps);
-                for (size_t j = s.i0; j < s.i1; j++) {
-                    const float t = post[j] * (ss * yr[j]);
-                    xr[j] += t;
-                }
-            } else {
-                for (size_t j = s.i0; j < s.i1; j++) xr[j] += yr[j];
-            }
-        }
-    }
-    if_step_wait(f->w);
 }
 
 /* ---- matmuls through the kernels, parallel over output tiles ---- */
@@ -366,17 +343,28 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
 
 /* A step that makes a matmul's input and quantizes it for that matmul at once (each
  * quantization group, or row, by the thread that computed it; the matmul then runs with
- * quantize = 0): o = RMSNorm(x) with weight nw (op NORM), or o = gate(o, g) (op GATE: the
- * SwiGLU / GeGLU kernel), for M rows of n, then o's rows quantized for w as matmul would
- * (Q8 groups, or a 4-bit matrix's padded, rotated groups; nothing for f32). Waits. */
-enum { NORM, GATE };
+ * quantize = 0), for M rows of n:
+ *   NORM   o = RMSNorm(x) with weight nw;
+ *   GATE   o = gate(o, x) (the SwiGLU / GeGLU kernel);
+ *   RESID  the residual add and the next norm: xn = x + (post ? RMSNorm_post(y) : y), then
+ *          o = RMSNorm(xn) with weight nw. Every thread computes all of a row's new residual
+ *          (same floats, same order) for the sum of squares and writes only its elements of
+ *          xn and o, so x and y are only read; xn may be NULL (not kept) or equal o;
+ * then o's rows quantized for w as matmul would (Q8 groups, or a 4-bit matrix's padded,
+ * rotated groups; nothing for f32 or w NULL). Waits. */
+enum { NORM, GATE, RESID };
+typedef struct resid_in {
+    const float *y, *post;
+    float *xn;
+} resid_in;
+
 static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, size_t M,
-                      size_t n, float eps, const if_matrix *w) {
+                      size_t n, float eps, const if_matrix *w, const resid_in *ri) {
     if_model *m = f->m;
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
-    const int q4 = w->dtype == IF_Q4, q8 = w->dtype == IF_Q8;
-    const size_t gs = w->group_size, kp = q4 ? w->kpad : n; /* the quantized row length */
+    const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
+    const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
     const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
     if_step_wait(f->w); /* xq may still be read by a matmul step */
     step_rows(f, M, kp, q4 || q8 ? gs : 16);
@@ -385,26 +373,44 @@ static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, 
         const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
         for (size_t r = s.r0; r < s.r1; r++) {
             float *orow = o + r * n;
-            if (s.i0 < e1) {
-                if (op == NORM)
-                    rmsnorm_part(orow, x + r * n, nw, n, eps, s.i0, e1);
-                else
-                    glu(orow + s.i0, x + r * n + s.i0, e1 - s.i0);
+            const float *xr = x + r * n;
+            if (s.i0 < e1 && op == NORM) {
+                rmsnorm_part(orow, xr, nw, n, eps, s.i0, e1);
+            } else if (s.i0 < e1 && op == GATE) {
+                glu(orow + s.i0, xr + s.i0, e1 - s.i0);
+            } else if (s.i0 < e1) {
+                const float *yr = ri->y + r * n, *post = ri->post;
+                float *xnr = ri->xn ? ri->xn + r * n : NULL;
+                const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
+                float ss = 0.0f; /* rms_scale's sum over the new residual */
+                for (size_t j = 0; j < n; j++) {
+                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+                    ss += t * t;
+                }
+                ss /= (float)n;
+                ss += eps;
+                ss = 1.0f / sqrtf(ss);
+                for (size_t j = s.i0; j < e1; j++) {
+                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+                    if (xnr) xnr[j] = t;
+                    orow[j] = nw[j] * (ss * t);
+                }
             }
             if (q8) {
                 k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
                                  orow + s.i0, s.i1 - s.i0, gs);
             } else if (q4) {
                 const size_t kin = s.i0 < e1 ? e1 - s.i0 : 0;
-                float *xr = m->xr + r * kp + s.i0;
-                h->run(xr, kin ? orow + s.i0 : xr, w->signs ? w->signs + s.i0 : NULL, kin,
+                float *xr4 = m->xr + r * kp + s.i0;
+                h->run(xr4, kin ? orow + s.i0 : xr4, w->signs ? w->signs + s.i0 : NULL, kin,
                        s.i1 - s.i0, gs);
-                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr,
+                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr4,
                                  s.i1 - s.i0, gs);
             }
         }
     }
     if_step_wait(f->w);
+    if (!w) return;
     f->xq_q4 = q4;
     if (q4) {
         f->q4_signs = w->signs;
@@ -559,7 +565,6 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     const if_config *c = &m->c;
     const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim, hs = m->head_size;
     const size_t qd = m->q_dim;
-    float *x = m->x;
     /* the angles depend on the position only: once per chunk, not per layer and head (not
      * waited for: the first norm's wait covers them) */
     if_step(w, M, 1, 0, ROW_CHUNKS);
@@ -574,15 +579,20 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     const float q_mul = c->attn_scale != 0.0f && c->attn_scale != 1.0f / sqrtf((float)hs)
                             ? c->attn_scale * sqrtf((float)hs)
                             : 0.0f;
+    /* the residual stream alternates between m->x and m->x2 (a residual add writes the other
+     * buffer, so the threads summing the old one for the next norm read it undisturbed) */
+    float *x = m->x, *xn = m->x2, *tmp;
+    prep_step(f, NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps, &m->layers[0].wq,
+              NULL);
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
-        prep_step(f, NORM, m->xb, x, L->rms_att, M, dim, c->norm_eps, &L->wq);
 
-        /* q, k, v (one wait for the three); the chunk's k and v rows go into the cache
-         * (converted to its type) before attention, which then reads every key through it */
+        /* q, k, v (one wait for the three; xb normed and quantized for wq by the previous
+         * step); the chunk's k and v rows go into the cache (converted to its type) before
+         * attention, which then reads every key through it */
         matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
         matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
         matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
@@ -602,23 +612,26 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
 
         matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
         if_step_wait(w);
-        residual_step(f, x, m->xb2, L->rms_post_att, M, dim, c->norm_eps);
+        resid_in ra = {m->xb2, L->rms_post_att, xn};
+        prep_step(f, RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
+        tmp = x, x = xn, xn = tmp;
 
-        prep_step(f, NORM, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1);
         matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
         matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
         if_step_wait(w);
-        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2);
-        matmul(f, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
+        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
+        matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
         if_step_wait(w);
-        residual_step(f, x, m->xb, L->rms_post_ffn, M, dim, c->norm_eps);
+        resid_in rf = {m->xb2, L->rms_post_ffn, xn};
+        if (l + 1 < c->n_layers) { /* with the next layer's attention norm, for its wq */
+            const if_layer_weights *N = &m->layers[l + 1];
+            prep_step(f, RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
+            tmp = x, x = xn, xn = tmp;
+        } else { /* with the final norm, into m->x (x is m->x2 here) */
+            rf.xn = NULL;
+            prep_step(f, RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
+        }
     }
-    /* in place: rows by rows, one row as a single chunk */
-    if_step(w, M, 1, M > 1 ? 0 : 1, ROW_CHUNKS);
-    CHUNKS(f, a, b)
-    for (size_t r = a; r < b; r++)
-        if_rmsnorm(x + r * dim, x + r * dim, m->w.rms_final, dim, c->norm_eps);
-    if_step_wait(w);
 }
 
 /* Token rows into m->x (times embed_scale when the config has one). */
@@ -1137,6 +1150,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->pool = if_pool_create(n_threads);
     m->n_threads = if_pool_threads(m->pool);
     m->x = calloc(ub * c.dim, sizeof(float));
+    m->x2 = calloc(ub * c.dim, sizeof(float));
     m->xb = calloc(ub * wide, sizeof(float));
     m->xb2 = calloc(ub * c.dim, sizeof(float));
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
@@ -1168,7 +1182,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->xs = calloc(act_big, sizeof(float));
     m->xr = calloc(act_big, sizeof(float));
     m->act_w = big;
-    if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
+    if (!m->layers || !m->x || !m->x2 || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q ||
+        !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m, opts)) {
@@ -1190,6 +1205,7 @@ void if_model_free(if_model *m) {
     }
     free(m->layers);
     free(m->x);
+    free(m->x2);
     free(m->xb);
     free(m->xb2);
     free(m->hb);
