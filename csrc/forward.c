@@ -139,14 +139,27 @@ static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, s
     CHUNKS(f, t0, t1) fn(ctx, t0, t1, f->w->tid);
 }
 
+/* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
+ * it a step is one chunk, run by the first thread to arrive (a decode step's 576-value norm
+ * split across threads saves well under a microsecond, and on a busy machine a preempted
+ * thread holding its share of one would hold every other thread at the next barrier). */
+#define ELEM_WORK 32
+
+/* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
+ * work (ELEM_WORK), else 0 (one chunk for the step). */
+static size_t elem_chunks(const fw *f, size_t elems, size_t per) {
+    return elems * ELEM_WORK >= f->m->par_min_work ? per : 0;
+}
+
 /* Begin an elementwise step: M > 1 rows a few chunks per thread, or one row's n elements in
- * chunks of whole grains, one per thread. A chunk [a, b) is then rows [a, b) (all their
- * elements) or row 0's elements [a, b): span() gives both. */
+ * chunks of whole grains, one per thread (either: one chunk when the work is small). A chunk
+ * [a, b) is then rows [a, b) (all their elements) or row 0's elements [a, b): span() gives
+ * both. */
 static void step_rows(fw *f, size_t M, size_t n, size_t grain) {
     if (M > 1)
-        if_step(f->w, M, 1, 0, ROW_CHUNKS);
+        if_step(f->w, M, 1, 0, elem_chunks(f, M * n, ROW_CHUNKS));
     else
-        if_step(f->w, n, grain, 0, 1);
+        if_step(f->w, n, grain, 0, elem_chunks(f, n, 1));
 }
 typedef struct span {
     size_t r0, r1, i0, i1;
@@ -567,7 +580,7 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     const size_t qd = m->q_dim;
     /* the angles depend on the position only: once per chunk, not per layer and head (not
      * waited for: the first norm's wait covers them) */
-    if_step(w, M, 1, 0, ROW_CHUNKS);
+    if_step(w, M, 1, 0, elem_chunks(f, M * hs * 4, ROW_CHUNKS)); /* ~4x: the sines */
     CHUNKS(f, a, b)
     for (size_t r = a; r < b; r++) {
         if_rope_angles(m->rope + r * hs, hs, pos_of(m, pos0, r), c->rope_theta, m->w.rope_freqs);
@@ -598,10 +611,10 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
         if_step_wait(w);
         if (M > 1) {
-            if_step(w, M, 1, 0, ROW_CHUNKS);
+            if_step(w, M, 1, 0, elem_chunks(f, M * (qd + 2 * kv_dim), ROW_CHUNKS));
             CHUNKS(f, a, b) qkv_rows(m, L, l, pos0, rope, q_mul, a, b);
         } else {
-            if_step(w, c->n_heads + 2, 1, 0, 1);
+            if_step(w, c->n_heads + 2, 1, 0, elem_chunks(f, qd + 2 * kv_dim, 1));
             CHUNKS(f, a, b)
             for (size_t t = a; t < b; t++) qkv_task(m, L, l, pos0, rope, q_mul, t);
         }
@@ -708,7 +721,8 @@ static void call_walk(void *ctx, if_walker *w) {
            1);
     if (m->c.logit_softcap != 0.0f) {
         if_step_wait(w);
-        if_step(w, k->cls_rows * vocab, 64, 0, k->cls_rows > 1 ? ROW_CHUNKS : 1);
+        if_step(w, k->cls_rows * vocab, 64, 0,
+                elem_chunks(&f, k->cls_rows * vocab, k->cls_rows > 1 ? ROW_CHUNKS : 1));
         CHUNKS(&f, a, b) softcap(m, k->cls_out + a, b - a);
     }
 }

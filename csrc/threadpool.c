@@ -263,11 +263,10 @@ void if_region(if_pool *pool, size_t max_threads, if_region_fn fn, void *ctx) {
 
 void if_step(if_walker *w, size_t n, size_t grain, size_t max_threads, size_t per_thread) {
     if (grain < 1) grain = 1;
-    if (per_thread < 1) per_thread = 1;
     size_t allowed = w->team;
     if (max_threads >= 1 && max_threads < allowed) allowed = max_threads;
     const size_t units = n / grain + (n % grain != 0);
-    size_t n_chunks = allowed == 1 ? 1 : allowed * per_thread;
+    size_t n_chunks = allowed == 1 || per_thread == 0 ? 1 : allowed * per_thread;
     if (n_chunks > units) n_chunks = units;
     w->start = w->base;
     w->base += n_chunks;

@@ -38,7 +38,8 @@ typedef void (*if_region_fn)(void *ctx, if_walker *w);
  * and return when every walker has returned. */
 void if_region(if_pool *pool, size_t max_threads, if_region_fn fn, void *ctx);
 /* Begin a step over [0, n): chunks of whole grains, per_thread chunks per thread allowed to
- * claim (threads tid < max_threads; 0: the team; one thread allowed: a single chunk). */
+ * claim (threads tid < max_threads; 0: the team; one thread allowed: a single chunk).
+ * per_thread 0: the whole step is one chunk, run by the first thread to claim it. */
 void if_step(if_walker *w, size_t n, size_t grain, size_t max_threads, size_t per_thread);
 /* Claim the next chunk [*t0, *t1) of the current step; 0 when none is left. */
 int if_step_next(if_walker *w, size_t *t0, size_t *t1);

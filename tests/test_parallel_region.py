@@ -7,9 +7,10 @@ at 1, 2, 3 and 7 threads, for decode, prefill at several chunk sizes and batched
 f32, Q8 and 4-bit (cq4, rotated) paths, a Gemma-3-style layer (q/k norms, post norms, GELU,
 NEOX RoPE, sliding window, embed scale) and a Qwen2-style one (biases).
 
-ISAFORGE_PAR_MIN_WORK=1 puts every call and step of these tiny models in the region (at the
-default they run on the calling thread alone); the SmolLM2-shaped random Q8 model runs at the
-defaults too, where decode's element split covers whole 32-value groups of 576."""
+ISAFORGE_PAR_MIN_WORK=1 puts every call of these tiny models in a region and splits every
+step across the threads (at the default a tiny model's call runs on the calling thread alone,
+and a small elementwise step is one chunk); the SmolLM2-shaped random Q8 model runs at the
+defaults too (matmuls split, small elementwise steps one chunk, prefill rows split)."""
 
 from __future__ import annotations
 
