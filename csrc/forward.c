@@ -143,7 +143,7 @@ static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, s
  * it a step is one chunk, run by the first thread to arrive (a decode step's 576-value norm
  * split across threads saves well under a microsecond, and on a busy machine a preempted
  * thread holding its share of one would hold every other thread at the next barrier). */
-#define ELEM_WORK 32
+#define ELEM_WORK 4
 
 /* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
  * work (ELEM_WORK), else 0 (one chunk for the step). */
