@@ -6,7 +6,16 @@
  * K/V rows go into the cache first, then query tiles x key blocks with an online softmax
  * (a decode step is a chunk of one row). Every output element is computed with the same
  * arithmetic either way, so prefill logits equal token-by-token logits bit for bit, whatever
- * the chunk size. Everything else is shared plain C; nothing is allocated per token. */
+ * the chunk size. Everything else is shared plain C; nothing is allocated per token.
+ *
+ * Threads: a forward call (decode step, prefill chunk, batched step) is one parallel region
+ * (csrc/threadpool.h): every thread walks the layers, meeting at a barrier (if_step_wait)
+ * between dependent steps. Matmuls and attention are steps of tasks claimed in chunks from an
+ * atomic counter; norms, RoPE, KV stores, residual adds, SwiGLU, activation quantization and
+ * the Hadamard rotation are steps split by rows in prefill and, for one row, by elements
+ * (whole quantization groups; RoPE and the KV stores by query head, key row and value row).
+ * Every output element is still computed start to finish by one thread in one fixed order, so
+ * the results are the same bits at every thread count. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise under -std=c11 (glibc and musl) */
 #endif
@@ -21,6 +30,7 @@
 #include "isaforge.h"
 #include "kernels/kernels.h"
 #include "ops.h"
+#include "threadpool.h"
 
 #define N_MATS IF_N_LAYER_MATRICES /* IF_LAYER_MATRICES, in its order */
 
@@ -41,8 +51,10 @@ struct if_model {
     size_t n_threads;
     size_t gemv_rows_per_thread; /* decode matmuls' thread budget (if_model_opts), 0: off */
     size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
+    size_t max_mat_work;         /* rows * cols of the largest matrix (one row's matmul work) */
     /* activations, (ub, width) row-major; a decode step uses row 0 */
-    float *x;      /* (ub, dim) residual stream */
+    float *x;      /* (ub, dim) residual stream; the final-normed rows after the layers */
+    float *x2;     /* (ub, dim) the residual stream's other buffer (run_layers) */
     float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
     float *xb2;    /* (ub, dim) */
     float *hb;     /* (ub, hidden_dim) */
@@ -57,10 +69,6 @@ struct if_model {
     int8_t *xq;    /* (ub, act_w) quantized activations */
     float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
     size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
-    /* what xq holds: 0 Q8 groups of x, 1 a 4-bit matrix's (q4_signs, q4_kpad, q4_gs) */
-    int xq_q4;
-    const float *q4_signs;
-    size_t q4_kpad, q4_gs;
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
     const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
@@ -97,17 +105,86 @@ static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
  * weight tile while it is in cache. */
 #define GEMM_M_ROWS 64
 
-/* rows: a decode matmul's output rows, for its thread budget (one thread per
- * gemv_rows_per_thread rows, at least one); 0: the whole pool. */
-static void run_tasks(if_model *m, size_t n, size_t grain, if_task_fn fn, void *ctx,
-                      size_t work, size_t rows) {
-    size_t nt = 0; /* the whole pool */
+/* Chunks per thread of a matmul or attention step (a slow thread holds only one); elementwise
+ * steps over one row take one chunk per thread, over rows a few. */
+#define MM_CHUNKS 4
+#define ROW_CHUNKS 4
+
+/* One thread's walk through a forward call (csrc/threadpool.h): its walker and its own copy
+ * of what the quantized activations hold (every walker takes the same decisions, in the same
+ * order, from the call's shape alone). */
+typedef struct fw {
+    if_model *m;
+    if_walker *w;
+    /* what xq holds: 0 Q8 groups of x, 1 a 4-bit matrix's (q4_signs, q4_kpad, q4_gs) */
+    int xq_q4;
+    const float *q4_signs;
+    size_t q4_kpad, q4_gs;
+} fw;
+
+/* Claim the current step's chunks [a, b) one after another (never leave the loop early). */
+#define CHUNKS(f, a, b) for (size_t a, b; if_step_next((f)->w, &a, &b);)
+
+/* A matmul or attention step over n tasks. rows: a decode matmul's output rows, for its
+ * thread budget (one thread per gemv_rows_per_thread rows, at least one); 0: the team.
+ * Work below par_min_work runs as one chunk. Does not wait. */
+static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                      size_t rows) {
+    const if_model *m = f->m;
+    size_t nt = 0; /* the whole team */
     if (rows && m->gemv_rows_per_thread)
         nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
-    if (work < m->par_min_work || nt == 1)
-        fn(ctx, 0, n, 0);
+    if (work < m->par_min_work) nt = 1;
+    if_step(f->w, n, grain, nt, MM_CHUNKS);
+    CHUNKS(f, t0, t1) fn(ctx, t0, t1, f->w->tid);
+}
+
+/* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
+ * it a step is one chunk, run by the first thread to arrive (a decode step's 576-value norm
+ * split across threads saves well under a microsecond, and on a busy machine a preempted
+ * thread holding its share of one would hold every other thread at the next barrier). */
+#define ELEM_WORK 4
+
+/* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
+ * work (ELEM_WORK), else 0 (one chunk for the step). */
+static size_t elem_chunks(const fw *f, size_t elems, size_t per) {
+    return elems * ELEM_WORK >= f->m->par_min_work ? per : 0;
+}
+
+/* Begin an elementwise step: M > 1 rows a few chunks per thread, or one row's n elements in
+ * chunks of whole grains, one per thread (either: one chunk when the work is small). A chunk
+ * [a, b) is then rows [a, b) (all their elements) or row 0's elements [a, b): span() gives
+ * both. */
+static void step_rows(fw *f, size_t M, size_t n, size_t grain) {
+    if (M > 1)
+        if_step(f->w, M, 1, 0, elem_chunks(f, M * n, ROW_CHUNKS));
     else
-        if_pool_parallel_for_n(m->pool, n, grain, nt, fn, ctx);
+        if_step(f->w, n, grain, 0, elem_chunks(f, n, 1));
+}
+typedef struct span {
+    size_t r0, r1, i0, i1;
+} span;
+static span span_of(size_t M, size_t n, size_t a, size_t b) {
+    span s = {a, b, 0, n};
+    if (M == 1) s = (span){0, 1, a, b};
+    return s;
+}
+
+/* 1 / sqrt(mean(x^2) + eps) over n values, in if_rmsnorm's order. */
+static float rms_scale(const float *x, size_t n, float eps) {
+    float ss = 0.0f;
+    for (size_t j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += eps;
+    return 1.0f / sqrtf(ss);
+}
+
+/* o[i0, i1) of RMSNorm(x) (n values): if_rmsnorm's arithmetic for those elements. Every
+ * thread computes the whole sum of squares, so x must not be written during the step. */
+static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, float eps,
+                         size_t i0, size_t i1) {
+    const float ss = rms_scale(x, n, eps);
+    for (size_t j = i0; j < i1; j++) o[j] = w[j] * (ss * x[j]);
 }
 
 /* ---- matmuls through the kernels, parallel over output tiles ---- */
@@ -169,90 +246,190 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     }
 }
 
-/* out (M, ldo) = x (M, cols) W^T. For Q8, quantize = 1 (re)quantizes x into m->xq first, 0
- * reuses the quantization of the same x from the previous call. */
-/* A 4-bit matrix: x rows zero-padded to kpad and rotated (when the matrix has signs) by the
+/* Output tiles of a GEMM step: GEMM_M_ROWS activation rows (a multiple of the kernel's mr) x a
+ * multiple of its nr output rows (a packed layout's tiles start at multiples of nr); wide
+ * output tiles keep a thread on contiguous weight rows, at least 4 tasks per thread. */
+static void gemm_tiles(const fw *f, size_t M, size_t rows, size_t mr, size_t nr, size_t *mt,
+                       size_t *nt, size_t *m_tiles, size_t *n_tiles) {
+    *mt = (GEMM_M_ROWS + mr - 1) / mr * mr;
+    *nt = nr;
+    size_t tiles = (rows + nr - 1) / nr;
+    size_t want = 4 * f->w->team, group = tiles / want > 1 ? tiles / want : 1;
+    if (group > 8) group = 8;
+    *nt *= group;
+    *m_tiles = (M + *mt - 1) / *mt;
+    *n_tiles = (rows + *nt - 1) / *nt;
+}
+
+/* out (M, ldo) = x (M, cols) W^T, as a step that does not wait. quantize = 1 (re)quantizes x
+ * into m->xq first (its own step, after waiting for the steps that may still read xq, and
+ * waited for), 0 reuses the quantization of the same x from the previous call.
+ * A 4-bit matrix: x rows zero-padded to kpad and rotated (when the matrix has signs) by the
  * tier's Hadamard kernel, quantized per group, then the 4-bit GEMV (M = 1) or GEMM. The
- * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike. */
-static void matmul_q4(if_model *m, float *out, size_t ldo, const float *x, size_t M,
+ * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike.
+ * One row is rotated and quantized by whole groups (each group by one thread), rows by rows. */
+static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
                       const if_matrix *w, int quantize) {
+    if_model *m = f->m;
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const size_t K = w->cols, kp = w->kpad, gs = w->group_size;
-    if (quantize || !m->xq_q4 || m->q4_signs != w->signs || m->q4_kpad != kp || m->q4_gs != gs) {
+    if (quantize || !f->xq_q4 || f->q4_signs != w->signs || f->q4_kpad != kp || f->q4_gs != gs) {
         const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-        for (size_t r = 0; r < M; r++) {
-            h->run(m->xr + r * kp, x + r * K, w->signs, K, kp, gs);
-            k->quantize->run(m->xq + r * kp, m->xs + r * (kp / gs), m->xr + r * kp, kp, gs);
+        if_step_wait(f->w);
+        step_rows(f, M, kp, gs);
+        CHUNKS(f, a, b) {
+            span s = span_of(M, kp, a, b);
+            for (size_t r = s.r0; r < s.r1; r++) {
+                const size_t i0 = s.i0, i1 = s.i1;
+                const size_t kin = i0 >= K ? 0 : (i1 < K ? i1 : K) - i0; /* real columns */
+                float *xr = m->xr + r * kp + i0;
+                h->run(xr, kin ? x + r * K + i0 : xr, w->signs ? w->signs + i0 : NULL, kin,
+                       i1 - i0, gs);
+                k->quantize->run(m->xq + r * kp + i0, m->xs + r * (kp / gs) + i0 / gs, xr,
+                                 i1 - i0, gs);
+            }
         }
-        m->xq_q4 = 1;
-        m->q4_signs = w->signs;
-        m->q4_kpad = kp;
-        m->q4_gs = gs;
+        if_step_wait(f->w);
+        f->xq_q4 = 1;
+        f->q4_signs = w->signs;
+        f->q4_kpad = kp;
+        f->q4_gs = gs;
     }
     if (M == 1) {
         mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(m, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
+        run_tasks(f, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
         return;
     }
     const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
-    size_t mt = (GEMM_M_ROWS + mr - 1) / mr * mr, nt = nr;
-    size_t n_tiles = (w->rows + nt - 1) / nt;
-    size_t want = 4 * m->n_threads, group = n_tiles / want > 1 ? n_tiles / want : 1;
-    if (group > 8) group = 8;
-    nt *= group;
-    size_t m_tiles = (M + mt - 1) / mt;
-    n_tiles = (w->rows + nt - 1) / nt;
+    size_t mt, nt, m_tiles, n_tiles;
+    gemm_tiles(f, M, w->rows, mr, nr, &mt, &nt, &m_tiles, &n_tiles);
     mm_job j = {k, w, NULL, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
-    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
+    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
 }
 
-static void matmul(if_model *m, float *out, size_t ldo, const float *x, size_t M,
-                   const if_matrix *w, const int8_t *packed, int quantize) {
+static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, const if_matrix *w,
+                   const int8_t *packed, int quantize) {
+    if_model *m = f->m;
     const size_t K = w->cols;
     if (w->dtype == IF_Q4) {
-        matmul_q4(m, out, ldo, x, M, w, quantize);
+        matmul_q4(f, out, ldo, x, M, w, quantize);
         return;
     }
-    if (w->dtype == IF_Q8 && m->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
+    if (w->dtype == IF_Q8 && f->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
         quantize = 1;
-        m->xq_q4 = 0;
+        f->xq_q4 = 0;
+    }
+    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
+    if (w->dtype == IF_Q8 && quantize) { /* by rows, or one row by whole groups */
+        const size_t gs = w->group_size;
+        if_step_wait(f->w);
+        step_rows(f, M, K, gs);
+        CHUNKS(f, a, b) {
+            span s = span_of(M, K, a, b);
+            for (size_t r = s.r0; r < s.r1; r++)
+                k->quantize->run(m->xq + r * K + s.i0, m->xs + r * (K / gs) + s.i0 / gs,
+                                 x + r * K + s.i0, s.i1 - s.i0, gs);
+        }
+        if_step_wait(f->w);
     }
     if (M == 1) {
-        const if_kernel_table *k = m->gemv_k;
-        if (w->dtype == IF_Q8 && quantize) k->quantize->run(m->xq, m->xs, x, K, w->group_size);
         if (w->dtype == IF_Q8 && packed && m->decode_packed) {
             /* one resident copy: decode reads the GEMM's packed layout through the same tier's
              * GEMM at M = 1 (each nr-row tile one contiguous stream), the same per-output
              * arithmetic as the GEMV, so the logits do not change */
             const size_t nr = k->q8_gemm->nr;
             mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-            run_tasks(m, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K, w->rows);
+            run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K, w->rows);
             return;
         }
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(m, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
+        run_tasks(f, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
         return;
     }
-    const if_kernel_table *k = m->gemm_k;
-    if (w->dtype == IF_Q8 && quantize) {
-        const size_t gs = w->group_size;
-        for (size_t r = 0; r < M; r++)
-            k->quantize->run(m->xq + r * K, m->xs + r * (K / gs), x + r * K, K, gs);
-    }
-    /* tasks: GEMM_M_ROWS activation rows (a multiple of the kernel's mr) x a multiple of its nr
-     * output rows (a packed layout's tiles start at multiples of nr) */
     const if_q8_gemm_kernel *g = k->q8_gemm;
-    size_t mt = (GEMM_M_ROWS + g->mr - 1) / g->mr * g->mr, nt = g->nr;
-    /* wide output tiles keep a thread on contiguous weight rows; at least 4 tasks per thread */
-    size_t n_tiles = (w->rows + nt - 1) / nt;
-    size_t want = 4 * m->n_threads, group = n_tiles / want > 1 ? n_tiles / want : 1;
-    if (group > 8) group = 8;
-    nt *= group;
-    size_t m_tiles = (M + mt - 1) / mt;
-    n_tiles = (w->rows + nt - 1) / nt;
+    size_t mt, nt, m_tiles, n_tiles;
+    gemm_tiles(f, M, w->rows, g->mr, g->nr, &mt, &nt, &m_tiles, &n_tiles);
     mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
                 m->xq, m->xs};
-    run_tasks(m, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
+    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
+}
+
+/* A step that makes a matmul's input and quantizes it for that matmul at once (each
+ * quantization group, or row, by the thread that computed it; the matmul then runs with
+ * quantize = 0), for M rows of n:
+ *   NORM   o = RMSNorm(x) with weight nw;
+ *   GATE   o = gate(o, x) (the SwiGLU / GeGLU kernel);
+ *   RESID  the residual add and the next norm: xn = x + (post ? RMSNorm_post(y) : y), then
+ *          o = RMSNorm(xn) with weight nw. Every thread computes all of a row's new residual
+ *          (same floats, same order) for the sum of squares and writes only its elements of
+ *          xn and o, so x and y are only read; xn may be NULL (not kept) or equal o;
+ * then o's rows quantized for w as matmul would (Q8 groups, or a 4-bit matrix's padded,
+ * rotated groups; nothing for f32 or w NULL). Waits. */
+enum { NORM, GATE, RESID };
+typedef struct resid_in {
+    const float *y, *post;
+    float *xn;
+} resid_in;
+
+static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, size_t M,
+                      size_t n, float eps, const if_matrix *w, const resid_in *ri) {
+    if_model *m = f->m;
+    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
+    const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
+    const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
+    const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
+    const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
+    if_step_wait(f->w); /* xq may still be read by a matmul step */
+    step_rows(f, M, kp, q4 || q8 ? gs : 16);
+    CHUNKS(f, a, b) {
+        span s = span_of(M, kp, a, b);
+        const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
+        for (size_t r = s.r0; r < s.r1; r++) {
+            float *orow = o + r * n;
+            const float *xr = x + r * n;
+            if (s.i0 < e1 && op == NORM) {
+                rmsnorm_part(orow, xr, nw, n, eps, s.i0, e1);
+            } else if (s.i0 < e1 && op == GATE) {
+                glu(orow + s.i0, xr + s.i0, e1 - s.i0);
+            } else if (s.i0 < e1) {
+                const float *yr = ri->y + r * n, *post = ri->post;
+                float *xnr = ri->xn ? ri->xn + r * n : NULL;
+                const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
+                float ss = 0.0f; /* rms_scale's sum over the new residual */
+                for (size_t j = 0; j < n; j++) {
+                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+                    ss += t * t;
+                }
+                ss /= (float)n;
+                ss += eps;
+                ss = 1.0f / sqrtf(ss);
+                for (size_t j = s.i0; j < e1; j++) {
+                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+                    if (xnr) xnr[j] = t;
+                    orow[j] = nw[j] * (ss * t);
+                }
+            }
+            if (q8) {
+                k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
+                                 orow + s.i0, s.i1 - s.i0, gs);
+            } else if (q4) {
+                const size_t kin = s.i0 < e1 ? e1 - s.i0 : 0;
+                float *xr4 = m->xr + r * kp + s.i0;
+                h->run(xr4, kin ? orow + s.i0 : xr4, w->signs ? w->signs + s.i0 : NULL, kin,
+                       s.i1 - s.i0, gs);
+                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr4,
+                                 s.i1 - s.i0, gs);
+            }
+        }
+    }
+    if_step_wait(f->w);
+    if (!w) return;
+    f->xq_q4 = q4;
+    if (q4) {
+        f->q4_signs = w->signs;
+        f->q4_kpad = kp;
+        f->q4_gs = gs;
+    }
 }
 
 /* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
@@ -293,25 +470,28 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     }
 }
 
-static void attention(if_model *m, size_t l, size_t pos0, size_t M, size_t window) {
+/* The attention of M rows as one step (does not wait). */
+static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
+    if_model *m = f->m;
     const if_config *c = &m->c;
+    const size_t team = f->w->team;
     att_task_job a = {m,
                       {m->q, m->xb, m->q_dim, m->q_dim, pos0, c->n_heads, c->n_kv_heads,
                        m->head_size, window, window ? c->n_sinks : 0, kv_of(m, l, 0)},
                       M, 0, 0, m->attn[M > 1 && !m->bpos]->run, l};
     size_t tiles = (M + IF_ATTN_Q_TILE - 1) / IF_ATTN_Q_TILE;
     a.tiles = tiles;
-    a.per_group = m->n_threads == 1 || tiles * c->n_kv_heads >= 2 * m->n_threads;
+    a.per_group = team == 1 || tiles * c->n_kv_heads >= 2 * team;
     size_t n = a.per_group ? tiles * c->n_kv_heads : M * c->n_heads;
     if (m->bpos) { /* a batched step: (row, kv group) tasks, each row at its own position */
         size_t most = 0;
         for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
         size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
-        run_tasks(m, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
+        run_tasks(f, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
-    run_tasks(m, n, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
+    run_tasks(f, n, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
@@ -327,27 +507,82 @@ static size_t layer_window(const if_config *c, size_t l) {
     return c->sliding_window;
 }
 
-/* rows[r * ld + i] += b[i] for M rows of n values (a projection's bias). */
-static void add_bias(float *rows, size_t ld, size_t M, const float *b, size_t n) {
-    for (size_t r = 0; r < M; r++)
-        for (size_t i = 0; i < n; i++) rows[r * ld + i] += b[i];
+/* row[i] += b[i] for n values (a projection's bias). */
+static void add_bias(float *row, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) row[i] += b[i];
 }
 
-/* Per-head RMSNorm of M rows of n values (heads of hs, one weight w shared by the heads). */
-static void head_norm(float *rows, size_t M, size_t n, size_t hs, const float *w, float eps) {
-    for (size_t h = 0; h < M * n; h += hs) if_rmsnorm(rows + h, rows + h, w, hs, eps);
+/* Per-head RMSNorm of n values (heads of hs, one weight w shared by the heads). */
+static void head_norm(float *row, size_t n, size_t hs, const float *w, float eps) {
+    for (size_t h = 0; h < n; h += hs) if_rmsnorm(row + h, row + h, w, hs, eps);
+}
+
+/* After the q, k, v projections, for rows [r0, r1) of a chunk (all of each row's heads):
+ * biases, per-head norms, RoPE, the query scale, and the k and v rows into the cache. */
+static void qkv_rows(if_model *m, const if_layer_weights *L, size_t l, size_t pos0,
+                     const float *rope, float q_mul, size_t r0, size_t r1) {
+    const if_config *c = &m->c;
+    const size_t qd = m->q_dim, kv_dim = m->kv_dim, hs = m->head_size;
+    for (size_t r = r0; r < r1; r++) {
+        float *qr = m->q + r * qd, *kr = m->kb + r * kv_dim, *vr = m->vb + r * kv_dim;
+        if (L->bq) add_bias(qr, L->bq, qd);
+        if (L->bk) add_bias(kr, L->bk, kv_dim);
+        if (L->bv) add_bias(vr, L->bv, kv_dim);
+        if (L->q_norm) head_norm(qr, qd, hs, L->q_norm, c->norm_eps);
+        if (L->k_norm) head_norm(kr, kv_dim, hs, L->k_norm, c->norm_eps);
+        (c->rope_neox ? if_rope_apply_neox : if_rope_apply)(qr, qd, kr, kv_dim, hs,
+                                                            rope + r * hs);
+        if (q_mul != 0.0f)
+            for (size_t i = 0; i < qd; i++) qr[i] *= q_mul;
+        if_kv_store(kv_of(m, l, r), 0, pos_of(m, pos0, r), kr);
+        if_kv_store(kv_of(m, l, r), 1, pos_of(m, pos0, r), vr);
+    }
+}
+
+/* The same for one row, task t of n_heads + 2: query head t (its bias, norm, RoPE and
+ * scale), then the key row (into the cache), then the value row. Every element goes through
+ * the operations qkv_rows gives it, in the same order. */
+static void qkv_task(if_model *m, const if_layer_weights *L, size_t l, size_t pos0,
+                     const float *rope, float q_mul, size_t t) {
+    const if_config *c = &m->c;
+    const size_t kv_dim = m->kv_dim, hs = m->head_size;
+    void (*apply)(float *, size_t, float *, size_t, size_t, const float *) =
+        c->rope_neox ? if_rope_apply_neox : if_rope_apply;
+    if (t < c->n_heads) {
+        float *qh = m->q + t * hs;
+        if (L->bq) add_bias(qh, L->bq + t * hs, hs);
+        if (L->q_norm) if_rmsnorm(qh, qh, L->q_norm, hs, c->norm_eps);
+        apply(qh, hs, NULL, 0, hs, rope);
+        if (q_mul != 0.0f)
+            for (size_t i = 0; i < hs; i++) qh[i] *= q_mul;
+    } else if (t == c->n_heads) {
+        float *kr = m->kb;
+        if (L->bk) add_bias(kr, L->bk, kv_dim);
+        if (L->k_norm) head_norm(kr, kv_dim, hs, L->k_norm, c->norm_eps);
+        apply(kr, kv_dim, NULL, 0, hs, rope);
+        if_kv_store(kv_of(m, l, 0), 0, pos_of(m, pos0, 0), kr);
+    } else {
+        float *vr = m->vb;
+        if (L->bv) add_bias(vr, L->bv, kv_dim);
+        if_kv_store(kv_of(m, l, 0), 1, pos_of(m, pos0, 0), vr);
+    }
 }
 
 /* Runs the layers for rows already embedded in m->x and leaves the final-normed rows in
- * m->x. Caller checked tokens and positions. A layer is the Llama layer plus what the config
- * and its optional vectors describe (all absent: the Llama operations exactly). */
-static void run_layers(if_model *m, size_t pos0, size_t M) {
+ * m->x, on every thread of the region (f's walker), steps split as the file's header says.
+ * Caller checked tokens and positions. A layer is the Llama layer plus what the config and its
+ * optional vectors describe (all absent: the Llama operations exactly). */
+static void run_layers(fw *f, size_t pos0, size_t M) {
+    if_model *m = f->m;
+    if_walker *w = f->w;
     const if_config *c = &m->c;
     const size_t dim = c->dim, kv_dim = m->kv_dim, hidden = c->hidden_dim, hs = m->head_size;
     const size_t qd = m->q_dim;
-    float *x = m->x;
-    /* the angles depend on the position only: once per chunk, not per layer and head */
-    for (size_t r = 0; r < M; r++) {
+    /* the angles depend on the position only: once per chunk, not per layer and head (not
+     * waited for: the first norm's wait covers them) */
+    if_step(w, M, 1, 0, elem_chunks(f, M * hs * 4, ROW_CHUNKS)); /* ~4x: the sines */
+    CHUNKS(f, a, b)
+    for (size_t r = a; r < b; r++) {
         if_rope_angles(m->rope + r * hs, hs, pos_of(m, pos0, r), c->rope_theta, m->w.rope_freqs);
         if (m->rope_swa)
             if_rope_angles(m->rope_swa + r * hs, hs, pos_of(m, pos0, r), c->rope_theta_swa,
@@ -357,57 +592,59 @@ static void run_layers(if_model *m, size_t pos0, size_t M) {
     const float q_mul = c->attn_scale != 0.0f && c->attn_scale != 1.0f / sqrtf((float)hs)
                             ? c->attn_scale * sqrtf((float)hs)
                             : 0.0f;
-    const if_kernel_table *kt = M > 1 ? m->gemm_k : m->gemv_k;
-    const if_swiglu_fn glu = c->act ? kt->geglu->run : kt->swiglu->run;
+    /* the residual stream alternates between m->x and m->x2 (a residual add writes the other
+     * buffer, so the threads summing the old one for the next norm read it undisturbed) */
+    float *x = m->x, *xn = m->x2, *tmp;
+    prep_step(f, NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps, &m->layers[0].wq,
+              NULL);
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
-        for (size_t r = 0; r < M; r++)
-            if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_att, dim, c->norm_eps);
 
-        /* q, k, v; the chunk's k and v rows go into the cache (converted to its type)
-         * before attention, which then reads every key through the cache */
-        float *k = m->kb, *v = m->vb;
-        matmul(m, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 1);
-        matmul(m, k, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
-        matmul(m, v, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
-        if (L->bq) add_bias(m->q, qd, M, L->bq, qd);
-        if (L->bk) add_bias(k, kv_dim, M, L->bk, kv_dim);
-        if (L->bv) add_bias(v, kv_dim, M, L->bv, kv_dim);
-        if (L->q_norm) head_norm(m->q, M, qd, hs, L->q_norm, c->norm_eps);
-        if (L->k_norm) head_norm(k, M, kv_dim, hs, L->k_norm, c->norm_eps);
-        for (size_t r = 0; r < M; r++) {
-            float *qr = m->q + r * qd;
-            (c->rope_neox ? if_rope_apply_neox : if_rope_apply)(qr, qd, k + r * kv_dim, kv_dim,
-                                                                hs, rope + r * hs);
-            if (q_mul != 0.0f)
-                for (size_t i = 0; i < qd; i++) qr[i] *= q_mul;
-            if_kv_store(kv_of(m, l, r), 0, pos_of(m, pos0, r), k + r * kv_dim);
-            if_kv_store(kv_of(m, l, r), 1, pos_of(m, pos0, r), v + r * kv_dim);
+        /* q, k, v (one wait for the three; xb normed and quantized for wq by the previous
+         * step); the chunk's k and v rows go into the cache (converted to its type) before
+         * attention, which then reads every key through it */
+        matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
+        matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
+        matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
+        if_step_wait(w);
+        if (M > 1) {
+            if_step(w, M, 1, 0, elem_chunks(f, M * (qd + 2 * kv_dim), ROW_CHUNKS));
+            CHUNKS(f, a, b) qkv_rows(m, L, l, pos0, rope, q_mul, a, b);
+        } else {
+            if_step(w, c->n_heads + 2, 1, 0, elem_chunks(f, qd + 2 * kv_dim, 1));
+            CHUNKS(f, a, b)
+            for (size_t t = a; t < b; t++) qkv_task(m, L, l, pos0, rope, q_mul, t);
         }
+        if_step_wait(w);
 
-        attention(m, l, pos0, M, window);
+        attention(f, l, pos0, M, window);
+        if_step_wait(w);
 
-        matmul(m, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
-        if (L->rms_post_att)
-            for (size_t r = 0; r < M; r++)
-                if_rmsnorm(m->xb2 + r * dim, m->xb2 + r * dim, L->rms_post_att, dim, c->norm_eps);
-        for (size_t i = 0; i < M * dim; i++) x[i] += m->xb2[i];
+        matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
+        if_step_wait(w);
+        resid_in ra = {m->xb2, L->rms_post_att, xn};
+        prep_step(f, RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
+        tmp = x, x = xn, xn = tmp;
 
-        for (size_t r = 0; r < M; r++)
-            if_rmsnorm(m->xb + r * dim, x + r * dim, L->rms_ffn, dim, c->norm_eps);
-        matmul(m, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 1);
-        matmul(m, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
-        glu(m->hb, m->hb2, M * hidden);
-        matmul(m, m->xb, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 1);
-        if (L->rms_post_ffn)
-            for (size_t r = 0; r < M; r++)
-                if_rmsnorm(m->xb + r * dim, m->xb + r * dim, L->rms_post_ffn, dim, c->norm_eps);
-        for (size_t i = 0; i < M * dim; i++) x[i] += m->xb[i];
+        matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
+        matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
+        if_step_wait(w);
+        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
+        matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
+        if_step_wait(w);
+        resid_in rf = {m->xb2, L->rms_post_ffn, xn};
+        if (l + 1 < c->n_layers) { /* with the next layer's attention norm, for its wq */
+            const if_layer_weights *N = &m->layers[l + 1];
+            prep_step(f, RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
+            tmp = x, x = xn, xn = tmp;
+        } else { /* with the final norm, into m->x (x is m->x2 here) */
+            rf.xn = NULL;
+            prep_step(f, RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
+        }
     }
-    for (size_t r = 0; r < M; r++) if_rmsnorm(x + r * dim, x + r * dim, m->w.rms_final, dim, c->norm_eps);
 }
 
 /* Token rows into m->x (times embed_scale when the config has one). */
@@ -444,13 +681,65 @@ static int check_tokens(const if_model *m, const int32_t *tokens, size_t n, size
     return 1;
 }
 
+/* ---- one parallel region per forward call ---- */
+
+/* A forward call's region: run_layers over M rows at pos0, then (rows wanting logits first
+ * packed to the front of x, for a batched step) the classifier over cls_rows rows of x from
+ * cls_x into cls_out (0 rows: none) and the soft-capping. */
+typedef struct call {
+    if_model *m;
+    size_t pos0, M;
+    float *cls_out;
+    const float *cls_x;
+    size_t cls_rows;
+    const uint8_t *want; /* (M) or NULL */
+} call;
+
+static void call_walk(void *ctx, if_walker *w) {
+    const call *k = ctx;
+    if_model *m = k->m;
+    fw f = {m, w, 0, NULL, 0, 0};
+    run_layers(&f, k->pos0, k->M);
+    if (k->want) { /* the rows that want logits, packed to the front of x: one chunk */
+        const size_t dim = m->c.dim;
+        if_step(w, 1, 1, 1, 1);
+        CHUNKS(&f, a, b) {
+            (void)a;
+            (void)b;
+            size_t n = 0;
+            for (size_t r = 0; r < k->M; r++)
+                if (k->want[r]) {
+                    if (n != r) memmove(m->x + n * dim, m->x + r * dim, dim * sizeof(float));
+                    n++;
+                }
+        }
+        if_step_wait(w);
+    }
+    if (!k->cls_rows) return;
+    const size_t vocab = m->c.vocab_size;
+    matmul(&f, k->cls_out, vocab, k->cls_x, k->cls_rows, &m->w.wcls, packed_of(m, n_cls_of(m)),
+           1);
+    if (m->c.logit_softcap != 0.0f) {
+        if_step_wait(w);
+        if_step(w, k->cls_rows * vocab, 64, 0,
+                elem_chunks(&f, k->cls_rows * vocab, k->cls_rows > 1 ? ROW_CHUNKS : 1));
+        CHUNKS(&f, a, b) softcap(m, k->cls_out + a, b - a);
+    }
+}
+
+/* Run a call in one region: the whole pool when its largest matmul reaches par_min_work, else
+ * the calling thread alone (tiny models: no thread is woken and no barrier is crossed). */
+static void run_call(if_model *m, call *k) {
+    const size_t team = k->M * m->max_mat_work >= m->par_min_work ? 0 : 1;
+    if_region(m->pool, team, call_walk, k);
+}
+
 if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
                            size_t errlen) {
     if (!check_tokens(m, &token, 1, pos, err, errlen)) return IF_EINVAL;
     embed(m, &token, 1);
-    run_layers(m, pos, 1);
-    matmul(m, logits, m->c.vocab_size, m->x, 1, &m->w.wcls, packed_of(m, n_cls_of(m)), 1);
-    softcap(m, logits, m->c.vocab_size);
+    call k = {m, pos, 1, logits, m->x, 1, NULL};
+    run_call(m, &k);
     return IF_OK;
 }
 
@@ -462,21 +751,20 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
         return IF_EINVAL;
     }
     const size_t dim = m->c.dim, vocab = m->c.vocab_size;
-    const size_t n_cls = m->c.n_layers * N_MATS;
     for (size_t start = 0; start < n; start += m->ub) {
         size_t M = n - start < m->ub ? n - start : m->ub;
         embed(m, tokens + start, M);
-        run_layers(m, pos0 + start, M);
-        if (all_logits) {
-            /* classifier rows of the whole chunk as one GEMM */
-            matmul(m, all_logits + start * vocab, vocab, m->x, M, &m->w.wcls,
-                   packed_of(m, n_cls), 1);
-            softcap(m, all_logits + start * vocab, M * vocab);
-        } else if (start + M == n) {
-            /* only the last position's logits are needed */
-            matmul(m, logits, vocab, m->x + (M - 1) * dim, 1, &m->w.wcls, packed_of(m, n_cls), 1);
-            softcap(m, logits, vocab);
+        call k = {m, pos0 + start, M, NULL, NULL, 0, NULL};
+        if (all_logits) { /* classifier rows of the whole chunk as one GEMM */
+            k.cls_out = all_logits + start * vocab;
+            k.cls_x = m->x;
+            k.cls_rows = M;
+        } else if (start + M == n) { /* only the last position's logits are needed */
+            k.cls_out = logits;
+            k.cls_x = m->x + (M - 1) * dim;
+            k.cls_rows = 1;
         }
+        run_call(m, &k);
     }
     if (all_logits && logits) memcpy(logits, all_logits + (n - 1) * vocab, vocab * sizeof(float));
     return IF_OK;
@@ -519,7 +807,7 @@ if_status if_model_batch(if_model *m, size_t n, const int32_t *tokens, const siz
                 return IF_EINVAL;
             }
     }
-    const size_t vocab = m->c.vocab_size, dim = m->c.dim;
+    const size_t vocab = m->c.vocab_size;
     float *out = logits;
     for (size_t start = 0; start < n; start += m->ub) {
         size_t M = n - start < m->ub ? n - start : m->ub;
@@ -528,20 +816,14 @@ if_status if_model_batch(if_model *m, size_t n, const int32_t *tokens, const siz
         m->bseq = m->bseq_buf;
         m->bpos = m->bpos_buf;
         embed(m, tokens + start, M);
-        run_layers(m, 0, M);
-        m->bseq = m->bpos = NULL;
         size_t k = M;
-        if (want) { /* the rows that want logits, packed to the front of x */
+        if (want) { /* the rows that want logits (packed to the front of x in the region) */
             k = 0;
-            for (size_t r = 0; r < M; r++)
-                if (want[start + r]) {
-                    if (k != r) memmove(m->x + k * dim, m->x + r * dim, dim * sizeof(float));
-                    k++;
-                }
+            for (size_t r = 0; r < M; r++) k += want[start + r] != 0;
         }
-        if (k == 0) continue;
-        matmul(m, out, vocab, m->x, k, &m->w.wcls, packed_of(m, n_cls_of(m)), 1);
-        softcap(m, out, k * vocab);
+        call c = {m, 0, M, out, m->x, k, want ? want + start : NULL};
+        run_call(m, &c);
+        m->bseq = m->bpos = NULL;
         out += k * vocab;
     }
     return IF_OK;
@@ -882,6 +1164,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->pool = if_pool_create(n_threads);
     m->n_threads = if_pool_threads(m->pool);
     m->x = calloc(ub * c.dim, sizeof(float));
+    m->x2 = calloc(ub * c.dim, sizeof(float));
     m->xb = calloc(ub * wide, sizeof(float));
     m->xb2 = calloc(ub * c.dim, sizeof(float));
     m->hb = calloc(ub * c.hidden_dim, sizeof(float));
@@ -902,6 +1185,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->n_seqs = opts->n_seqs ? opts->n_seqs : 1;
     m->gemv_rows_per_thread = opts->gemv_rows_per_thread;
     m->par_min_work = opts->par_min_work ? opts->par_min_work : PAR_MIN_WORK;
+    for (size_t i = 0; i <= N_MATS; i++) { /* every layer has layer 0's shapes */
+        const if_matrix *mi = i == N_MATS ? &w->wcls : if_layer_matrix(&w->layers[0], i);
+        if (mi->rows * mi->cols > m->max_mat_work) m->max_mat_work = mi->rows * mi->cols;
+    }
     m->kv = calloc(m->n_seqs * c.n_layers, sizeof *m->kv);
     m->bseq_buf = calloc(ub, sizeof(size_t));
     m->bpos_buf = calloc(ub, sizeof(size_t));
@@ -909,7 +1196,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->xs = calloc(act_big, sizeof(float));
     m->xr = calloc(act_big, sizeof(float));
     m->act_w = big;
-    if (!m->layers || !m->x || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q || !m->att ||
+    if (!m->layers || !m->x || !m->x2 || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q ||
+        !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
         !alloc_cache(m, opts->kv_type) || !pack_weights(m, opts)) {
@@ -931,6 +1219,7 @@ void if_model_free(if_model *m) {
     }
     free(m->layers);
     free(m->x);
+    free(m->x2);
     free(m->xb);
     free(m->xb2);
     free(m->hb);

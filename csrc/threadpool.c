@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "isaforge.h"
+#include "threadpool.h"
 
 #define SPIN_ITERS (1u << 14) /* polls before sleeping */
 #define SPIN_PAUSES 512       /* the first polls just pause; later ones yield the core, so a
@@ -52,6 +53,11 @@ struct if_pool {
     if_task_fn fn;
     void *ctx;
     size_t n, grain, units, n_chunks;
+    /* the current parallel region's steps (if_region): chunks claimed and done over all its
+     * steps so far (both only grow during a region), threads sleeping in if_step_wait */
+    atomic_size_t step_claimed, step_done;
+    atomic_int step_sleepers;
+    pthread_cond_t step_wake;
 };
 
 static void spin_wait(unsigned i) {
@@ -131,6 +137,10 @@ if_pool *if_pool_create(size_t n_threads) {
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->start, NULL);
     pthread_cond_init(&pool->done, NULL);
+    pthread_cond_init(&pool->step_wake, NULL);
+    atomic_init(&pool->step_claimed, 0);
+    atomic_init(&pool->step_done, 0);
+    atomic_init(&pool->step_sleepers, 0);
     pool->threads = calloc(n_threads, sizeof(pthread_t));
     if (!pool->threads) {
         if_pool_free(pool);
@@ -160,6 +170,7 @@ void if_pool_free(if_pool *pool) {
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->start);
     pthread_cond_destroy(&pool->done);
+    pthread_cond_destroy(&pool->step_wake);
     free(pool->threads);
     free(pool);
 }
@@ -213,4 +224,111 @@ void if_pool_parallel_for_n(if_pool *pool, size_t n, size_t grain, size_t max_th
 
 void if_pool_parallel_for(if_pool *pool, size_t n, size_t grain, if_task_fn fn, void *ctx) {
     if_pool_parallel_for_n(pool, n, grain, 0, fn, ctx);
+}
+
+/* ---- one parallel region: every thread walks the same steps ---- */
+
+typedef struct region_job {
+    if_pool *pool;
+    size_t team;
+    if_region_fn fn;
+    void *ctx;
+} region_job;
+
+/* One chunk of the region job is one walker; tid is the thread running it. */
+static void region_task(void *ctx, size_t t0, size_t t1, size_t tid) {
+    const region_job *r = ctx;
+    for (size_t t = t0; t < t1; t++) {
+        if_walker w = {.pool = r->pool, .tid = tid, .team = r->team};
+        r->fn(r->ctx, &w);
+    }
+}
+
+void if_region(if_pool *pool, size_t max_threads, if_region_fn fn, void *ctx) {
+    size_t team = pool ? pool->n_threads : 1;
+    if (max_threads >= 1 && max_threads < team) team = max_threads;
+    if (!pool || team == 1) {
+        if_walker w = {.pool = NULL, .tid = 0, .team = 1}; /* the caller alone, no atomics */
+        fn(ctx, &w);
+        return;
+    }
+    /* published to the workers by the job's generation (release) */
+    atomic_store_explicit(&pool->step_claimed, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->step_done, 0, memory_order_relaxed);
+    region_job r = {pool, team, fn, ctx};
+    /* team walkers, one chunk each: a walker a thread has not woken for yet is run by one that
+     * is awake (it then finds its steps' chunks taken and only passes through them) */
+    if_pool_parallel_for_n(pool, team, 1, team, region_task, &r);
+}
+
+void if_step(if_walker *w, size_t n, size_t grain, size_t max_threads, size_t per_thread) {
+    if (grain < 1) grain = 1;
+    size_t allowed = w->team;
+    if (max_threads >= 1 && max_threads < allowed) allowed = max_threads;
+    const size_t units = n / grain + (n % grain != 0);
+    size_t n_chunks = allowed == 1 || per_thread == 0 ? 1 : allowed * per_thread;
+    if (n_chunks > units) n_chunks = units;
+    w->start = w->base;
+    w->base += n_chunks;
+    w->n = n;
+    w->grain = grain;
+    w->units = units;
+    w->n_chunks = n_chunks;
+    w->allowed = allowed;
+}
+
+/* Mark the chunk w holds done; wake the threads sleeping in if_step_wait. */
+static void step_release(if_walker *w) {
+    if_pool *pool = w->pool;
+    w->held = 0;
+    if (!pool) return;
+    atomic_fetch_add_explicit(&pool->step_done, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->step_sleepers, memory_order_seq_cst) > 0) {
+        pthread_mutex_lock(&pool->mu);
+        pthread_cond_broadcast(&pool->step_wake);
+        pthread_mutex_unlock(&pool->mu);
+    }
+}
+
+int if_step_next(if_walker *w, size_t *t0, size_t *t1) {
+    if (w->held) step_release(w);
+    const size_t end = w->start + w->n_chunks;
+    size_t c, k;
+    if (!w->pool) { /* no pool: one walker claims in order */
+        if (w->cursor < w->start) w->cursor = w->start;
+        if (w->cursor >= end) return 0;
+        c = w->cursor++;
+    } else {
+        if (w->tid >= w->allowed) return 0;
+        c = atomic_load_explicit(&w->pool->step_claimed, memory_order_acquire);
+        do {
+            if (c >= end) return 0;
+        } while (!atomic_compare_exchange_weak_explicit(&w->pool->step_claimed, &c, c + 1,
+                                                        memory_order_acq_rel,
+                                                        memory_order_acquire));
+        w->held = 1;
+    }
+    k = c - w->start;
+    const size_t units = w->units, nc = w->n_chunks;
+    size_t u0 = units / nc * k + (k < units % nc ? k : units % nc);
+    size_t u1 = u0 + units / nc + (k < units % nc ? 1 : 0);
+    *t0 = u0 * w->grain;
+    *t1 = u1 * w->grain < w->n ? u1 * w->grain : w->n;
+    return 1;
+}
+
+void if_step_wait(if_walker *w) {
+    if_pool *pool = w->pool;
+    if (!pool || w->team == 1) return;
+    const size_t want = w->base;
+    for (unsigned i = 0; i < SPIN_ITERS; i++) {
+        if (atomic_load_explicit(&pool->step_done, memory_order_acquire) >= want) return;
+        spin_wait(i);
+    }
+    pthread_mutex_lock(&pool->mu);
+    atomic_fetch_add_explicit(&pool->step_sleepers, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&pool->step_done, memory_order_seq_cst) < want)
+        pthread_cond_wait(&pool->step_wake, &pool->mu);
+    atomic_fetch_sub_explicit(&pool->step_sleepers, 1, memory_order_seq_cst);
+    pthread_mutex_unlock(&pool->mu);
 }
