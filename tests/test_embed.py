@@ -295,3 +295,45 @@ def test_converted_q8_isaf_has_no_float32_table(stories, tmp_path):
     assert info["tok_embeddings"] == "wcls" and info["version"] == 2
     m = read_isaf(q)
     assert m.weights.tok_embeddings is m.weights.wcls
+
+
+def test_isaf_with_a_4bit_tied_classifier_stores_one_4bit_table(stories, tmp_path):
+    """A CQ4 model whose tied classifier is 4-bit too: the .isaf holds the table once, as the
+    classifier's nibbles, and loads (mmapped) to the same logits."""
+    m = read_model(stories / "stories260K.bin", "cq4")
+    w = m.weights
+    c4 = quantize_cq4(w.wcls.dequantize(), 64)
+    m4 = dataclasses.replace(m, weights=dataclasses.replace(w, wcls=c4, tok_embeddings=c4))
+    p = tmp_path / "cls4.isaf"
+    write_isaf(p, m4)
+    raw = p.read_bytes()
+    (n,) = struct.unpack_from("<Q", raw)
+    h = json.loads(raw[8:8 + n])
+    assert "wcls.q" not in h and "tok_embeddings" not in h and "wcls.nibbles" in h
+    back = read_isaf(p)
+    bw = back.weights
+    assert isinstance(bw.wcls, Q4Tensor) and bw.tok_embeddings is bw.wcls
+    assert np.shares_memory(bw.wcls.nibbles, np.frombuffer(back.keepalive[0], np.uint8))
+    toks = [1, 403, 407, 261, 378, 41, 1]
+    e = Engine(back, threads=1)
+    assert e.embedding == {"dtype": "q4", "tied": True, "packed": False}
+    a = e.prefill(toks, all_logits=True)
+    b = Engine(m4, threads=1).prefill(toks, all_logits=True)
+    assert np.array_equal(bits(a), bits(b))
+    assert np.array_equal(bits(e.embed(toks)), bits(q4_emulated(c4, toks)))
+
+
+def test_convert_classifier_4bit_ties_the_table(stories, tmp_path):
+    out = tmp_path / "c4.isaf"
+    s = convert(stories / "stories260K.bin", out, quant="cq4-64", classifier="4bit")
+    m = read_isaf(out)
+    w = m.weights
+    assert isinstance(w.wcls, Q4Tensor) and w.tok_embeddings is w.wcls
+    assert w.wcls.signs is not None and w.wcls.group_size == 64
+    q8 = tmp_path / "c8.isaf"
+    s8 = convert(stories / "stories260K.bin", q8, quant="cq4-64")
+    assert isinstance(read_isaf(q8).weights.wcls, Q8Tensor)
+    # the 4-bit table is stored once, smaller than the Q8 one it replaces
+    assert s.n_bytes < s8.n_bytes
+    with pytest.raises(ValueError, match="needs a 4-bit --quant"):
+        convert(stories / "stories260K.bin", tmp_path / "x.isaf", quant="q8", classifier="4bit")

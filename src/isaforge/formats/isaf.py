@@ -167,35 +167,36 @@ def _q4_entries(path, c: Config, q4) -> tuple[dict[str, dict], dict[str, tuple]]
         raise _fail(path, "metadata quantization.q4.tensors is missing or not an object")
     out: dict[str, tuple] = {}
     kpads = set()
-    for i in range(c.n_layers):
-        for m, (rows, cols) in _mat_shapes(c).items():
-            name = f"layers.{i}.{m}"
-            e = ents.get(name)
-            if not isinstance(e, dict):
-                raise _fail(path, f"tensor {name}: no 4-bit entry in quantization.q4.tensors")
-            g, kpad, rot = e.get("group_size"), e.get("kpad"), e.get("rotation")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (g, kpad)) \
-                    or g < 32 or g % 32 or kpad < cols or kpad % g or kpad - cols >= g:
-                raise _fail(path, f"tensor {name}: group size {g!r} must be a multiple of 32 "
-                                  f"dividing the padded row length {kpad!r} (the row length "
-                                  f"{cols} rounded up to a multiple of it)")
-            if rot not in ROTATIONS:
-                raise _fail(path, f"tensor {name}: unknown rotation {rot!r} (known: "
-                                  f"{', '.join(ROTATIONS)})")
-            if rot == "hadamard" and g & (g - 1):
-                raise _fail(path, f"tensor {name}: the Hadamard rotation needs a power-of-two "
-                                  f"group size, got {g}")
-            if e.get("kind") not in Q4_KINDS:
-                raise _fail(path, f"tensor {name}: unknown 4-bit kind {e.get('kind')!r}")
-            out[f"{name}.scales"] = ("F32", (rows, kpad // g))
-            out[f"{name}.nibbles"] = ("U8", (rows, kpad // 2))
-            out[f"{name}.codebook"] = ("I8", (16,))
-            if rot == "hadamard":
-                kpads.add(kpad)
+    mats = [(f"layers.{i}.{m}", shape) for i in range(c.n_layers)
+            for m, shape in _mat_shapes(c).items()]
+    if "wcls" in ents:  # a 4-bit (tied) classifier
+        mats.append(("wcls", (c.vocab_size, c.dim)))
+    for name, (rows, cols) in mats:
+        e = ents.get(name)
+        if not isinstance(e, dict):
+            raise _fail(path, f"tensor {name}: no 4-bit entry in quantization.q4.tensors")
+        g, kpad, rot = e.get("group_size"), e.get("kpad"), e.get("rotation")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (g, kpad)) \
+                or g < 32 or g % 32 or kpad < cols or kpad % g or kpad - cols >= g:
+            raise _fail(path, f"tensor {name}: group size {g!r} must be a multiple of 32 "
+                              f"dividing the padded row length {kpad!r} (the row length "
+                              f"{cols} rounded up to a multiple of it)")
+        if rot not in ROTATIONS:
+            raise _fail(path, f"tensor {name}: unknown rotation {rot!r} (known: "
+                              f"{', '.join(ROTATIONS)})")
+        if rot == "hadamard" and g & (g - 1):
+            raise _fail(path, f"tensor {name}: the Hadamard rotation needs a power-of-two "
+                              f"group size, got {g}")
+        if e.get("kind") not in Q4_KINDS:
+            raise _fail(path, f"tensor {name}: unknown 4-bit kind {e.get('kind')!r}")
+        out[f"{name}.scales"] = ("F32", (rows, kpad // g))
+        out[f"{name}.nibbles"] = ("U8", (rows, kpad // 2))
+        out[f"{name}.codebook"] = ("I8", (16,))
+        if rot == "hadamard":
+            kpads.add(kpad)
     for k in sorted(kpads):
         out[f"rotation.signs.{k}"] = ("F32", (k,))
-    extra = sorted(set(ents) - {f"layers.{i}.{m}" for i in range(c.n_layers)
-                                for m in _mat_shapes(c)})
+    extra = sorted(set(ents) - {n for n, _ in mats})
     if extra:
         raise _fail(path, f"quantization.q4.tensors names unknown tensors {extra[:3]}")
     return ents, out
@@ -319,16 +320,20 @@ def _write_entries(path, header: dict, arrays, scheme: str, gs: int) -> ConvertS
 
 def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
     c, w = loaded.config, loaded.weights
-    if not isinstance(w.wcls, Q8Tensor):
-        raise ValueError("wcls: a 4-bit .isaf holds the classifier as Q8")
+    if not isinstance(w.wcls, (Q8Tensor, Q4Tensor)):
+        raise ValueError("wcls: a 4-bit .isaf holds the classifier as Q8 or 4-bit")
+    cls4 = isinstance(w.wcls, Q4Tensor)
+    if cls4:
+        mats = mats + [("wcls", w.wcls)]
     seeds = {m.seed for _, m in mats if isinstance(m, Q4Tensor) and m.signs is not None}
     if len(seeds) > 1:
         raise ValueError(f"rotated matrices with different seeds {sorted(seeds)}")
     ents, signs = {}, {}
     tok, tok_gs, f32, rest = _table_entries(w)
-    f32 += [("rms_att", w.rms_att), ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final),
-            ("wcls.scales", w.wcls.s)]
-    rest += [("wcls.q", w.wcls.q)]
+    f32 += [("rms_att", w.rms_att), ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final)]
+    if not cls4:
+        f32.append(("wcls.scales", w.wcls.s))
+        rest.append(("wcls.q", w.wcls.q))
     for name, m in mats:
         if not isinstance(m, Q4Tensor):
             raise ValueError(f"{name}: every layer matrix must be 4-bit")
@@ -345,7 +350,7 @@ def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
         rest += [(f"{name}.nibbles", m.nibbles), (f"{name}.codebook", m.codebook)]
     f32 += [(f"rotation.signs.{k}", v) for k, v in sorted(signs.items())]
     q4 = {"codebook_size": 16, "seed": seeds.pop() if seeds else None, "tensors": ents}
-    expected = {**_expected(c, "q4", w.wcls.group_size, True, tok, tok_gs),
+    expected = {**_expected(c, "q4", w.wcls.group_size, not cls4, tok, tok_gs),
                 **_q4_entries(path, c, q4)[1]}
     fields = {"quantization": {"scheme": "q4", "group_size": w.wcls.group_size, "q4": q4},
               "layout": LAYOUT_Q4, "wcls": "wcls", "tok_embeddings": tok,
@@ -426,7 +431,9 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
                                        or gs < 1):
             raise _fail(path, f"Q8 group size {gs!r} must be a positive integer")
         _check_config(path, c, gs if scheme == "q8" else None)
-        if scheme == "q4" and c.dim % gs:
+        cls4 = scheme == "q4" and isinstance(q.get("q4"), dict) and \
+            isinstance(q["q4"].get("tensors"), dict) and "wcls" in q["q4"]["tensors"]
+        if scheme == "q4" and not cls4 and c.dim % gs:
             raise _fail(path, f"classifier Q8 group size {gs} does not divide dim={c.dim}")
         layout = LAYOUT_Q4 if scheme == "q4" else LAYOUT
         if info.get("layout") != layout:
@@ -439,8 +446,8 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
         tok, tok_gs = _table_kind(path, info, c, scheme)
-        expected = _expected(c, scheme, gs if scheme != "f32" else 0, info["wcls"] == "wcls",
-                             tok, tok_gs)
+        expected = _expected(c, scheme, gs if scheme != "f32" else 0,
+                             info["wcls"] == "wcls" and not cls4, tok, tok_gs)
         vectors, rope_freqs = info.get("vectors", []), info.get("rope_freqs", False)
         if not isinstance(vectors, list) or not all(v in LAYER_VECTORS for v in vectors) or \
                 len(set(vectors)) != len(vectors) or type(rope_freqs) is not bool:
@@ -471,7 +478,7 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
             raise
 
     def matrix(name: str):
-        if q4ents is not None and name != "wcls":
+        if q4ents is not None and name in q4ents:
             e = q4ents[name]
             rot = e["rotation"] == "hadamard"
             return Q4Tensor(t[f"{name}.nibbles"], t[f"{name}.scales"], t[f"{name}.codebook"],
@@ -514,6 +521,8 @@ def _table_kind(path, info: dict, c: Config, scheme: str) -> tuple[str, int]:
 
 
 def _mat_cols(c: Config, name: str) -> int:
+    if name == "wcls":
+        return c.dim
     return _mat_shapes(c)[name.rsplit(".", 1)[1]][1]
 
 
