@@ -24,6 +24,7 @@ from isaforge.formats.llama2c import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
+from isaforge.formats.tables import quantized_table
 from isaforge.quant.q4 import Q4Tensor
 from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
 
@@ -112,30 +113,6 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
         loaded = read_llama2c(path)
     check_finite(loaded)
     return quantized_table(loaded)
-
-
-def quantized_table(loaded: LoadedModel) -> LoadedModel:
-    """`loaded` with no float32 token table when its classifier is quantized: a tied
-    classifier's matrix is the table (one copy; its rows are dequantized on lookup), an untied
-    model's table is Q8 at the classifier's group size (Q8_0's 32 for a 4-bit classifier, or the
-    largest power of two dividing dim). Float32 models keep their float32 table."""
-    from isaforge.quant.q8 import as_q8
-
-    w = loaded.weights
-    if not isinstance(w.wcls, (Q8Tensor, Q4Tensor)):
-        return loaded
-    if loaded.config.shared_classifier:
-        tok = w.wcls
-    elif isinstance(w.tok_embeddings, np.ndarray):
-        gs = w.wcls.group_size if isinstance(w.wcls, Q8Tensor) else 32
-        while loaded.config.dim % gs:
-            gs //= 2
-        tok = as_q8(w.tok_embeddings, gs)
-    else:
-        return loaded
-    if tok is w.tok_embeddings:
-        return loaded
-    return dataclasses.replace(loaded, weights=dataclasses.replace(w, tok_embeddings=tok))
 
 
 _FINITE_CHUNK = 1 << 22  # values per isfinite pass: bounded scratch on any model size

@@ -577,7 +577,7 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     its table (one copy), an untied one's is Q8; float32 models keep a float32 table."""
     from dataclasses import replace
 
-    from isaforge.formats import quantized_table
+    from isaforge.formats.tables import quantized_table
     from isaforge.quant.q8 import as_q8, pick_group_size
 
     c, w = loaded.config, loaded.weights
