@@ -249,7 +249,8 @@ def _header(version: int, c: Config, gs: int | None = None) -> bytes:
 
 
 def _f32_bytes(a: object, shape: tuple[int, ...], what: str) -> bytes:
-    arr = np.asarray(a)
+    # a quantized matrix (a Q8 token table) as its dequantized values
+    arr = a.dequantize() if hasattr(a, "dequantize") else np.asarray(a)
     if arr.shape != shape:
         raise ValueError(f"{what}: shape {arr.shape}, expected {shape}")
     return np.ascontiguousarray(arr, dtype=_F32).tobytes()
