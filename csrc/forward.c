@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "embed.h"
 #include "isaforge.h"
 #include "kernels/kernels.h"
 #include "ops.h"
@@ -38,6 +39,7 @@ struct if_model {
     if_config c;
     if_weights w;
     if_layer_weights *layers;
+    if_embed emb;      /* the token-table lookup (csrc/embed.c) */
     if_pool *pool;
     const if_kernel_table *gemv_k; /* decode kernels */
     const if_kernel_table *gemm_k; /* prefill kernels */
@@ -649,11 +651,7 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
 
 /* Token rows into m->x (times embed_scale when the config has one). */
 static void embed(if_model *m, const int32_t *tokens, size_t M) {
-    const size_t dim = m->c.dim;
-    for (size_t r = 0; r < M; r++)
-        memcpy(m->x + r * dim, m->w.tok_embeddings + (size_t)tokens[r] * dim, dim * sizeof(float));
-    if (m->c.embed_scale != 0.0f)
-        for (size_t i = 0; i < M * dim; i++) m->x[i] *= m->c.embed_scale;
+    if_embed_rows(&m->emb, m->x, tokens, M);
 }
 
 /* Final logit soft-capping over n values, when the config has it. */
@@ -1098,7 +1096,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         ERR("config: n_sinks=%zu needs a sliding_window", c.n_sinks);
         return IF_EINVAL;
     }
-    if (!w->tok_embeddings || !w->rms_final || !w->layers) {
+    if (!w->rms_final || !w->layers) {
         ERR("weights missing");
         return IF_EINVAL;
     }
@@ -1129,6 +1127,8 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     }
     if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
         return IF_EINVAL;
+    const if_matrix tok = if_embed_table(w, c.vocab_size, c.dim);
+    if (!if_embed_check(&tok, c.vocab_size, c.dim, err, errlen)) return IF_EINVAL;
 
     size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH;
     if (ub > c.seq_len) ub = c.seq_len;
@@ -1200,12 +1200,17 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
-        !alloc_cache(m, opts->kv_type) || !pack_weights(m, opts)) {
+        !alloc_cache(m, opts->kv_type) ||
+        !if_embed_init(&m->emb, &tok, c.embed_scale, ub, ks.gemm->q8_gemm->nr) ||
+        !pack_weights(m, opts)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
             2 * cache_n * sizeof(float));
         return IF_ENOMEM;
     }
+    /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
+    if (m->decode_packed && tok.dtype == IF_Q8 && tok.q == w->wcls.q && packed_of(m, n_cls_of(m)))
+        if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
     *out = m;
     return IF_OK;
 }
@@ -1213,6 +1218,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
 void if_model_free(if_model *m) {
     if (!m) return;
     if_pool_free(m->pool);
+    if_embed_free(&m->emb);
     if (m->packed) {
         free(m->packed_arena); /* m->packed[i] point into it */
         free(m->packed);
@@ -1260,3 +1266,23 @@ if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t byt
     return IF_OK;
 }
 const char *if_model_attn_name(const if_model *m) { return m->attn[1]->name; }
+if_status if_model_embed_rows(if_model *m, const int32_t *tokens, size_t n, float *out,
+                              char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (size_t)tokens[i] >= m->c.vocab_size) {
+            ERR("token %d out of range [0, %zu)", (int)tokens[i], m->c.vocab_size);
+            return IF_EINVAL;
+        }
+    for (size_t r = 0; r < n; r += m->ub)
+        if_embed_rows(&m->emb, out + r * m->c.dim, tokens + r, n - r < m->ub ? n - r : m->ub);
+    return IF_OK;
+}
+
+if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
+    const if_matrix *t = &m->emb.t, *c = &m->w.wcls;
+    if (tied)
+        *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
+                                         : t->dtype == IF_Q8 ? t->q == c->q : t->q4 == c->q4);
+    if (packed) *packed = m->emb.packed != NULL;
+    return t->dtype;
+}

@@ -151,7 +151,8 @@ def test_q8_equals_direct_quantization(tmp_path: Path) -> None:
     t = hf_tensors(CFG)
     m = read_hf(write_folder(tmp_path / "m", CFG, t), quant="q8")
     assert m.weights.group_size == 32
-    w = Weights(tok_embeddings=t["model.embed_tokens.weight"],
+    # a quantized model's untied token table is Q8 too (rows dequantized on lookup)
+    w = Weights(tok_embeddings=quantize_q8(t["model.embed_tokens.weight"], 32)[0],
                 rms_att=np.stack([t[f"model.layers.{i}.input_layernorm.weight"]
                                   for i in range(2)]),
                 rms_ffn=np.stack([t[f"model.layers.{i}.post_attention_layernorm.weight"]

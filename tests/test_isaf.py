@@ -33,7 +33,10 @@ def tensors_of(loaded) -> list[np.ndarray]:
     for n in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
         for m in getattr(w, n):
             out += [m.q, m.s] if isinstance(m, Q8Tensor) else [m]
-    out += [w.tok_embeddings, w.rms_att, w.rms_ffn, w.rms_final]
+    tok = w.tok_embeddings  # a quantized model's tied table is the classifier (stored once)
+    out += [] if tok is w.wcls and isinstance(tok, Q8Tensor) else \
+        [tok.q, tok.s] if isinstance(tok, Q8Tensor) else [tok]
+    out += [w.rms_att, w.rms_ffn, w.rms_final]
     return out + ([w.wcls.q, w.wcls.s] if isinstance(w.wcls, Q8Tensor) else [w.wcls])
 
 
@@ -75,7 +78,7 @@ def test_mapped_without_copying(stories_isaf):
     assert isinstance(mm, mmap.mmap)
     whole = np.frombuffer(mm, np.uint8)
     arrays = tensors_of(m)
-    assert len(arrays) == 2 * 7 * 5 + 4 + 2
+    assert len(arrays) == 2 * 7 * 5 + 3 + 2  # the tied Q8 table is the classifier's q and s
     for a in arrays:
         assert np.shares_memory(a, whole) and not a.flags.writeable
         base = a
@@ -90,7 +93,7 @@ def test_readable_by_safetensors_and_aligned(stories_isaf):
     m = read_isaf(stories_isaf)
     with safe_open(str(stories_isaf), framework="numpy") as f:
         info = json.loads(f.metadata()["isaforge"])
-        assert info["version"] == 1 and info["quantization"] == {"scheme": "q8", "group_size": 4}
+        assert info["version"] == 2 and info["quantization"] == {"scheme": "q8", "group_size": 4}
         assert info["config"]["hidden_dim"] == 172 and info["layout"] == "rowmajor-q8-v1"
         assert np.array_equal(f.get_tensor("layers.3.w2.q"), m.weights.w2[3].q)
         assert np.array_equal(f.get_tensor("wcls.scales"), m.weights.wcls.s)
@@ -262,12 +265,13 @@ def test_lying_offsets(stories_isaf, tmp_path):
     head += b" " * (-(8 + len(head)) % 64 + 2)
     p = tmp_path / "d.isaf"
     p.write_bytes(struct.pack("<Q", len(head)) + head + raw[8 + n:])
-    fails(p, r"tensor 'tok_embeddings' at byte \d+ is not 4-byte aligned")
+    # (the first tensor: rms_att, the tied Q8 token table being the classifier's)
+    fails(p, r"tensor 'rms_att' at byte \d+ is not 4-byte aligned")
 
 
 @pytest.mark.parametrize("edit,match", [
     (lambda h, i: h.pop("__metadata__"), "not an isaforge .isaf file"),
-    (lambda h, i: i.update(version=2), "unsupported .isaf version 2"),
+    (lambda h, i: i.update(version=3), "unsupported .isaf version 3"),
     (lambda h, i: i.pop("version"), "unsupported .isaf version None"),
     (lambda h, i: i.update(layout="tiled-amx-v9"), "unknown packed layout 'tiled-amx-v9'"),
     (lambda h, i: i.update(quantization={"scheme": "cq4", "group_size": 32}), "quantization"),

@@ -172,6 +172,9 @@ typedef struct if_q8_gemm_kernel {
     if_q8_pack_fn pack;
     if_q8_gemm_fn run;
     int decode_packed;     /* requires unpack */
+    /* With decode_packed the layout is tile-major too: the rows [t nr, t nr + n) (n = nr, or
+     * the rows left in the last tile) sit at byte t * pack_size(nr, K, gs) and unpack(dst, that,
+     * n, K, gs) reads them back (a tied token table's rows are looked up this way). */
     if_q8_unpack_fn unpack;
 } if_q8_gemm_kernel;
 
@@ -416,13 +419,20 @@ static inline const if_matrix *if_layer_matrix(const if_layer_weights *L, size_t
 }
 
 typedef struct if_weights {
-    const float *tok_embeddings; /* (vocab, dim) float32 */
+    const float *tok_embeddings; /* (vocab, dim) float32 token table, or NULL: `tok` below */
     const float *rms_final;      /* (dim) */
     if_matrix wcls;              /* (vocab, dim) */
     const if_layer_weights *layers; /* n_layers entries, copied by if_model_create */
     const float *rope_freqs;     /* (head_size / 2) RoPE frequency divisors (Llama 3 scaling:
                                     angle of pair i = pos * theta^(-2i / head_size) / f[i]), or
                                     NULL */
+    /* The token table when tok_embeddings is NULL: a (vocab, dim) F32, Q8 or Q4 matrix whose
+     * looked-up rows are dequantized (csrc/embed.c): Q8 x = (float)q * s; Q4 v = (float)cb[nib] *
+     * s along the padded row, then for a rotated one x = signs * H v (the scalar Hadamard
+     * kernel, the first dim values). The same data as wcls (a tied classifier: tok = wcls) is
+     * one resident copy: when the classifier's row-major int8 is released after packing
+     * (if_model_opts.on_packed), rows come from the packed copy (if_q8_gemm_kernel.unpack). */
+    if_matrix tok;
 } if_weights;
 
 /* The layer's optional vector with index i (IF_VEC_*), as a pointer to its field. */
@@ -491,6 +501,13 @@ size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type);
 /* Bytes a Q8 model with config c and group size gs would pack at load for table t's GEMM
  * layout (what if_model_packed_bytes then reports); 0 when the GEMM reads row-major weights. */
 size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_table *t);
+/* The token table's dtype; *tied = 1 when it is the classifier's matrix (one resident copy),
+ * *packed = 1 when its rows are read from the classifier's packed copy (either may be NULL). */
+if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed);
+/* The rows the forward pass starts from for tokens (n, each in range): out (n, dim) = the
+ * table's rows dequantized (times embed_scale when the config has one). */
+if_status if_model_embed_rows(if_model *m, const int32_t *tokens, size_t n, float *out,
+                              char *err, size_t errlen);
 /* The attention kernel the model runs (decode and prefill alike), e.g. "f32_attn_16x64_avx512". */
 const char *if_model_attn_name(const if_model *m);
 

@@ -361,9 +361,15 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     }
     if_weights w;
     memset(&w, 0, sizeof w);
-    w.tok_embeddings = borrow(&self->bufs, tok, c.vocab_size * c.dim * sizeof(float), 0,
-                              "tok_embeddings");
-    if (!w.tok_embeddings) return -1;
+    /* the token table: a matrix spec (F32, Q8 or Q4), None (tied: the classifier's matrix, one
+     * copy) or a float32 buffer */
+    if (PyTuple_Check(tok)) {
+        if (!parse_matrix(self, tok, &w.tok, "tok_embeddings")) return -1;
+    } else if (tok != Py_None) {
+        w.tok_embeddings = borrow(&self->bufs, tok, c.vocab_size * c.dim * sizeof(float), 0,
+                                  "tok_embeddings");
+        if (!w.tok_embeddings) return -1;
+    }
     w.rms_final = borrow(&self->bufs, rms_final, c.dim * sizeof(float), 0, "rms_final");
     if (!w.rms_final) return -1;
     for (size_t l = 0; l < L; l++) {
@@ -384,6 +390,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * L), &w.wcls,
                       "classifier"))
         return -1;
+    if (tok == Py_None) w.tok = w.wcls;
     if (!parse_vectors(self, vectors, &c)) return -1;
     w.layers = self->layers;
     if (rope_freqs && rope_freqs != Py_None) {
@@ -591,6 +598,39 @@ static PyObject *Model_reads_rowmajor(ModelObject *self, void *closure) {
     return PyBool_FromLong(self->m ? if_model_reads_rowmajor(self->m) : 1);
 }
 
+/* embed(tokens_i32, out (n, dim) f32): the token rows the forward pass starts from. */
+static PyObject *Model_embed(ModelObject *self, PyObject *args) {
+    PyObject *tokens, *out;
+    if (!PyArg_ParseTuple(args, "OO", &tokens, &out)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    Py_buffer tv, ov;
+    if (PyObject_GetBuffer(tokens, &tv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
+    const size_t n = (size_t)tv.len / sizeof(int32_t);
+    char err[ERRLEN] = "";
+    if_status st = IF_EINVAL;
+    if ((size_t)ov.len < n * self->cfg.dim * sizeof(float) || tv.len % sizeof(int32_t))
+        snprintf(err, sizeof err, "embed: need int32 tokens and an (n, dim) float32 output");
+    else
+        st = if_model_embed_rows(self->m, tv.buf, n, ov.buf, err, sizeof err);
+    PyBuffer_Release(&tv);
+    PyBuffer_Release(&ov);
+    if (st != IF_OK) return raise_status(st, err);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Model_embedding(ModelObject *self, void *closure) {
+    (void)closure;
+    if (!self->m) Py_RETURN_NONE;
+    int tied = 0, packed = 0;
+    const if_dtype d = if_model_embed_info(self->m, &tied, &packed);
+    return Py_BuildValue("{s:s,s:O,s:O}", "dtype", d == IF_F32 ? "f32" : d == IF_Q8 ? "q8" : "q4",
+                         "tied", tied ? Py_True : Py_False, "packed", packed ? Py_True : Py_False);
+}
+
 static PyObject *Model_attention(ModelObject *self, void *closure) {
     (void)closure;
     if (!self->m) Py_RETURN_NONE;
@@ -600,6 +640,8 @@ static PyObject *Model_attention(ModelObject *self, void *closure) {
 static PyMethodDef Model_methods[] = {
     {"forward", (PyCFunction)Model_forward, METH_VARARGS,
      "forward(token, pos, out): one decode step; writes vocab logits into out (float32)."},
+    {"embed", (PyCFunction)Model_embed, METH_VARARGS,
+     "embed(tokens_i32, out (n, dim) f32): the token rows the forward pass starts from."},
     {"unpack", (PyCFunction)Model_unpack, METH_VARARGS,
      "unpack(idx) -> bytes: matrix idx (layer-major, classifier last) as row-major int8."},
     {"prefill_seq", (PyCFunction)Model_prefill_seq, METH_VARARGS,
@@ -621,6 +663,9 @@ static PyGetSetDef Model_getset[] = {
     {"reads_rowmajor", (getter)Model_reads_rowmajor, NULL,
      "False when decode and prefill read only the packed copy (row-major int8 never read)", NULL},
     {"attention", (getter)Model_attention, NULL, "the attention kernel this model runs", NULL},
+    {"embedding", (getter)Model_embedding, NULL,
+     "the token table's lookup: {dtype, tied (the classifier's matrix), packed (rows read from "
+     "its packed copy)}", NULL},
     {"n_seqs", (getter)Model_n_seqs, NULL, "KV cache sequence slots", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -15,6 +15,8 @@ import sys
 
 from .settings import int_at_least
 
+CLASSIFIERS = ("q8", "4bit")  # convert --classifier (converter.convert)
+
 
 class UsageError(Exception):
     pass
@@ -143,6 +145,10 @@ def _build_parser() -> argparse.ArgumentParser:
                          "Q8 group size, else the largest power of two <= 64 dividing both)")
     cv.add_argument("-z", dest="tokenizer", default=None,
                     help="llama2.c tokenizer to embed (default: found beside a .bin model)")
+    cv.add_argument("--classifier", choices=CLASSIFIERS, default="q8",
+                    help="a 4-bit conversion's classifier (for a tied model also the token "
+                         "table, stored once): q8 (default: its errors reach the logits "
+                         "directly) or 4bit (the layers' scheme; smaller file, more KL)")
 
     q = sub.add_parser("quantize", help="write a Q8 llama2.c v2 file from a v0/v1 file")
     q.add_argument("input")
@@ -359,7 +365,8 @@ def _cmd_convert(a) -> int:
     from .converter import convert
 
     s = convert(a.src, a.output, quant=a.quant, group_size=a.group_size,
-                tokenizer=a.tokenizer, log=lambda line: print(line, file=sys.stderr))
+                tokenizer=a.tokenizer, log=lambda line: print(line, file=sys.stderr),
+                classifier=a.classifier)
     print(f"wrote {a.output}: {s.scheme}"
           + (f" group size {s.group_size}" if s.group_size else "")
           + f", {s.n_tensors} tensors, {s.n_bytes / 1e6:.1f} MB")

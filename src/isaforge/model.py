@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import settings
-from .formats import drop_file_pages, read_any, with_context
+from .formats import drop_file_pages, quantized_table, read_any, with_context
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import (
     DEFAULT_MAX_NEW,
@@ -63,7 +63,7 @@ def _read_calibrated(path, spec) -> LoadedModel:
     f32 = read_any(path, "f32")
     prompt = tokenizer_for(f32, None).encode(calibration_text())[:CALIBRATION_TOKENS]
     tokens = generated_tokens(f32, prompt) if CALIBRATE_ON == "generated" else prompt
-    return to_4bit(f32, spec, hessians=hessians(f32, tokens))
+    return quantized_table(to_4bit(f32, spec, hessians=hessians(f32, tokens)))
 
 
 class Model:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isaforge.types import Config, Q8Tensor, Weights
+from isaforge.types import Config, Q8Tensor, Weights, embedding_rows
 
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-5) -> np.ndarray:
@@ -176,7 +176,7 @@ class Reference:
         if not 0 <= pos < c.seq_len:
             raise ValueError(f"position {pos} outside context of {c.seq_len}")
         hs, kv_mul, t = c.head_size, c.n_heads // c.n_kv_heads, self.dtype.type
-        x = np.array(w.tok_embeddings[token], dtype=self.dtype)
+        x = np.array(embedding_rows(w.tok_embeddings, [token])[0], dtype=self.dtype)
         if c.embed_scale:
             x = x * t(c.embed_scale)
         scale = t(c.attn_scale) if c.attn_scale else t(1.0) / np.sqrt(t(hs))

@@ -26,7 +26,7 @@ def random_q8_model(config: Config = SMOLLM2_135M, group_size: int = 32, seed: i
 
     emb = q8(c.vocab_size, c.dim)
     L = c.n_layers
-    w = Weights(tok_embeddings=emb.dequantize(),
+    w = Weights(tok_embeddings=emb,  # tied: the classifier's matrix is the table
                 rms_att=rng.uniform(0.5, 1.5, (L, c.dim)).astype(np.float32),
                 rms_ffn=rng.uniform(0.5, 1.5, (L, c.dim)).astype(np.float32),
                 rms_final=rng.uniform(0.5, 1.5, c.dim).astype(np.float32), wcls=emb)

@@ -103,6 +103,10 @@ class Q8Tensor:
         g = self.q.reshape(rows, cols // self.group_size, self.group_size).astype(np.float32)
         return (g * self.s[:, :, None]).reshape(rows, cols)
 
+    def rows(self, ids) -> np.ndarray:
+        """float32 (len(ids), cols): rows `ids` dequantized, as the core's lookup does."""
+        return Q8Tensor(self.q[ids], self.s[ids], self.group_size).dequantize()
+
 
 Matrix = "np.ndarray | Q8Tensor"  # float32 (rows, cols) or Q8Tensor
 
@@ -111,7 +115,10 @@ Matrix = "np.ndarray | Q8Tensor"  # float32 (rows, cols) or Q8Tensor
 class Weights:
     """All tensors of a Llama model. Per-layer matrices are lists of length n_layers."""
 
-    tok_embeddings: np.ndarray  # float32 (vocab, dim); dequantized for Q8 files, as runq.c
+    # the token table (vocab, dim): float32 for float32 models, else quantized (a Q8Tensor, or a
+    # 4-bit quant.q4.Q4Tensor; rows dequantized on lookup, embedding_rows); with a tied
+    # classifier (shared_classifier) of a quantized model it is the same object as wcls
+    tok_embeddings: object
     rms_att: np.ndarray  # float32 (n_layers, dim)
     rms_ffn: np.ndarray  # float32 (n_layers, dim)
     rms_final: np.ndarray  # float32 (dim,)
@@ -132,6 +139,21 @@ class Weights:
     def group_size(self) -> int:
         """0 for a float32 model, else the Q8 group size."""
         return self.wq[0].group_size if isinstance(self.wq[0], Q8Tensor) else 0
+
+
+def embedding_rows(table, ids) -> np.ndarray:
+    """float32 (len(ids), cols) token rows of a table (float32 array, Q8Tensor or Q4Tensor)."""
+    if isinstance(table, np.ndarray):
+        return np.asarray(table[ids], np.float32)
+    return table.rows(ids)
+
+
+def table_bytes(table) -> int:
+    """Bytes a token table holds (values and scales)."""
+    if isinstance(table, np.ndarray):
+        return table.nbytes
+    return sum(int(np.asarray(a).nbytes) for a in (getattr(table, "q", None),
+               getattr(table, "nibbles", None), table.s) if a is not None)
 
 
 @dataclass

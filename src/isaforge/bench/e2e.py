@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..types import LAYER_MATRICES
+from ..types import LAYER_MATRICES, table_bytes
 from .energy import Rapl
 from .limits import bandwidth_at, peak_at
 from .schedule import mean_std, run_alternating
@@ -71,7 +71,7 @@ def model_info(loaded, name: str) -> ModelInfo:
     params = mm_params + norms + c.vocab_size * c.dim + (0 if c.shared_classifier else cls_params)
     p = Path(loaded.path)
     size = p.stat().st_size if p.is_file() else mm_bytes + cls_bytes + 4 * norms + (
-        0 if c.shared_classifier else int(np.asarray(w.tok_embeddings).nbytes))
+        0 if c.shared_classifier else table_bytes(w.tok_embeddings))
     return ModelInfo(name, str(loaded.path), loaded.format, int(size), int(params),
                      mm_bytes + cls_bytes + 4 * c.dim, 2 * (mm_params + cls_params),
                      2 * mm_params)

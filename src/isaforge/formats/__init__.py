@@ -24,6 +24,7 @@ from isaforge.formats.llama2c import (
     write_llama2c_v1,
     write_llama2c_v2,
 )
+from isaforge.formats.tables import quantized_table
 from isaforge.quant.q4 import Q4Tensor
 from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
 
@@ -99,7 +100,7 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     fmt = detect_format(path)
     if spec.four_bit and fmt != "gguf":  # GGUF keeps its 4-bit tensors (read_gguf)
         loaded = read_any(path, "f32" if fmt == "hf" else "q8")
-        return to_4bit(loaded, spec)
+        return quantized_table(to_4bit(loaded, spec))
     if fmt == "hf":
         loaded = read_hf(path, quant=quant)
     elif fmt == "gguf":
@@ -111,7 +112,7 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     else:
         loaded = read_llama2c(path)
     check_finite(loaded)
-    return loaded
+    return quantized_table(loaded)
 
 
 _FINITE_CHUNK = 1 << 22  # values per isfinite pass: bounded scratch on any model size

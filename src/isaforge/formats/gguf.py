@@ -450,7 +450,10 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
         _check_tensors(g, c, arch)
         gs = read_group_size(c)
         t = g.tensors
-        tok = np.ascontiguousarray(_float32(mm, t["token_embd.weight"]))
+        # the token table: float32 for quant f32, else quantized as the classifier (tied: the
+        # classifier's own matrix, one copy; untied: Q8 at the model's group size)
+        tok = np.ascontiguousarray(_float32(mm, t["token_embd.weight"])) if quant == "f32" \
+            else None
         layers = {f: [] for f in _LAYER_TENSORS}
         for i in range(c.n_layers):
             for f, n in _LAYER_TENSORS.items():
@@ -460,8 +463,11 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
         if c.shared_classifier:
             wcls = tok if quant == "f32" else _matrix(
                 mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs)
+            tok = wcls
         else:
             wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs)
+            if tok is None:
+                tok = _matrix(mm, t["token_embd.weight"], "q8", gs)
         vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
                    for f, n in ARCHITECTURES[arch].items()}
         freqs = t.get("rope_freqs.weight")

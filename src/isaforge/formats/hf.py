@@ -474,6 +474,8 @@ def _weights(c: Config, tensors: dict[str, SafeTensor], maps: dict, quant: str,
                                  else norm(name))
     wcls = (tok if quant == "f32" else mat(tok)) if c.shared_classifier else \
         mat(get("lm_head.weight"))
+    # a quantized model's token table: the tied classifier's matrix (one copy), else Q8
+    tok = wcls if c.shared_classifier else tok if quant == "f32" else as_q8(tok, gs)
     return Weights(tok_embeddings=tok, rms_att=np.stack(layers.pop("rms_att")),
                    rms_ffn=np.stack(layers.pop("rms_ffn")),
                    rms_final=norm("model.norm.weight"), wcls=wcls,

@@ -8,8 +8,13 @@ group size), the packed layout name, tokenizer metadata (GGUF-style `tokenizer.*
 embedded llama2.c tokenizer) and the chat template.
 
 Layout "rowmajor-q8-v1" (what the C kernels read, so loading is a mmap and no copy):
-  tok_embeddings             F32 (vocab, dim)      token table (dequantized Q8 values for Q8
-                                                   models, as llama2.c's runq.c)
+  tok_embeddings             F32 (vocab, dim)      token table, stored once, as metadata
+                                                   "tok_embeddings" says: "f32" (this tensor;
+                                                   float32 models, and every version 1 file),
+                                                   "wcls" (a quantized model's tied classifier:
+                                                   its tensors are the table, no tensor here) or
+                                                   "q8" (an untied quantized model's table:
+  tok_embeddings.q/.scales   I8 / F32              Q8 at metadata tok_group_size)
   rms_att, rms_ffn           F32 (n_layers, dim)
   rms_final                  F32 (dim,)
   layers.{i}.{w}.scales      F32 (rows, cols / gs) Q8 scale per group of gs along a row
@@ -56,7 +61,9 @@ from isaforge.types import (
     Weights,
 )
 
-VERSION = 1
+VERSION = 2  # 2: the token table stored once, quantized (metadata "tok_embeddings")
+VERSIONS = (1, 2)  # version 1 files (a float32 table beside the classifier) still load
+TOK_KINDS = ("f32", "wcls", "q8")
 LAYOUT = "rowmajor-q8-v1"
 LAYOUT_Q4 = "rowmajor-q4-v1"
 ROTATIONS = ("hadamard", "none")
@@ -109,14 +116,19 @@ def _layer_arrays(loaded: LoadedModel) -> tuple[list, dict]:
     return arrays, {"vectors": sorted(w.vectors), "rope_freqs": w.rope_freqs is not None}
 
 
-def _expected(c: Config, scheme: str, gs: int, wcls_stored: bool) -> dict[str, tuple]:
-    """name -> (dtype name, shape) of every tensor a valid file holds."""
+def _expected(c: Config, scheme: str, gs: int, wcls_stored: bool, tok: str = "f32",
+              tok_gs: int = 0) -> dict[str, tuple]:
+    """name -> (dtype name, shape) of every tensor a valid file holds (tok: TOK_KINDS)."""
     out: dict[str, tuple] = {
-        "tok_embeddings": ("F32", (c.vocab_size, c.dim)),
         "rms_att": ("F32", (c.n_layers, c.dim)),
         "rms_ffn": ("F32", (c.n_layers, c.dim)),
         "rms_final": ("F32", (c.dim,)),
     }
+    if tok == "f32":
+        out["tok_embeddings"] = ("F32", (c.vocab_size, c.dim))
+    elif tok == "q8":
+        out["tok_embeddings.scales"] = ("F32", (c.vocab_size, c.dim // tok_gs))
+        out["tok_embeddings.q"] = ("I8", (c.vocab_size, c.dim))
     mats = [(f"layers.{i}.{n}", s) for i in range(c.n_layers) for n, s in _mat_shapes(c).items()]
     if wcls_stored:
         mats.append(("wcls", (c.vocab_size, c.dim)))
@@ -155,35 +167,36 @@ def _q4_entries(path, c: Config, q4) -> tuple[dict[str, dict], dict[str, tuple]]
         raise _fail(path, "metadata quantization.q4.tensors is missing or not an object")
     out: dict[str, tuple] = {}
     kpads = set()
-    for i in range(c.n_layers):
-        for m, (rows, cols) in _mat_shapes(c).items():
-            name = f"layers.{i}.{m}"
-            e = ents.get(name)
-            if not isinstance(e, dict):
-                raise _fail(path, f"tensor {name}: no 4-bit entry in quantization.q4.tensors")
-            g, kpad, rot = e.get("group_size"), e.get("kpad"), e.get("rotation")
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (g, kpad)) \
-                    or g < 32 or g % 32 or kpad < cols or kpad % g or kpad - cols >= g:
-                raise _fail(path, f"tensor {name}: group size {g!r} must be a multiple of 32 "
-                                  f"dividing the padded row length {kpad!r} (the row length "
-                                  f"{cols} rounded up to a multiple of it)")
-            if rot not in ROTATIONS:
-                raise _fail(path, f"tensor {name}: unknown rotation {rot!r} (known: "
-                                  f"{', '.join(ROTATIONS)})")
-            if rot == "hadamard" and g & (g - 1):
-                raise _fail(path, f"tensor {name}: the Hadamard rotation needs a power-of-two "
-                                  f"group size, got {g}")
-            if e.get("kind") not in Q4_KINDS:
-                raise _fail(path, f"tensor {name}: unknown 4-bit kind {e.get('kind')!r}")
-            out[f"{name}.scales"] = ("F32", (rows, kpad // g))
-            out[f"{name}.nibbles"] = ("U8", (rows, kpad // 2))
-            out[f"{name}.codebook"] = ("I8", (16,))
-            if rot == "hadamard":
-                kpads.add(kpad)
+    mats = [(f"layers.{i}.{m}", shape) for i in range(c.n_layers)
+            for m, shape in _mat_shapes(c).items()]
+    if "wcls" in ents:  # a 4-bit (tied) classifier
+        mats.append(("wcls", (c.vocab_size, c.dim)))
+    for name, (rows, cols) in mats:
+        e = ents.get(name)
+        if not isinstance(e, dict):
+            raise _fail(path, f"tensor {name}: no 4-bit entry in quantization.q4.tensors")
+        g, kpad, rot = e.get("group_size"), e.get("kpad"), e.get("rotation")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (g, kpad)) \
+                or g < 32 or g % 32 or kpad < cols or kpad % g or kpad - cols >= g:
+            raise _fail(path, f"tensor {name}: group size {g!r} must be a multiple of 32 "
+                              f"dividing the padded row length {kpad!r} (the row length "
+                              f"{cols} rounded up to a multiple of it)")
+        if rot not in ROTATIONS:
+            raise _fail(path, f"tensor {name}: unknown rotation {rot!r} (known: "
+                              f"{', '.join(ROTATIONS)})")
+        if rot == "hadamard" and g & (g - 1):
+            raise _fail(path, f"tensor {name}: the Hadamard rotation needs a power-of-two "
+                              f"group size, got {g}")
+        if e.get("kind") not in Q4_KINDS:
+            raise _fail(path, f"tensor {name}: unknown 4-bit kind {e.get('kind')!r}")
+        out[f"{name}.scales"] = ("F32", (rows, kpad // g))
+        out[f"{name}.nibbles"] = ("U8", (rows, kpad // 2))
+        out[f"{name}.codebook"] = ("I8", (16,))
+        if rot == "hadamard":
+            kpads.add(kpad)
     for k in sorted(kpads):
         out[f"rotation.signs.{k}"] = ("F32", (k,))
-    extra = sorted(set(ents) - {f"layers.{i}.{m}" for i in range(c.n_layers)
-                                for m in _mat_shapes(c)})
+    extra = sorted(set(ents) - {n for n, _ in mats})
     if extra:
         raise _fail(path, f"quantization.q4.tensors names unknown tensors {extra[:3]}")
     return ents, out
@@ -219,20 +232,35 @@ def write_isaf(path: str | os.PathLike, loaded: LoadedModel, metadata: dict | No
         if isinstance(m, Q8Tensor) != q8 or (q8 and m.group_size != gs):
             raise ValueError(f"{name}: every matrix must be Q8 with group size {gs}" if q8
                              else f"{name}: every matrix must be float32")
-    f32 = [("tok_embeddings", w.tok_embeddings), ("rms_att", w.rms_att),
-           ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final)]
-    i8 = []
+    tok, tok_gs, f32, i8 = _table_entries(w)
+    f32 += [("rms_att", w.rms_att), ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final)]
     for name, m in mats:
         if q8:
             f32.append((f"{name}.scales", m.s))
             i8.append((f"{name}.q", m.q))
         else:
             f32.append((name, m))
-    expected = _expected(c, "q8" if q8 else "f32", gs, wcls_stored)
+    expected = _expected(c, "q8" if q8 else "f32", gs, wcls_stored, tok, tok_gs)
     fields = {"quantization": {"scheme": "q8" if q8 else "f32", "group_size": gs},
-              "layout": LAYOUT, "wcls": "wcls" if wcls_stored else "tok_embeddings"}
+              "layout": LAYOUT, "wcls": "wcls" if wcls_stored else "tok_embeddings",
+              "tok_embeddings": tok, "tok_group_size": tok_gs}
     return _write_checked(path, loaded, f32, i8, expected, metadata, fields,
                           "q8" if q8 else "f32", gs)
+
+
+def _table_entries(w: Weights) -> tuple[str, int, list, list]:
+    """(kind, Q8 group size, float32 entries, int8 entries) of the token table: "wcls" when
+    it is the quantized classifier's matrix (stored once, as the classifier), "q8" for a Q8
+    table of its own, "f32" for a float32 one."""
+    t = w.tok_embeddings
+    if t is w.wcls and isinstance(t, (Q8Tensor, Q4Tensor)):
+        return "wcls", 0, [], []
+    if isinstance(t, Q8Tensor):
+        return "q8", t.group_size, [("tok_embeddings.scales", t.s)], [("tok_embeddings.q", t.q)]
+    if isinstance(t, Q4Tensor):
+        raise ValueError("tok_embeddings: a 4-bit token table is stored only as the tied "
+                         "classifier")
+    return "f32", 0, [("tok_embeddings", t)], []
 
 
 def _write_checked(path, loaded: LoadedModel, f32: list, rest: list, expected: dict,
@@ -292,15 +320,20 @@ def _write_entries(path, header: dict, arrays, scheme: str, gs: int) -> ConvertS
 
 def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
     c, w = loaded.config, loaded.weights
-    if not isinstance(w.wcls, Q8Tensor):
-        raise ValueError("wcls: a 4-bit .isaf holds the classifier as Q8")
+    if not isinstance(w.wcls, (Q8Tensor, Q4Tensor)):
+        raise ValueError("wcls: a 4-bit .isaf holds the classifier as Q8 or 4-bit")
+    cls4 = isinstance(w.wcls, Q4Tensor)
+    if cls4:
+        mats = mats + [("wcls", w.wcls)]
     seeds = {m.seed for _, m in mats if isinstance(m, Q4Tensor) and m.signs is not None}
     if len(seeds) > 1:
         raise ValueError(f"rotated matrices with different seeds {sorted(seeds)}")
     ents, signs = {}, {}
-    f32 = [("tok_embeddings", w.tok_embeddings), ("rms_att", w.rms_att),
-           ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final), ("wcls.scales", w.wcls.s)]
-    rest = [("wcls.q", w.wcls.q)]
+    tok, tok_gs, f32, rest = _table_entries(w)
+    f32 += [("rms_att", w.rms_att), ("rms_ffn", w.rms_ffn), ("rms_final", w.rms_final)]
+    if not cls4:
+        f32.append(("wcls.scales", w.wcls.s))
+        rest.append(("wcls.q", w.wcls.q))
     for name, m in mats:
         if not isinstance(m, Q4Tensor):
             raise ValueError(f"{name}: every layer matrix must be 4-bit")
@@ -317,9 +350,11 @@ def _write_q4(path, loaded: LoadedModel, mats, metadata) -> ConvertSummary:
         rest += [(f"{name}.nibbles", m.nibbles), (f"{name}.codebook", m.codebook)]
     f32 += [(f"rotation.signs.{k}", v) for k, v in sorted(signs.items())]
     q4 = {"codebook_size": 16, "seed": seeds.pop() if seeds else None, "tensors": ents}
-    expected = {**_expected(c, "q4", w.wcls.group_size, True), **_q4_entries(path, c, q4)[1]}
+    expected = {**_expected(c, "q4", w.wcls.group_size, not cls4, tok, tok_gs),
+                **_q4_entries(path, c, q4)[1]}
     fields = {"quantization": {"scheme": "q4", "group_size": w.wcls.group_size, "q4": q4},
-              "layout": LAYOUT_Q4, "wcls": "wcls"}
+              "layout": LAYOUT_Q4, "wcls": "wcls", "tok_embeddings": tok,
+              "tok_group_size": tok_gs}
     return _write_checked(path, loaded, f32, rest, expected, metadata, fields, "q4",
                           w.wcls.group_size)
 
@@ -369,9 +404,10 @@ def _isaf_info(path, meta: dict) -> dict:
         raise _fail(path, f"__metadata__['isaforge'] is not valid JSON: {e}") from None
     if not isinstance(info, dict) or info.get("format") != "isaf":
         raise _fail(path, "__metadata__['isaforge'] is not isaf metadata")
-    if info.get("version") != VERSION:
+    if info.get("version") not in VERSIONS:
         raise _fail(path, f"unsupported .isaf version {info.get('version')!r} "
-                          f"(this isaforge reads version {VERSION}); re-run isaforge convert")
+                          f"(this isaforge reads versions {', '.join(map(str, VERSIONS))}); "
+                          "re-run isaforge convert")
     return info
 
 
@@ -395,7 +431,9 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
                                        or gs < 1):
             raise _fail(path, f"Q8 group size {gs!r} must be a positive integer")
         _check_config(path, c, gs if scheme == "q8" else None)
-        if scheme == "q4" and c.dim % gs:
+        cls4 = scheme == "q4" and isinstance(q.get("q4"), dict) and \
+            isinstance(q["q4"].get("tensors"), dict) and "wcls" in q["q4"]["tensors"]
+        if scheme == "q4" and not cls4 and c.dim % gs:
             raise _fail(path, f"classifier Q8 group size {gs} does not divide dim={c.dim}")
         layout = LAYOUT_Q4 if scheme == "q4" else LAYOUT
         if info.get("layout") != layout:
@@ -407,7 +445,9 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         metadata = info.get("metadata")
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
-        expected = _expected(c, scheme, gs if scheme != "f32" else 0, info["wcls"] == "wcls")
+        tok, tok_gs = _table_kind(path, info, c, scheme)
+        expected = _expected(c, scheme, gs if scheme != "f32" else 0,
+                             info["wcls"] == "wcls" and not cls4, tok, tok_gs)
         vectors, rope_freqs = info.get("vectors", []), info.get("rope_freqs", False)
         if not isinstance(vectors, list) or not all(v in LAYER_VECTORS for v in vectors) or \
                 len(set(vectors)) != len(vectors) or type(rope_freqs) is not bool:
@@ -438,7 +478,7 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
             raise
 
     def matrix(name: str):
-        if q4ents is not None and name != "wcls":
+        if q4ents is not None and name in q4ents:
             e = q4ents[name]
             rot = e["rotation"] == "hadamard"
             return Q4Tensor(t[f"{name}.nibbles"], t[f"{name}.scales"], t[f"{name}.codebook"],
@@ -449,16 +489,40 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
             return Q8Tensor(t[f"{name}.q"], t[f"{name}.scales"], gs)
         return t[name]
 
-    w = Weights(tok_embeddings=t["tok_embeddings"], rms_att=t["rms_att"], rms_ffn=t["rms_ffn"],
+    wcls = matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"]
+    table = wcls if tok == "wcls" else t["tok_embeddings"] if tok == "f32" else \
+        Q8Tensor(t["tok_embeddings.q"], t["tok_embeddings.scales"], tok_gs)
+    w = Weights(tok_embeddings=table, rms_att=t["rms_att"], rms_ffn=t["rms_ffn"],
                 rms_final=t["rms_final"],
                 **{n: [matrix(f"layers.{i}.{n}") for i in range(c.n_layers)] for n in MATS},
-                wcls=matrix("wcls") if info["wcls"] == "wcls" else t["tok_embeddings"],
+                wcls=wcls,
                 vectors={n: list(t[f"vectors.{n}"]) for n in vectors},
                 rope_freqs=t["rope_freqs"] if rope_freqs else None)
     return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
 
 
+def _table_kind(path, info: dict, c: Config, scheme: str) -> tuple[str, int]:
+    """(kind, Q8 group size) of the token table a header describes (version 1: "f32")."""
+    if info["version"] == 1:
+        return "f32", 0
+    tok, tgs = info.get("tok_embeddings"), info.get("tok_group_size")
+    if tok not in TOK_KINDS:
+        raise _fail(path, f"tensor tok_embeddings: unknown table kind {tok!r} (known: "
+                          f"{', '.join(TOK_KINDS)})")
+    if tok == "wcls" and (scheme == "f32" or info["wcls"] != "wcls" or
+                          not c.shared_classifier):
+        raise _fail(path, "tensor tok_embeddings: the table is the classifier's matrix only "
+                          "for a quantized model with a tied, stored classifier")
+    if tok == "q8" and (not isinstance(tgs, int) or isinstance(tgs, bool) or tgs < 1 or
+                        c.dim % tgs):
+        raise _fail(path, f"tensor tok_embeddings: Q8 group size {tgs!r} must be a positive "
+                          f"integer dividing dim={c.dim}")
+    return tok, tgs if tok == "q8" else 0
+
+
 def _mat_cols(c: Config, name: str) -> int:
+    if name == "wcls":
+        return c.dim
     return _mat_shapes(c)[name.rsplit(".", 1)[1]][1]
 
 
@@ -508,10 +572,12 @@ def _check_tensors(path, header: dict[str, SafeTensor], expected: dict
 def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
                 log: Callable[[str], None]) -> tuple[LoadedModel, int]:
     """All matrices as Q8 with one group size (or float32). Q8 tensors already at the target
-    group size are kept as they are; fp32 models are quantized like `isaforge quantize`
-    (the token table too: the embedding lookup uses its dequantized values, as runq.c)."""
+    group size are kept as they are; fp32 models are quantized like `isaforge quantize`.
+    The token table follows (formats.quantized_table): a quantized model's tied classifier is
+    its table (one copy), an untied one's is Q8; float32 models keep a float32 table."""
     from dataclasses import replace
 
+    from isaforge.formats.tables import quantized_table
     from isaforge.quant.q8 import as_q8, pick_group_size
 
     c, w = loaded.config, loaded.weights
@@ -522,13 +588,15 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
         spec = parse_quant(scheme)
         done = all(isinstance(m, Q4Tensor) for n in MATS for m in getattr(w, n))
         new = loaded if done and isinstance(w.wcls, Q8Tensor) else to_4bit(loaded, spec, log=log)
-        return new, new.weights.wcls.group_size
+        return quantized_table(new), new.weights.wcls.group_size
     if scheme == "f32":
         def conv(m):
-            return m.dequantize() if isinstance(m, Q8Tensor) else m
-        wcls = w.tok_embeddings if (c.shared_classifier and not isinstance(w.wcls, Q8Tensor)
-                                    ) else conv(w.wcls)
-        new = replace(w, wcls=wcls, **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
+            return m.dequantize() if isinstance(m, (Q8Tensor, Q4Tensor)) else m
+        tok = conv(w.tok_embeddings)
+        wcls = tok if c.shared_classifier and (w.wcls is w.tok_embeddings or not isinstance(
+            w.wcls, Q8Tensor)) else conv(w.wcls)
+        new = replace(w, tok_embeddings=tok, wcls=wcls,
+                      **{n: [conv(m) for m in getattr(w, n)] for n in MATS})
         return replace(loaded, weights=new), 0
     have = w.wq[0].group_size if isinstance(w.wq[0], Q8Tensor) else None
     if group_size is not None:
@@ -538,8 +606,8 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     if have and have != gs:
         log(f"requantizing Q8 group size {have} to {gs} (the result differs from the source)")
     tok, wcls = w.tok_embeddings, as_q8(w.wcls, gs)
-    if c.shared_classifier and not isinstance(w.wcls, Q8Tensor):
-        tok = wcls.dequantize()
+    tok = wcls if c.shared_classifier else as_q8(
+        tok.dequantize() if isinstance(tok, Q4Tensor) else tok, gs)
     new = replace(w, tok_embeddings=tok, wcls=wcls,
                   **{n: [as_q8(m, gs) for m in getattr(w, n)] for n in MATS})
     return replace(loaded, weights=new), gs

@@ -228,9 +228,7 @@ def read_llama2c(path: str | os.PathLike) -> LoadedModel:
             else:
                 t.setdefault(s.name, []).append(qt)  # type: ignore[union-attr]
         off += s.nbytes(gs or 1)
-    tok = t["tok_embeddings"]
-    if isinstance(tok, Q8Tensor):
-        t["tok_embeddings"] = tok.dequantize()
+    tok = t["tok_embeddings"]  # a v2 file's Q8 table stays Q8: rows dequantized on lookup
     if c.shared_classifier:
         t["wcls"] = tok
     w = Weights(**t)  # type: ignore[arg-type]
@@ -251,7 +249,8 @@ def _header(version: int, c: Config, gs: int | None = None) -> bytes:
 
 
 def _f32_bytes(a: object, shape: tuple[int, ...], what: str) -> bytes:
-    arr = np.asarray(a)
+    # a quantized matrix (a Q8 token table) as its dequantized values
+    arr = a.dequantize() if hasattr(a, "dequantize") else np.asarray(a)
     if arr.shape != shape:
         raise ValueError(f"{what}: shape {arr.shape}, expected {shape}")
     return np.ascontiguousarray(arr, dtype=_F32).tobytes()

@@ -55,6 +55,13 @@ class Q4Tensor:
         g = v.reshape(rows, kpad // self.group_size, self.group_size) * self.s[:, :, None]
         return g.reshape(rows, kpad)
 
+    def rows(self, ids) -> np.ndarray:
+        """float32 (len(ids), cols): rows `ids` dequantized (a token table's lookup)."""
+        ids = np.asarray(ids)
+        sub = Q4Tensor(self.nibbles[ids], self.s[ids], self.codebook, self.group_size, self.cols,
+                       self.signs, self.kind, self.seed)
+        return sub.dequantize()
+
     def dequantize(self) -> np.ndarray:
         """float32 (rows, cols): the values, un-rotated (float64 transform) and unpadded."""
         v = self.values()

@@ -126,7 +126,12 @@ def _releaser(w, mats: list, native: list):
         del spec
         layer, i = divmod(idx, n)
         if layer == len(w.wq):
-            t, put = w.wcls, lambda v: setattr(w, "wcls", v)
+            t = w.wcls
+
+            def put(v):  # a tied token table is the same matrix: it goes too
+                if w.tok_embeddings is w.wcls:
+                    w.tok_embeddings = v
+                w.wcls = v
         else:
             lst = getattr(w, LAYER_MATRICES[i])
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
@@ -178,7 +183,10 @@ class Engine:
         self._arrays = mats  # keep every borrowed array referenced
         cfg = _config_fields(c)
         self._rms = ([_c(r, np.float32) for r in w.rms_att], [_c(r, np.float32) for r in w.rms_ffn])
-        self._tok = _c(w.tok_embeddings, np.float32)
+        # the token table: None when it is the classifier's matrix (tied: one copy, which the
+        # core looks rows up in), else its own matrix (float32, or Q8/4-bit rows dequantized on
+        # lookup)
+        self._tok = None if w.tok_embeddings is w.wcls else _matrix_spec(w.tok_embeddings)
         self._final = _c(w.rms_final, np.float32)
         # the layer description's optional vectors (norms, biases), None where a layer has none
         self._vectors = {name: [None if a is None else _c(a, np.float32) for a in per_layer]
@@ -205,8 +213,19 @@ class Engine:
     kv_cache_bytes = _native_view("kv_cache_bytes",
                                   "Bytes of the KV cache (keys, values and int8 scales).")
     packed_bytes = _native_view("packed_bytes", "Bytes of weights packed at load (0: none).")
+    embedding = _native_view("embedding", 'The token table\'s lookup: {"dtype": "f32" | "q8" | '
+                             '"q4", "tied": the classifier\'s matrix, "packed": rows read from '
+                             'its packed copy}.')
     attention = _native_view("attention",
                              "The attention kernel this engine runs for prefill and decode alike.")
+
+    def embed(self, tokens) -> np.ndarray:
+        """(n, dim) float32: the token rows the forward pass starts from (dequantized on
+        lookup, times the config's embed_scale)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty((len(t), self.config.dim), np.float32)
+        self._m.embed(t, out)
+        return out
 
     def forward(self, token: int, pos: int) -> np.ndarray:
         """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""

@@ -1,0 +1,153 @@
+/* embed.c - the token-table lookup: the table stays as stored (F32, Q8 or 4-bit), each looked-up
+ * row is dequantized by plain scalar code shared by every tier, so the embedded rows do not
+ * depend on the kernels, threads, chunking or batching. */
+#include "embed.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+#define ERR(...)                                               \
+    do {                                                       \
+        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
+    } while (0)
+
+if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
+    if (!w->tok_embeddings) return w->tok;
+    if_matrix t = {IF_F32, vocab, dim, 0, w->tok_embeddings, NULL, NULL, NULL, NULL, NULL, 0};
+    return t;
+}
+
+int if_embed_check(const if_matrix *t, size_t vocab, size_t dim, char *err, size_t errlen) {
+    const char *name = "token embedding table";
+    if (t->rows != vocab || t->cols != dim) {
+        ERR("%s has shape (%zu, %zu), expected (%zu, %zu)", name, t->rows, t->cols, vocab, dim);
+        return 0;
+    }
+    if (t->dtype == IF_F32) {
+        if (!t->f32) {
+            ERR("%s: fp32 table without data", name);
+            return 0;
+        }
+    } else if (t->dtype == IF_Q8) {
+        if (!t->group_size || dim % t->group_size || !t->q || !t->s) {
+            ERR("%s: Q8 group size %zu invalid for %zu columns (or no data/scales)", name,
+                t->group_size, dim);
+            return 0;
+        }
+    } else if (t->dtype == IF_Q4) {
+        const size_t g = t->group_size, kp = t->kpad;
+        if (g == 0 || g % 32 || kp % g || kp < dim || kp - dim >= g) {
+            ERR("%s: 4-bit group size %zu and padded length %zu invalid for %zu columns", name,
+                g, kp, dim);
+            return 0;
+        }
+        if (t->signs && (g & (g - 1))) {
+            ERR("%s: rotation needs a power-of-two group size, got %zu", name, g);
+            return 0;
+        }
+        if (!t->q4 || !t->s || !t->codebook) {
+            ERR("%s: 4-bit table without data, scales or codebook", name);
+            return 0;
+        }
+    } else {
+        ERR("%s: unknown dtype %d", name, (int)t->dtype);
+        return 0;
+    }
+    return 1;
+}
+
+int if_embed_init(if_embed *e, const if_matrix *t, float scale, size_t ub, size_t tile_rows) {
+    memset(e, 0, sizeof *e);
+    e->t = *t;
+    e->dim = t->cols;
+    e->scale = scale;
+    for (e->nh = 16; e->nh < 2 * ub; e->nh *= 2) {}
+    e->hkey = malloc(e->nh * sizeof *e->hkey);
+    e->hrow = malloc(e->nh * sizeof *e->hrow);
+    if (t->dtype == IF_Q4) e->v = malloc(3 * t->kpad * sizeof(float));
+    if (e->v) /* v, the transform, and +1 signs (the kernel's H (signs * v) is then H v) */
+        for (size_t i = 0; i < t->kpad; i++) e->v[2 * t->kpad + i] = 1.0f;
+    if (t->dtype == IF_Q8) {
+        e->nr = tile_rows ? tile_rows : 1;
+        e->tile = malloc(e->nr * e->dim);
+    }
+    return e->hkey && e->hrow && (t->dtype != IF_Q4 || e->v) && (t->dtype != IF_Q8 || e->tile);
+}
+
+void if_embed_use_packed(if_embed *e, const if_q8_gemm_kernel *k, const int8_t *packed) {
+    if (e->t.dtype != IF_Q8 || !packed || !k->unpack || !k->pack_size || k->nr > e->nr) return;
+    e->packed = packed;
+    e->nr = k->nr;
+    e->tile_bytes = k->pack_size(k->nr, e->dim, e->t.group_size);
+    e->unpack = k->unpack;
+}
+
+/* One row, dequantized: the only arithmetic of the lookup. */
+static void row(if_embed *e, float *x, size_t tok) {
+    const if_matrix *t = &e->t;
+    const size_t dim = e->dim;
+    if (t->dtype == IF_F32) {
+        memcpy(x, t->f32 + tok * dim, dim * sizeof(float));
+    } else if (t->dtype == IF_Q8) {
+        const size_t gs = t->group_size;
+        const int8_t *q = t->q + tok * dim;
+        if (e->packed) { /* the tile holding the row, unpacked */
+            const size_t tile = tok / e->nr, n = t->rows - tile * e->nr;
+            e->unpack(e->tile, e->packed + tile * e->tile_bytes, n < e->nr ? n : e->nr, dim, gs);
+            q = e->tile + (tok % e->nr) * dim;
+        }
+        const float *s = t->s + tok * (dim / gs);
+        for (size_t i = 0; i < dim; i++) x[i] = (float)q[i] * s[i / gs];
+    } else { /* 4-bit: per block of 32, byte j holds value j (low nibble) and j + 16 (high) */
+        const size_t kp = t->kpad, gs = t->group_size;
+        const uint8_t *w = t->q4 + tok * (kp / 2);
+        const float *s = t->s + tok * (kp / gs);
+        float *v = t->signs ? e->v : x, *h = e->v + kp;
+        for (size_t b = 0; b < kp / 32 && (t->signs || 32 * b < dim); b++)
+            for (size_t j = 0; j < 32; j++) {
+                const size_t k = 32 * b + j;
+                const uint8_t byte = w[16 * b + j % 16];
+                const float c = (float)t->codebook[j < 16 ? byte & 15 : byte >> 4];
+                if (t->signs || k < dim) v[k] = c * s[k / gs];
+            }
+        if (t->signs) { /* un-rotate: x = signs * H v (H symmetric, H H = gs I) */
+            if_k_f32_hadamard_1x1_scalar.run(h, v, e->v + 2 * kp, kp, kp, gs);
+            for (size_t i = 0; i < dim; i++) x[i] = h[i] * t->signs[i];
+        }
+    }
+}
+
+void if_embed_rows(if_embed *e, float *x, const int32_t *tokens, size_t M) {
+    const size_t dim = e->dim, mask = e->nh - 1;
+    for (size_t i = 0; i < e->nh; i++) e->hkey[i] = -1;
+    for (size_t r = 0; r < M; r++) {
+        if (r >= e->nh / 2) { /* more rows than the table was sized for: no de-duplication */
+            row(e, x + r * dim, (size_t)tokens[r]);
+            if (e->scale != 0.0f)
+                for (size_t i = 0; i < dim; i++) x[r * dim + i] *= e->scale;
+            continue;
+        }
+        size_t h = ((uint32_t)tokens[r] * 2654435761u) & mask;
+        while (e->hkey[h] >= 0 && e->hkey[h] != tokens[r]) h = (h + 1) & mask;
+        if (e->hkey[h] == tokens[r]) {
+            memcpy(x + r * dim, x + e->hrow[h] * dim, dim * sizeof(float));
+            continue;
+        }
+        e->hkey[h] = tokens[r];
+        e->hrow[h] = r;
+        row(e, x + r * dim, (size_t)tokens[r]);
+        if (e->scale != 0.0f)
+            for (size_t i = 0; i < dim; i++) x[r * dim + i] *= e->scale;
+    }
+}
+
+void if_embed_free(if_embed *e) {
+    free(e->v);
+    free(e->tile);
+    free(e->hkey);
+    free(e->hrow);
+    memset(e, 0, sizeof *e);
+}

@@ -1,0 +1,42 @@
+/* embed.h - the token-table lookup (internal): rows of an F32, Q8 or Q4 table dequantized on
+ * lookup, each distinct token of a chunk once. */
+#ifndef ISAFORGE_EMBED_H
+#define ISAFORGE_EMBED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "isaforge.h"
+
+typedef struct if_embed {
+    if_matrix t;          /* the table (F32, Q8 or Q4), (vocab, dim) */
+    size_t dim;
+    float scale;          /* embed_scale, 0: none */
+    /* a tied Q8 table read from the classifier's packed copy (NULL: t's row-major data) */
+    const int8_t *packed;
+    size_t nr, tile_bytes;
+    if_q8_unpack_fn unpack;
+    /* scratch */
+    float *v;             /* (3, kpad) a 4-bit row's values, their transform, +1 signs */
+    int8_t *tile;         /* (nr, dim) one unpacked tile */
+    int32_t *hkey;        /* (nh) de-duplication hash of a chunk's tokens (-1: empty) */
+    size_t *hrow;         /* (nh) the first row holding each */
+    size_t nh;            /* a power of two >= 2 * ub */
+} if_embed;
+
+/* The table of w as a matrix: w->tok, or tok_embeddings as an F32 one. */
+if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim);
+/* 1 if t is a valid (vocab, dim) table, else 0 with a reason naming the tensor in err. */
+int if_embed_check(const if_matrix *t, size_t vocab, size_t dim, char *err, size_t errlen);
+/* Set up the lookup of a checked table for chunks of up to ub rows (tile_rows: the rows of one
+ * tile of the packed layout a tied Q8 table may be read from later). 0: out of memory. */
+int if_embed_init(if_embed *e, const if_matrix *t, float scale, size_t ub, size_t tile_rows);
+/* Read Q8 rows from a packed copy (kernel k's layout, k->nr <= tile_rows) instead of t's
+ * row-major int8. */
+void if_embed_use_packed(if_embed *e, const if_q8_gemm_kernel *k, const int8_t *packed);
+/* x (M, dim) = rows tokens[0..M) (checked in range), times scale when non-zero. A token seen
+ * earlier in the chunk is copied from its first row. */
+void if_embed_rows(if_embed *e, float *x, const int32_t *tokens, size_t M);
+void if_embed_free(if_embed *e);
+
+#endif
