@@ -265,6 +265,7 @@ def test_cq4_isaf_bad_input_names_the_tensor(cq4_isaf, tmp_path, case, match):
             h["layers.0.wq.codebook"]["data_offsets"][1] -= 8
         elif case == "short_scales":
             h["layers.1.w2.scales"]["shape"] = [64, 1]
+            h["layers.1.w2.scales"]["dtype"] = "F32"  # the file's is F16 (CQ4 scales)
             o = h["layers.1.w2.scales"]["data_offsets"]
             o[1] = o[0] + 64 * 4
         elif case == "rotation":

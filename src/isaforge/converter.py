@@ -29,7 +29,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
     largest power of two <= 64 dividing both). tokenizer: a llama2.c tokenizer.bin to embed
     (default: the one beside a llama2.c model, if any). classifier: a 4-bit conversion's
     classifier, "q8" (default) or "4bit" (the layers' 4-bit scheme at their group size; a tied
-    model's token table is that matrix, stored once: about 0.56 instead of 0.70 bytes per
+    model's token table is that matrix, stored once: about 0.55 instead of 0.66 bytes per
     parameter on SmolLM2, for more KL, README "4-bit weights")."""
     from .quant.cq4 import QUANT_HELP, parse_quant
 

@@ -34,6 +34,11 @@ classifier Q8 at quantization.group_size), layout "rowmajor-q4-v1", per layer ma
 and metadata quantization.q4 = {"codebook_size": 16, "seed": s, "tensors": {"layers.{i}.{w}":
 {"group_size": g, "kpad": kpad, "rotation": "hadamard" | "none", "kind": "cq4" | "q4_0" |
 "iq4_nl" | "iq4_xs"}}}; kpad is the row length rounded up to a multiple of g and of 32.
+
+Scales (every `*.scales` tensor) are F32, or F16 when every value of the array is exactly a
+float16 (GGUF's Q8_0 / Q4_0 / IQ4_NL scales; CQ4's, which its quantizer rounds to float16);
+the loader widens F16 scales to a float32 copy (a few % of the bytes; the int8 and nibble
+arrays stay mapped). A reader from before F16 scales refuses such a file naming the tensor.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ ALIGN = 64
 MAX_HEADER = 256 << 20  # header cap given to parse_safetensors_header (HF files: 100 MiB)
 MATS = LAYER_MATRICES
 SCHEMES = ("q8", "f32", "q4")
-_DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1")}
+_DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1"),
+           "F16": np.dtype("<f2")}  # F16: scales only (_check_tensors)
 _NAMES = {v: k for k, v in _DTYPES.items()}
 # metadata carried from the source: what the tokenizer and chat layers read
 KEEP_PREFIXES = ("tokenizer.", "general.", "isaforge.")
@@ -276,7 +282,7 @@ def _write_checked(path, loaded: LoadedModel, f32: list, rest: list, expected: d
         arr = np.ascontiguousarray(a, dtype=_DTYPES[want_dtype])
         if arr.shape != want_shape:
             raise ValueError(f"{name}: shape {arr.shape}, expected {want_shape}")
-        arrays.append((name, arr))
+        arrays.append((name, _f16_if_exact(arr) if name.endswith(".scales") else arr))
     if metadata is None:
         metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
     info = {"format": "isaf", "version": VERSION, "config": asdict(c), **fields,
@@ -285,6 +291,14 @@ def _write_checked(path, loaded: LoadedModel, f32: list, rest: list, expected: d
             **layer_info}
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
     return _write_entries(path, header, arrays, scheme, gs)
+
+
+def _f16_if_exact(a: np.ndarray) -> np.ndarray:
+    """A float32 scale array as float16 when that is lossless (every value finite and exactly
+    a float16), else unchanged."""
+    with np.errstate(over="ignore"):
+        h = a.astype(np.float16)
+    return h if np.isfinite(h).all() and np.array_equal(h, a) else a
 
 
 def _write_entries(path, header: dict, arrays, scheme: str, gs: int) -> ConvertSummary:
@@ -465,6 +479,10 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         raise
     t = {name: np.frombuffer(mm, _DTYPES[e.dtype], math.prod(e.shape), e.offset).reshape(e.shape)
          for name, e in found.items()}
+    for name, e in found.items():
+        if e.dtype == "F16":  # scales: the kernels read float32 (a small copy, read-only)
+            t[name] = t[name].astype(np.float32)
+            t[name].flags.writeable = False
 
     if q4ents is not None:
         try:
@@ -543,18 +561,22 @@ def _check_tensors(path, header: dict[str, SafeTensor], expected: dict
                    ) -> dict[str, SafeTensor]:
     """The expected tensors of a header parse_safetensors_header has checked (dtypes, sizes,
     extents, overlaps), after the .isaf checks: every entry of a dtype isaforge maps, no
-    unexpected names, each expected tensor with its dtype and shape, aligned, none missing."""
+    unexpected names, each expected tensor with its dtype and shape, aligned, none missing.
+    A `*.scales` tensor may be F16 instead of F32 (widened at load)."""
     for name, e in header.items():
-        if e.dtype not in _DTYPES:
-            raise _fail(path, f"tensor {name!r}: unsupported dtype {e.dtype!r}")
+        scales = name.endswith(".scales")
+        if e.dtype not in _DTYPES or (e.dtype == "F16" and not scales):
+            raise _fail(path, f"tensor {name!r}: unsupported dtype {e.dtype!r}"
+                        + (" (F16 is for scales only)" if e.dtype == "F16" else ""))
         if name.startswith("__pad"):
             continue
         if name not in expected:
             raise _fail(path, f"unexpected tensor {name!r}")
         want = expected[name]
-        if (e.dtype, e.shape) != (want[0], want[1]):
+        ok = (want[0], "F16") if scales and want[0] == "F32" else (want[0],)
+        if e.dtype not in ok or e.shape != want[1]:
             raise _fail(path, f"tensor {name!r} is {e.dtype} {list(e.shape)}, expected {want[0]} "
-                              f"{list(want[1])}")
+                              f"{list(want[1])}" + (" (scales: F32 or F16)" if len(ok) > 1 else ""))
         if e.offset % _DTYPES[e.dtype].itemsize:
             raise _fail(path, f"tensor {name!r} at byte {e.offset} is not "
                               f"{_DTYPES[e.dtype].itemsize}-byte aligned")

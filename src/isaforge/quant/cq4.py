@@ -139,6 +139,16 @@ def _nearest(v: np.ndarray, cb: np.ndarray) -> np.ndarray:
     return np.searchsorted(t, v).astype(np.uint8)
 
 
+def fp16_scales(s: np.ndarray) -> np.ndarray:
+    """Float32 scales rounded to float16 values (so a .isaf stores them as F16, losslessly, as
+    GGUF stores Q4_0's) when that costs at most 2^-8 relative error on every one (each nonzero
+    |s| in [2^-17, 65504]; normal float16s lose at most 2^-11); else unchanged."""
+    a = np.abs(s[s != 0])
+    if a.size and (a.min() < 2.0 ** -17 or a.max() >= 65504):
+        return s
+    return s.astype(np.float16).astype(np.float32)
+
+
 def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale: str = "norm",
                  rotate: bool = True, chunk_rows: int = 2048) -> Q4Tensor:
     """CQ4 of a float (rows, cols) matrix (see the module docstring)."""
@@ -184,7 +194,7 @@ def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale
             alpha = np.where(cc > 0, (g * c).sum(axis=2) / np.where(cc > 0, cc, 1.0), 0.0)
         nib[r0:r1] = pack_nibbles(idx.reshape(r1 - r0, kpad))
         s_out[r0:r1] = alpha / np.sqrt(gs) if rotate else alpha
-    return Q4Tensor(nib, s_out, cb.copy(), gs, cols, signs=signs, kind="cq4",
+    return Q4Tensor(nib, fp16_scales(s_out), cb.copy(), gs, cols, signs=signs, kind="cq4",
                     seed=seed if rotate else None)
 
 
@@ -336,5 +346,5 @@ def gptq_cq4(w: np.ndarray, h: np.ndarray, group_size: int, seed: int = DEFAULT_
         x[:, i2:] -= err @ hinv[i1:i2, i2:]
         alpha_all[:, g] = alpha
     s = alpha_all / np.sqrt(gs) if rotate else alpha_all
-    return Q4Tensor(pack_nibbles(idx), s.astype(np.float32), cb.copy(), gs, cols, signs=signs,
-                    kind="cq4", seed=seed if rotate else None)
+    return Q4Tensor(pack_nibbles(idx), fp16_scales(s.astype(np.float32)), cb.copy(), gs, cols,
+                    signs=signs, kind="cq4", seed=seed if rotate else None)
