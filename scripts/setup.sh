@@ -20,4 +20,9 @@ fi
 if ! python3 -m isaforge pull gemma3-270m; then
     echo "setup: could not pull gemma3-270m; its tests will skip (run \`isaforge pull gemma3-270m\`)" >&2
 fi
+# the evaluation text of `isaforge eval` (The Devil's Dictionary, public domain, from Debian's
+# dict-devil .deb via apt-get download, checksum verified; apt's lists are read first if empty)
+python3 -m isaforge pull devils-dictionary || { [ "$(id -u)" = 0 ] && apt-get update -qq && \
+    python3 -m isaforge pull devils-dictionary; } || \
+    echo "setup: could not pull the evaluation text; its tests will skip (\`isaforge pull devils-dictionary\`)" >&2
 echo "setup: done. Try: isaforge run \"Write a haiku about the sea.\""

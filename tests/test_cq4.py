@@ -23,6 +23,7 @@ from isaforge.quant.cq4 import (
     lloyd_max_levels,
     parse_quant,
     quantize_cq4,
+    quantize_iq4_nl,
     quantize_q4_0,
 )
 from isaforge.quant.ggml import KVALUES_IQ4NL
@@ -96,6 +97,53 @@ def test_padding_and_exact_rotation_contract():
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def _rel_err(t, w):
+    d = t.dequantize().astype(np.float64) - w
+    return float((d * d).sum() / (w.astype(np.float64) ** 2).sum())
+
+
+@pytest.mark.parametrize("scale", ["norm", "lsq"])
+def test_padded_groups_spend_their_codes(scale):
+    """A row of 64 at GS 128 is padded to 128: with Sylvester's H its rotated group is two equal
+    copies of the 64-point rotation. Rounded alike (the old assignment) they gave exactly GS
+    64's error; assigned with the error fed forward, the second copy corrects the first."""
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=(200, 64)).astype(np.float32)
+    e64, e128 = _rel_err(quantize_cq4(w, 64, scale=scale), w), \
+        _rel_err(quantize_cq4(w, 128, scale=scale), w)
+    assert e128 < 0.45 * e64, (e128, e64)
+    # rows that fill their groups are untouched: rounding to nearest, code by code
+    full = rng.normal(size=(8, 256)).astype(np.float32)
+    t = quantize_cq4(full, 128, scale="norm")
+    from isaforge.quant.q4 import fwht
+    r = fwht(full.astype(np.float64) * t.signs, 128).reshape(8, 2, 128) / np.sqrt(128)
+    cb, step = codebook(128)
+    u = r / np.sqrt((r * r).sum(axis=2, keepdims=True)) / step
+    near = np.abs(u[..., None] - cb.astype(np.float64)).argmin(axis=-1)
+    assert np.array_equal(t.indices().reshape(8, 2, 128), near)
+    # a row of 172 (groups 0 real, 1 with 44 real of 128) still meets the C contract
+    # (test_padding_and_exact_rotation_contract) and only its padded group changes
+    part = rng.normal(size=(50, 172)).astype(np.float32)
+    assert _rel_err(quantize_cq4(part, 128, scale=scale), part) < \
+        _rel_err(quantize_cq4(part, 64, scale=scale), part)
+
+
+def test_iq4_nl_made_here():
+    """IQ4_NL blocks made by ggml's scale search: the values are IQ4_NL's table times one fp16
+    scale per 32 (read back through the GGUF block reader), closer than Q4_0 on heavy tails."""
+    rng = np.random.default_rng(9)
+    w = rng.standard_t(5, size=(40, 200)).astype(np.float32)
+    t = quantize_iq4_nl(w)
+    assert t.kind == "iq4_nl" and t.kpad == 224 and t.s.shape == (40, 7)
+    assert np.array_equal(t.codebook, KVALUES_IQ4NL)
+    assert np.array_equal(t.s, t.s.astype(np.float16).astype(np.float32))
+    e_nl, e_q4 = _rel_err(t, w), _rel_err(quantize_q4_0(w), w)
+    assert e_nl < 0.8 * e_q4 and e_nl < 0.01, (e_nl, e_q4)
+    z = quantize_iq4_nl(np.zeros((2, 32), np.float32))
+    assert not z.dequantize().any()
+    assert parse_quant("iq4_nl").four_bit and str(parse_quant("IQ4_NL")) == "iq4_nl"
+
+
 def test_parse_quant():
     assert str(parse_quant("CQ4-128-lsq")) == "cq4-128-lsq"
     assert parse_quant("cq4").group_size is None and parse_quant("cq4-norot").rotate is False
@@ -118,7 +166,7 @@ TOKS_S = [1, 403, 407, 261, 378, 300, 260, 279, 11, 260]
 
 
 @pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
-@pytest.mark.parametrize("quant", ["cq4-128", "cq4-32-lsq", "cq4-64-norot", "q4_0"])
+@pytest.mark.parametrize("quant", ["cq4-128", "cq4-32-lsq", "cq4-64-norot", "q4_0", "iq4_nl"])
 def test_stories260k_4bit_identical_across_tiers(quant):
     m = read_model(STORIES, quant)
     assert all(isinstance(x, Q4Tensor) for x in m.weights.w2)

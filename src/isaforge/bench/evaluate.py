@@ -8,9 +8,11 @@ token (perplexity = exp of their mean), the KL divergence KL(reference || model)
 softmax distributions (float64), and whether the two argmaxes agree. Reported: perplexity of
 both, mean and 99th-percentile KL, top-1 agreement, as a table and as JSON.
 
-The default reference is the same file loaded with --quant f32. The default text is Python's
-reference documentation as every CPython ships it (pydoc_data.topics, PSF License: human-written
-English prose about the language; its topics concatenated in sorted order)."""
+The default reference is the same file loaded with --quant f32. The default text is Ambrose
+Bierce's The Devil's Dictionary (1911, public domain: human-written English prose, a few verses),
+from Debian's dict-devil package, which the set-up pulls (`isaforge pull devils-dictionary`, a
+pinned, checksummed .deb; pulled on first use otherwise): its dictd header lines dropped, from
+its preface on, the first --chars characters."""
 
 from __future__ import annotations
 
@@ -21,13 +23,29 @@ import time
 
 import numpy as np
 
-DEFAULT_CHARS = 60_000  # of the default text: about 13,000 SmolLM2 tokens
+DEFAULT_CHARS = 40_000  # of the default text: 10,047 SmolLM2 tokens
+TEXT_NAME = "devils-dictionary"  # pull.TEXTS
 
 
-def default_text(chars: int = DEFAULT_CHARS) -> str:
-    import pydoc_data.topics as topics
+def clean_text(raw: str) -> str:
+    """The evaluation text from the pulled file: from the preface on (the dictd header and the
+    transcriber's notice before it dropped)."""
+    at = raw.find("PREFACE")
+    if at < 0:
+        raise ValueError(f"{TEXT_NAME}: no PREFACE line; not the expected text")
+    return raw[raw.rfind("\n", 0, at) + 1:]
 
-    return "".join(topics.topics[k] for k in sorted(topics.topics))[:chars]
+
+def default_text(chars: int = DEFAULT_CHARS, pull_missing: bool = True) -> str:
+    """The first `chars` characters of the default evaluation text (pulled when missing and
+    `pull_missing`; FileNotFoundError otherwise)."""
+    from isaforge import pull
+
+    path = pull.model_path(TEXT_NAME)
+    if not path.is_file() and not pull_missing:
+        raise FileNotFoundError(f"{path}: not pulled (isaforge pull {TEXT_NAME})")
+    path = pull.ensure_model(TEXT_NAME)
+    return clean_text(path.read_text(encoding="utf-8"))[:chars]
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -118,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quant", default=["q8"], nargs="+", help=f"the model's: {QUANT_HELP}; "
                    "several values evaluate each against one reference run")
     p.add_argument("--ref-quant", default="f32", help="the reference's (default f32)")
-    p.add_argument("--text", default=None, help="UTF-8 text file (default: Python's reference "
-                   "documentation, pydoc_data.topics)")
+    p.add_argument("--text", default=None, help="UTF-8 text file (default: The Devil's Dictionary, "
+                   f"public domain, `isaforge pull {TEXT_NAME}`)")
     p.add_argument("--chars", type=int, default=DEFAULT_CHARS,
                    help=f"characters of the text used (default {DEFAULT_CHARS})")
     p.add_argument("--ctx", type=int, default=512, help="tokens per window (default 512)")
@@ -158,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"model": a.model, "quant": q,
                      "bits_per_weight": bits_per_weight(m.engine.model), "reference": ref_path,
                      "reference_quant": a.ref_quant, "tokens": len(tokens), "ctx": a.ctx,
-                     "text": a.text or "pydoc_data.topics", "chars": len(text), **r})
+                     "text": a.text or TEXT_NAME, "chars": len(text), **r})
         del m
         if a.json:  # after every row: a long run that is cut short keeps what it measured
             with open(a.json, "w") as f:

@@ -88,10 +88,10 @@ def rotation_signs(seed: int, kpad: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class QuantSpec:
-    """A --quant value: "q8", "f32", "cq4[-GS][-norm|-lsq][-norot]" or "q4_0" (Q4_0 blocks of
-    32 made here from float weights, rows zero-padded like CQ4's)."""
+    """A --quant value: "q8", "f32", "cq4[-GS][-norm|-lsq][-norot]", "q4_0" or "iq4_nl" (Q4_0 /
+    IQ4_NL blocks of 32 made here from float weights, rows zero-padded like CQ4's)."""
 
-    kind: str  # "q8", "f32", "cq4", "q4_0"
+    kind: str  # "q8", "f32", "cq4", "q4_0", "iq4_nl"
     group_size: int | None = None  # cq4: None = the default for the model
     scale: str = "norm"
     rotate: bool = True
@@ -99,7 +99,7 @@ class QuantSpec:
 
     @property
     def four_bit(self) -> bool:
-        return self.kind in ("cq4", "q4_0")
+        return self.kind in ("cq4", "q4_0", "iq4_nl")
 
     def __str__(self) -> str:
         if self.kind != "cq4":
@@ -110,7 +110,7 @@ class QuantSpec:
 
 
 QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq] (4-bit codebook, rotated; "
-              "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are) or q4_0")
+              "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are), q4_0 or iq4_nl")
 
 
 def parse_quant(spec: str | QuantSpec) -> QuantSpec:
@@ -118,7 +118,7 @@ def parse_quant(spec: str | QuantSpec) -> QuantSpec:
     if isinstance(spec, QuantSpec):
         return spec
     s = str(spec).strip().lower()
-    if s in ("q8", "f32", "q4_0"):
+    if s in ("q8", "f32", "q4_0", "iq4_nl"):
         return QuantSpec(s)
     m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot|gptq))*)", s)
     if not m:
@@ -192,10 +192,46 @@ def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale
             c = cbf[idx]
             cc = (c * c).sum(axis=2)
             alpha = np.where(cc > 0, (g * c).sum(axis=2) / np.where(cc > 0, cc, 1.0), 0.0)
+        if rotate and kpad > cols:  # groups holding padding: spend their spare codes
+            for gi in range(cols // gs, ng):
+                idx[:, gi] = _padded_group(g[:, gi], alpha[:, gi], cb, step, signs, gi, gs,
+                                           cols)
         nib[r0:r1] = pack_nibbles(idx.reshape(r1 - r0, kpad))
         s_out[r0:r1] = alpha / np.sqrt(gs) if rotate else alpha
     return Q4Tensor(nib, fp16_scales(s_out), cb.copy(), gs, cols, signs=signs, kind="cq4",
                     seed=seed if rotate else None)
+
+
+def _padded_group(g: np.ndarray, alpha: np.ndarray, cb: np.ndarray, step: float,
+                  signs: np.ndarray, gi: int, gs: int, cols: int, damp: float = 0.01
+                  ) -> np.ndarray:
+    """Codes of one rotated group that holds padding (rows, gs), by sequential error feedback.
+
+    Only the group's real coordinates survive the inverse rotation (x = R^T r, R = H diag(s) /
+    sqrt(gs)), so the error that counts is e^T (R D R^T) e with D the group's real-column mask:
+    R D R^T = H D H / gs (s * s = 1), of rank `real` < gs. Rounding each coordinate to its
+    nearest code ignores that: with Sylvester's H a group padded to twice its length is two
+    equal copies (H_2n [a, 0] = [H_n a, H_n a]), both rounded alike, so the padding's codes
+    carry nothing. Assigning the coordinates in order with the error carried forward through
+    that (damped) metric, as gptq_cq4 does with a calibrated one, lets the later copy correct
+    the earlier (no data needed: the metric is exact). Groups without padding are untouched."""
+    real = np.clip(cols - gi * gs, 0, gs)
+    mask = np.zeros(gs)
+    mask[:real] = 1.0
+    hmat = fwht(fwht(np.diag(mask), gs).T.copy(), gs).T / gs  # H D H / gs
+    hmat += damp * (real / gs) * np.eye(gs)
+    u = np.linalg.cholesky(np.linalg.inv(hmat)).T  # upper: H^-1 = U^T U
+    blk = g.astype(np.float64).copy()
+    a = np.asarray(alpha, np.float64)
+    safe = np.where(a > 0, a, 1.0)
+    cbv = cb.astype(np.float64)
+    idx = np.empty(blk.shape, np.uint8)
+    for j in range(gs):
+        q = _nearest(blk[:, j] / safe, cb)
+        idx[:, j] = q
+        e = (blk[:, j] - a * cbv[q]) / u[j, j]
+        blk[:, j:] -= np.outer(e, u[j, j:])
+    return idx
 
 
 def quantize_q4_0(w: np.ndarray) -> Q4Tensor:
@@ -216,11 +252,60 @@ def quantize_q4_0(w: np.ndarray) -> Q4Tensor:
     return t
 
 
+def quantize_iq4_nl(w: np.ndarray, ntry: int = 7) -> Q4Tensor:
+    """GGUF IQ4_NL of a float (rows, cols) matrix (rows zero-padded to a multiple of 32), by
+    ggml's search without an importance matrix (quantize_row_iq4_nl_impl, weights x^2): per
+    block of 32, the scale -max / -127 and the 2 * ntry + 1 scales (itry - 127) / max, each
+    with its nearest-level assignment and least-squares scale, the one of the largest
+    sum(w q x)^2 / sum(w q^2) kept, stored as fp16, then each value re-assigned to its nearest
+    level at that scale; held as a Q4Tensor by the GGUF block reader (q4_split)."""
+    from isaforge.quant.ggml import KVALUES_IQ4NL, q4_split
+
+    w = np.asarray(w, np.float32)
+    rows, cols = w.shape
+    kpad = padded_length(cols, 32)
+    x = np.zeros((rows, kpad), np.float64)
+    x[:, :cols] = w
+    b = x.reshape(-1, 32)
+    kv = KVALUES_IQ4NL.astype(np.float64)
+    wt = b * b
+    at = np.abs(b).argmax(axis=1)
+    mx = b[np.arange(len(b)), at]
+    ok = mx != 0
+    safe = np.where(ok, mx, 1.0)
+
+    def fit(inv):
+        q = kv[_nearest(b * inv[:, None], KVALUES_IQ4NL)]
+        sqx, sq2 = (wt * q * b).sum(axis=1), (wt * q * q).sum(axis=1)
+        return sqx, sq2
+
+    sqx, sq2 = fit(-kv[0] / safe)  # id = 1 / d, d = max / -127
+    d = np.where(sq2 > 0, sqx / np.where(sq2 > 0, sq2, 1), 0.0)
+    best = d * sqx
+    for itry in range(-ntry, ntry + 1):
+        sqx, sq2 = fit((itry + kv[0]) / safe)
+        better = (sq2 > 0) & (sqx * sqx > best * sq2)
+        d = np.where(better, sqx / np.where(sq2 > 0, sq2, 1), d)
+        best = np.where(better, d * sqx, best)
+    d16 = np.where(ok, d, 0.0).astype(np.float16)
+    df = d16.astype(np.float64)
+    idx = _nearest(b / np.where(df != 0, df, 1.0)[:, None], KVALUES_IQ4NL)
+    idx = np.where((df != 0)[:, None], idx, _nearest(np.zeros_like(b), KVALUES_IQ4NL))
+    blocks = np.empty((len(b), 18), np.uint8)
+    blocks[:, :2] = d16.view(np.uint8).reshape(-1, 2)
+    blocks[:, 2:] = idx[:, :16] | (idx[:, 16:] << 4)
+    t = q4_split(blocks.reshape(-1), 20, rows, kpad)
+    t.cols = cols
+    return t
+
+
 def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = DEFAULT_SEED
                   ) -> Q4Tensor:
-    """A float matrix by a 4-bit QuantSpec (cq4 at group_size, or q4_0)."""
+    """A float matrix by a 4-bit QuantSpec (cq4 at group_size, q4_0 or iq4_nl)."""
     if spec.kind == "q4_0":
         return quantize_q4_0(w)
+    if spec.kind == "iq4_nl":
+        return quantize_iq4_nl(w)
     return quantize_cq4(w, group_size, seed, spec.scale, spec.rotate)
 
 

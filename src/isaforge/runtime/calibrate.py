@@ -65,8 +65,8 @@ CALIBRATE_ON = os.environ.get("ISAFORGE_CALIBRATE_ON", "generated")
 
 def calibration_text(chars: int = 40_000) -> str:
     """The default calibration text: Python's reference documentation (pydoc_data.topics, PSF
-    License), its topics in sorted order from character 100,000 on: disjoint from what
-    `isaforge eval` scores by default (the first 60,000 characters)."""
+    License), its topics in sorted order from character 100,000 on; not the evaluation text
+    (`isaforge eval` scores The Devil's Dictionary by default)."""
     import pydoc_data.topics as topics
 
     return "".join(topics.topics[k] for k in sorted(topics.topics))[100_000:100_000 + chars]
