@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "cpu/cpu.h"
 #include "embed.h"
 #include "isaforge.h"
 #include "kernels/kernels.h"
@@ -53,6 +54,12 @@ struct if_model {
     size_t n_threads;
     size_t gemv_rows_per_thread; /* decode matmuls' thread budget (if_model_opts), 0: off */
     size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
+    /* SME2 hybrid split (if_model_opts.sme2_workers): in a Q8 matmul, workers tid < sme2_workers
+     * run the SME2 kernel, the others these non-streaming kernels over the same row-major
+     * weights (bit-identical results); NULL: no split */
+    size_t sme2_workers;
+    const if_q8_gemv_kernel *q8_gemv_alt;
+    const if_q8_gemm_kernel *q8_gemm_alt;
     size_t max_mat_work;         /* rows * cols of the largest matrix (one row's matmul work) */
     /* activations, (ub, width) row-major; a decode step uses row 0 */
     float *x;      /* (ub, dim) residual stream; the final-normed rows after the layers */
@@ -91,6 +98,27 @@ static const if_kv_layer *kv_of(const if_model *m, size_t l, size_t r) {
 /* Position of row r of a chunk starting at pos0 (a batched step: the row's own). */
 static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
     return m->bpos ? m->bpos[r] : pos0 + r;
+}
+
+/* The SME2 hybrid split's non-streaming kernels: the SME2 Q8 kernels read the row-major int8
+ * (no packed layout), so the fallback is the best usable tier whose Q8 GEMV and GEMM read it
+ * too: dotprod (GEMV 1x4, GEMM 4x4), else neon. Not i8mm: its GEMM reads its own packed
+ * layout, which an SME2 model never makes. k = 0, or no SME2 kernel in the model: no split. */
+static void sme2_split(if_model *m, size_t k) {
+    const uint32_t have = if_cpu_detect()->flags;
+    const if_kernel_table *alt = NULL;
+    if (!k || !((m->gemv_k->q8_gemv->requires | m->gemm_k->q8_gemm->requires) & IF_FEAT_SME))
+        return;
+    for (size_t i = 0; i < if_tier_count(); i++) {
+        const if_kernel_table *t = if_tier_table(i);
+        if ((strcmp(t->tier, "dotprod") == 0 || (!alt && strcmp(t->tier, "neon") == 0)) &&
+            !t->q8_gemm->pack && !((t->q8_gemv->requires | t->q8_gemm->requires) & ~have))
+            alt = t;
+    }
+    if (!alt) return;
+    m->sme2_workers = k;
+    m->q8_gemv_alt = alt->q8_gemv;
+    m->q8_gemm_alt = alt->q8_gemm;
 }
 
 #define ERR(...)                                               \
@@ -200,10 +228,21 @@ typedef struct mm_job {
     const float *x; /* fp32 input (M, cols) */
     const int8_t *xq;
     const float *xs;
+    /* the SME2 hybrid split (set by split_job): tid >= split runs gv2 / gm2; NULL: none */
+    const if_q8_gemv_kernel *gv2;
+    const if_q8_gemm_kernel *gm2;
+    size_t split;
 } mm_job;
 
+/* Give a Q8 matmul's job the model's SME2 hybrid split (if any). */
+static void split_job(const if_model *m, mm_job *j) {
+    if (!m->sme2_workers || j->w->dtype != IF_Q8) return;
+    j->split = m->sme2_workers;
+    if (j->k->q8_gemv->requires & IF_FEAT_SME) j->gv2 = m->q8_gemv_alt;
+    if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
+}
+
 static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
-    (void)tid;
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     if (w->dtype == IF_Q4)
@@ -212,13 +251,13 @@ static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
     else if (w->dtype == IF_F32)
         j->k->f32_gemv->run(j->out, j->x, w->f32, n0, n1, w->cols);
     else
-        j->k->q8_gemv->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
+        (j->gv2 && tid >= j->split ? j->gv2 : j->k->q8_gemv)
+            ->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
 }
 
 /* Task t covers activation-row tile t % m_tiles and output-row tile t / m_tiles, so a thread's
  * contiguous range of tasks walks few weight tiles (each reused across the activation tiles). */
 static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
-    (void)tid;
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     const size_t K = w->cols, gs = w->group_size;
@@ -242,8 +281,9 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
             for (size_t m = 0; m < mm; m++)
                 j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
         } else {
-            j->k->q8_gemm->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s,
-                          n0, n1, K, gs);
+            (j->gm2 && tid >= j->split ? j->gm2 : j->k->q8_gemm)
+                ->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s, n0,
+                      n1, K, gs);
         }
     }
 }
@@ -345,6 +385,7 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
             return;
         }
         mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
+        split_job(m, &j);
         run_tasks(f, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
         return;
     }
@@ -353,6 +394,7 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
     gemm_tiles(f, M, w->rows, g->mr, g->nr, &mt, &nt, &m_tiles, &n_tiles);
     mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
                 m->xq, m->xs};
+    if (!packed) split_job(m, &j);
     run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
 }
 
@@ -1185,6 +1227,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->n_seqs = opts->n_seqs ? opts->n_seqs : 1;
     m->gemv_rows_per_thread = opts->gemv_rows_per_thread;
     m->par_min_work = opts->par_min_work ? opts->par_min_work : PAR_MIN_WORK;
+    sme2_split(m, opts->sme2_workers);
     for (size_t i = 0; i <= N_MATS; i++) { /* every layer has layer 0's shapes */
         const if_matrix *mi = i == N_MATS ? &w->wcls : if_layer_matrix(&w->layers[0], i);
         if (mi->rows * mi->cols > m->max_mat_work) m->max_mat_work = mi->rows * mi->cols;

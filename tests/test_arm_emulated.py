@@ -322,6 +322,35 @@ def libm_comparison(toolchain, drivers, tmp_path) -> str:
     return "; ".join(parts) or "no difference on the sampled inputs"
 
 
+@pytest.mark.parametrize("cpu", ["max-sme128", "max-sme512"])
+def test_sme2_hybrid_split_gives_the_single_tier_bits(toolchain, drivers, v2_model, tmp_path,
+                                                      cpu):
+    """The SME2 hybrid split (if_model_opts.sme2_workers = k): in every Q8 matmul, decode and
+    prefill, workers 0..k-1 run the SME2 kernels and the rest dotprod's over the same row-major
+    weights. Logits at 2 and 3 threads and k = 0, 1, 2, 3 equal one thread's SME2-only logits
+    and the dotprod tier's bit for bit (par_min_work 1: every matmul is split)."""
+    def run(name: str, **extra: str) -> tuple[str, np.ndarray]:
+        f = tmp_path / f"{name}.f32"
+        r = emu(toolchain, drivers, cpu, "forward", str(v2_model), str(f), str(N_TOKENS),
+                env=_env(**extra))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "prefill_equal=yes" in r.stdout, r.stdout
+        return r.stdout, np.fromfile(f, dtype="<f4")
+
+    out, ref = run("sme2-1t")
+    assert "decode=sme2 prefill=sme2" in out, out
+    out, dot = run("dotprod-1t", ISAFORGE_KERNEL="dotprod")
+    assert "decode=dotprod prefill=dotprod" in out, out
+    assert ref.size == dot.size > 0 and ref.tobytes() == dot.tobytes()
+    for threads in (2, 3):
+        for k in (0, 1, 2, 3):
+            out, got = run(f"t{threads}k{k}", IF_TEST_THREADS=str(threads),
+                           IF_TEST_SME2_WORKERS=str(k), IF_TEST_PAR_MIN_WORK="1")
+            assert "decode=sme2 prefill=sme2" in out, out
+            assert got.tobytes() == ref.tobytes(), (
+                f"threads={threads} sme2_workers={k}: " + describe_difference(got, ref))
+
+
 def test_forward_aarch64_identical_on_every_cpu_model(model_logits):
     ref = model_logits["aarch64:cortex-a53"]
     for cpu in CPUS:

@@ -94,7 +94,8 @@ def test_smollm2_real_file_bit_identical_across_threads_and_budgets(smollm2_gguf
 @pytest.mark.parametrize("name,value", [("GEMV_ROWS_PER_THREAD", "many"),
                                         ("GEMV_ROWS_PER_THREAD", "-1"),
                                         ("GEMV_ROWS_PER_THREAD", "2.5"),
-                                        ("PAR_MIN_WORK", "lots"), ("PAR_MIN_WORK", "-3")])
+                                        ("PAR_MIN_WORK", "lots"), ("PAR_MIN_WORK", "-3"),
+                                        ("SME2_WORKERS", "two"), ("SME2_WORKERS", "-2")])
 def test_bad_override_names_the_variable(stories, monkeypatch, name, value):
     monkeypatch.setenv(f"ISAFORGE_{name}", value)
     with pytest.raises(ValueError, match=f"ISAFORGE_{name}={value!r}"):
@@ -116,3 +117,19 @@ def test_overrides_reach_the_engine(stories, monkeypatch):
     for kw in ({"gemv_rows_per_thread": -1}, {"par_min_work": -1}):
         with pytest.raises(ValueError, match=next(iter(kw))):
             Engine(model, threads=2, **kw)
+
+
+def test_sme2_split_defaults_off_and_checks_its_value(stories, monkeypatch):
+    """ISAFORGE_SME2_WORKERS defaults to 0 (no split until measured on SME2 silicon); on a
+    machine without SME2 a split asks for nothing and changes no bit (qemu covers SME2 itself:
+    tests/test_arm_emulated.py)."""
+    monkeypatch.delenv("ISAFORGE_SME2_WORKERS", raising=False)
+    assert settings.SME2_WORKERS == 0 and settings.sme2_workers() == 0
+    monkeypatch.setenv("ISAFORGE_SME2_WORKERS", " 2 ")
+    assert settings.sme2_workers() == 2
+    model = read_llama2c(stories / "stories260K.bin")
+    with pytest.raises(ValueError, match="sme2_workers"):
+        Engine(model, threads=2, sme2_workers=-1)
+    prompt = [1, 403, 407, 261, 378]
+    want = run(Engine(model, threads=1), prompt, 8)
+    assert run(Engine(model, threads=2, par_min_work=1), prompt, 8) == want

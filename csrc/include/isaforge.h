@@ -475,6 +475,10 @@ typedef struct if_model_opts {
     size_t gemv_rows_per_thread;
     /* Work (multiply-adds) below which an op runs on the calling thread alone (0: 2^17). */
     size_t par_min_work;
+    /* SME2 hybrid split: when the model's Q8 kernels are SME2, workers 0..k-1 of each Q8
+     * matmul run them (streaming mode) and the others the non-streaming dotprod (else neon)
+     * kernels over the same weights, with the same result bits. 0: no split. */
+    size_t sme2_workers;
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */

@@ -110,6 +110,19 @@ def par_min_work() -> int:
                    "multiply-adds below which an op runs on one thread, 0 for the default")
 
 
+# SME2 hybrid split: in each Q8 matmul of a model whose kernels are SME2, workers 0..k-1 run
+# the SME2 (streaming-mode) kernel and the rest the non-streaming dotprod/neon one, with the
+# same result bits. 0 (no split) until it is measured on real SME2 silicon (tested under qemu).
+SME2_WORKERS = 0
+
+
+def sme2_workers() -> int:
+    """ISAFORGE_SME2_WORKERS (an integer >= 0; 0: every worker runs the model's own kernels),
+    else SME2_WORKERS: streaming-mode workers per Q8 matmul of an SME2 model."""
+    return env_int("SME2_WORKERS", SME2_WORKERS, 0,
+                   "SME2 streaming-mode workers per matmul, 0 for no split")
+
+
 TEMPLATE_CHARS_PER_POSITION = 16
 
 

@@ -785,6 +785,23 @@ static int cmd_forward(int argc, char **argv) {
         fprintf(stderr, "forward: %s\n", err);
         return 2;
     }
+    /* test-only settings (the Python package passes them in): threads, the SME2 hybrid split's
+     * streaming workers, and par_min_work (1: split even stories260K's tiny matmuls) */
+    static const char *const knobs[] = {"IF_TEST_THREADS", "IF_TEST_SME2_WORKERS",
+                                        "IF_TEST_PAR_MIN_WORK"};
+    size_t *dsts[] = {&opts.n_threads, &opts.sme2_workers, &opts.par_min_work};
+    for (size_t i = 0; i < 3; i++) {
+        const char *v = getenv(knobs[i]);
+        if (!v || !*v) continue;
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (*end || x < 0 || (i == 0 && x == 0)) {
+            fprintf(stderr, "forward: %s=%s is not a valid count\n", knobs[i], v);
+            model_file_free(&mf);
+            return 2;
+        }
+        *dsts[i] = (size_t)x;
+    }
     if_model *m = NULL;
     if (if_model_create_opts(&mf.cfg, &mf.w, &opts, &m, err, sizeof err) != IF_OK) {
         fprintf(stderr, "forward: if_model_create: %s\n", err);

@@ -158,7 +158,8 @@ class Engine:
 
     def __init__(self, model: LoadedModel, threads: int | None = None, ubatch: int = 0,
                  kv_cache: str = "f32", kernel: str | None = None, n_seqs: int = 1,
-                 gemv_rows_per_thread: int | None = None, par_min_work: int | None = None):
+                 gemv_rows_per_thread: int | None = None, par_min_work: int | None = None,
+                 sme2_workers: int | None = None):
         kv_type = _kv_type(kv_cache)  # n_seqs: KV cache slots (runtime/batch.py)
         # decode matmuls' thread budget (settings.gemv_rows_per_thread; 0: the whole pool)
         rows_per_thread = (settings.gemv_rows_per_thread() if gemv_rows_per_thread is None
@@ -169,6 +170,10 @@ class Engine:
         min_work = settings.par_min_work() if par_min_work is None else int(par_min_work)
         if min_work < 0:
             raise ValueError(f"par_min_work must be >= 0, got {min_work}")
+        # SME2 hybrid split (settings.sme2_workers; 0: none): streaming-mode workers per matmul
+        sme2 = settings.sme2_workers() if sme2_workers is None else int(sme2_workers)
+        if sme2 < 0:
+            raise ValueError(f"sme2_workers must be >= 0, got {sme2}")
         if ubatch < 0:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
@@ -199,7 +204,7 @@ class Engine:
                                 _releaser(w, mats, native), vectors=self._vectors,
                                 rope_freqs=self._rope_freqs,
                                 n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
-                                par_min_work=min_work)
+                                par_min_work=min_work, sme2_workers=sme2)
         native.append(self._m)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: no row-major int8 stays resident
