@@ -79,7 +79,7 @@ def test_q4_scalar_objects_use_none(drivers):  # noqa: F811
 
 def _dump(model, path):
     """model (a Llama-layer LoadedModel) in q4_native_test's q4gen dump format."""
-    from isaforge.runtime.engine import LAYER_MATRICES, _matrix_spec
+    from isaforge.runtime.engine import LAYER_MATRICES, Engine, _matrix_spec
     c, w = model.config, model.weights
     assert not any(v is not None for v in w.vectors.values()) and w.rope_freqs is None
     assert not (c.sliding_window or c.head_dim or c.act or c.rope_neox or c.embed_scale
@@ -106,7 +106,8 @@ def _dump(model, path):
         if signs is not None:
             arr(signs)
 
-    arr(w.tok_embeddings.astype(np.float32))
+    # the token rows as the core looks them up (the table is quantized: Q8 or 4-bit rows)
+    arr(Engine(model, threads=1, kernel="scalar").embed(np.arange(c.vocab_size)))
     arr(w.rms_final.astype(np.float32))
     mat(w.wcls)
     for layer in range(c.n_layers):
