@@ -124,20 +124,16 @@ void if_embed_rows(if_embed *e, float *x, const int32_t *tokens, size_t M) {
     const size_t dim = e->dim, mask = e->nh - 1;
     for (size_t i = 0; i < e->nh; i++) e->hkey[i] = -1;
     for (size_t r = 0; r < M; r++) {
-        if (r >= e->nh / 2) { /* more rows than the table was sized for: no de-duplication */
-            row(e, x + r * dim, (size_t)tokens[r]);
-            if (e->scale != 0.0f)
-                for (size_t i = 0; i < dim; i++) x[r * dim + i] *= e->scale;
-            continue;
+        if (r < e->nh / 2) { /* beyond what the table was sized for: no de-duplication */
+            size_t h = ((uint32_t)tokens[r] * 2654435761u) & mask;
+            while (e->hkey[h] >= 0 && e->hkey[h] != tokens[r]) h = (h + 1) & mask;
+            if (e->hkey[h] == tokens[r]) {
+                memcpy(x + r * dim, x + e->hrow[h] * dim, dim * sizeof(float));
+                continue;
+            }
+            e->hkey[h] = tokens[r];
+            e->hrow[h] = r;
         }
-        size_t h = ((uint32_t)tokens[r] * 2654435761u) & mask;
-        while (e->hkey[h] >= 0 && e->hkey[h] != tokens[r]) h = (h + 1) & mask;
-        if (e->hkey[h] == tokens[r]) {
-            memcpy(x + r * dim, x + e->hrow[h] * dim, dim * sizeof(float));
-            continue;
-        }
-        e->hkey[h] = tokens[r];
-        e->hrow[h] = r;
         row(e, x + r * dim, (size_t)tokens[r]);
         if (e->scale != 0.0f)
             for (size_t i = 0; i < dim; i++) x[r * dim + i] *= e->scale;
