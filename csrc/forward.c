@@ -514,6 +514,12 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     }
 }
 
+/* Multiply-adds an fp32 attention multiply-add is counted as, against par_min_work: one
+ * (its scores, exponentials and P.V in fixed order) costs several times an int8 matmul's,
+ * and below par_min_work the whole step runs on one thread while the others wait (a decode
+ * step at 64 keys was one chunk, 9 % of the step on thread 0 alone; perf, 2-core AVX2). */
+#define ATT_WORK 8
+
 /* The attention of M rows as one step (does not wait). */
 static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
     if_model *m = f->m;
@@ -531,11 +537,11 @@ static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
         size_t most = 0;
         for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
         size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
-        run_tasks(f, M * c->n_kv_heads, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
+        run_tasks(f, M * c->n_kv_heads, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0);
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
-    run_tasks(f, n, 1, att_task, &a, M * 2 * keys * m->q_dim, 0);
+    run_tasks(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
