@@ -104,15 +104,74 @@ def toolchain() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def drivers(toolchain, tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("if_native_test")
+    # one build per session, shared by every module that imports this fixture (each import is
+    # its own fixture instance, so the folder and a marker say whether it was built)
+    out = tmp_path_factory.getbasetemp() / "if_native_test"
     targets = ("aarch64", "native", "x86_64-musl")
-    # The x86-64 builds are the reference for aarch64's scalar tier: they leave the x86 tier
-    # files out (ISAFORGE_NATIVE_X86_TIERS=0), which other tests cover.
-    env = {**os.environ, **toolchain, "ISAFORGE_NATIVE_X86_TIERS": "0"}
-    r = subprocess.run(["bash", str(REPO / "tests" / "native" / "build.sh"), str(out), *targets],
-                       env=env, capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, f"tests/native/build.sh failed:\n{r.stderr[-4000:]}"
+    built = out / "built.ok"
+    if not built.is_file():
+        out.mkdir(exist_ok=True)
+        # The x86-64 builds are the reference for aarch64's scalar tier: they leave the x86
+        # tier files out (ISAFORGE_NATIVE_X86_TIERS=0), which other tests cover.
+        env = {**os.environ, **toolchain, "ISAFORGE_NATIVE_X86_TIERS": "0"}
+        r = subprocess.run(["bash", str(REPO / "tests" / "native" / "build.sh"), str(out),
+                            *targets], env=env, capture_output=True, text=True, timeout=1800)
+        assert r.returncode == 0, f"tests/native/build.sh failed:\n{r.stderr[-4000:]}"
+        built.write_text("ok\n")
     return {t: out / f"if_native_test-{t}" for t in targets}
+
+
+# The long emulator runs (every CPU model's conformance, here and in test_q4_arm.py) start in
+# the background at this module's first test, longest first, as many at a time as the machine
+# has cores, so they overlap each other and the tests in between; a test then takes its run's
+# result (or runs it itself when it was not started). Only selected tests' runs are started.
+_JOBS: dict[tuple, object] = {}
+Q4_CONFORMANCE_TEST = "test_q4_kernels_equal_scalar_under_emulation"
+
+
+def conformance_cmd(toolchain, drivers, kind: str, cpu: str) -> list[str]:
+    """The emulator command of a conformance run: kind "q8" (if_native_test) or "q4"."""
+    full = cpu == FULL_CONFORMANCE or os.environ.get("ISAFORGE_ARM_FULL") == "1"
+    quick = [] if full else ["--quick"]
+    qemu = [toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", CPUS[cpu][0]]
+    if kind == "q4":
+        return [*qemu, str(drivers["aarch64"].parent / "q4_native_test-aarch64"), *quick]
+    return [*qemu, str(drivers["aarch64"]), "conformance", *quick]
+
+
+def conformance_run(toolchain, drivers, kind: str, cpu: str) -> subprocess.CompletedProcess:
+    """The result of a conformance run: the background one if it was started, else run now."""
+    job = _JOBS.pop((kind, cpu), None)
+    if job is not None:
+        return job.result()
+    return subprocess.run(conformance_cmd(toolchain, drivers, kind, cpu), capture_output=True,
+                          text=True, timeout=1800, env=_env())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_conformance_runs(request):
+    import concurrent.futures
+
+    wanted = []
+    for item in request.session.items:
+        cpu = getattr(item, "callspec", None) and item.callspec.params.get("cpu")
+        if item.originalname == "test_conformance_under_emulation" and cpu:
+            wanted.append(("q8", cpu))
+        elif item.originalname == Q4_CONFORMANCE_TEST and cpu:
+            wanted.append(("q4", cpu))
+    if not FORCED and not (CACHE / "env.sh").is_file() or not wanted:
+        yield
+        return
+    tc = request.getfixturevalue("toolchain")
+    dr = request.getfixturevalue("drivers")
+    wanted.sort(key=lambda j: (j[1] != FULL_CONFORMANCE, j[0] != "q8"))  # longest first
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
+    for kind, cpu in wanted:
+        _JOBS[(kind, cpu)] = pool.submit(
+            subprocess.run, conformance_cmd(tc, dr, kind, cpu), capture_output=True,
+            text=True, timeout=1800, env=_env())
+    yield
+    pool.shutdown(wait=False)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -218,8 +277,7 @@ def native_conformance_digest(drivers) -> str:
 
 @pytest.mark.parametrize("cpu", list(CPUS))
 def test_conformance_under_emulation(toolchain, drivers, native_conformance_digest, cpu):
-    full = cpu == FULL_CONFORMANCE or os.environ.get("ISAFORGE_ARM_FULL") == "1"
-    r = emu(toolchain, drivers, cpu, "conformance", *([] if full else ["--quick"]))
+    r = conformance_run(toolchain, drivers, "q8", cpu)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     # the scalar results themselves equal x86-64's: same digest over the same random shapes
     assert _digest(r.stdout) == native_conformance_digest, r.stdout[-500:]

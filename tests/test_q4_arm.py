@@ -8,14 +8,13 @@ TBL + SMMLA; sme2: LUTI4 from ZT0 + SDOT), the scalar ones none."""
 
 from __future__ import annotations
 
-import os
 import struct
 import subprocess
 
 import numpy as np
 import pytest
 
-from test_arm_emulated import CPUS, FULL_CONFORMANCE, drivers, toolchain  # noqa: F401
+from test_arm_emulated import CPUS, conformance_run, drivers, toolchain  # noqa: F401
 
 # CPU model -> the tiers q4_native_test must run besides scalar
 _ALL = ["neon", "dotprod", "i8mm", "sme2"]
@@ -31,13 +30,10 @@ KERNELS = {"neon": ("q4_gemv_1x4_neon", "q4_gemm_4x4_neon"),
 
 @pytest.mark.parametrize("cpu", [c for c in EXPECT if c in CPUS])
 def test_q4_kernels_equal_scalar_under_emulation(toolchain, drivers, cpu):  # noqa: F811
-    exe = drivers["aarch64"].parent / "q4_native_test-aarch64"
     # the full grid where every tier runs at the widest vector; the others skip the large
     # GEMMs except at M = 1 and 17 (as the Q8 conformance) unless ISAFORGE_ARM_FULL=1
-    full = cpu == FULL_CONFORMANCE or os.environ.get("ISAFORGE_ARM_FULL") == "1"
-    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", CPUS[cpu][0], str(exe),
-                        *([] if full else ["--quick"])],
-                       capture_output=True, text=True, timeout=1800)
+    # (started in the background by test_arm_emulated.py when both modules run)
+    r = conformance_run(toolchain, drivers, "q4", cpu)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:]
     ran = [ln.split()[1].rstrip(":") for ln in r.stdout.splitlines() if ln.startswith("tier ")]
     assert ran == EXPECT[cpu], r.stdout
