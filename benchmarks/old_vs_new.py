@@ -28,7 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = sysconfig.get_paths()["purelib"]
+# every site folder this interpreter imports from (a venv's and, with
+# --system-site-packages, the base interpreter's, where numpy may live), minus this tree
+SITE = ":".join(dict.fromkeys(
+    [sysconfig.get_paths()["purelib"]]
+    + [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))
+       and not Path(p).resolve().is_relative_to(ROOT)]))
 
 
 def build_old(rev: str, dest: Path) -> Path:
