@@ -129,13 +129,21 @@ _JOBS: dict[tuple, object] = {}
 Q4_CONFORMANCE_TEST = "test_q4_kernels_equal_scalar_under_emulation"
 
 
+def q4_trace_log(drivers, cpu: str) -> Path | None:
+    """Where the 4-bit conformance run on an SME CPU logs what qemu translated (-d in_asm:
+    test_q4_arm.py checks that every SMOPA / LUTI4 site of the SME2 GEMM ran); None elsewhere."""
+    return drivers["aarch64"].parent / f"q4_in_asm-{cpu}.log" if CPUS[cpu][2] else None
+
+
 def conformance_cmd(toolchain, drivers, kind: str, cpu: str) -> list[str]:
     """The emulator command of a conformance run: kind "q8" (if_native_test) or "q4"."""
     full = cpu == FULL_CONFORMANCE or os.environ.get("ISAFORGE_ARM_FULL") == "1"
     quick = [] if full else ["--quick"]
     qemu = [toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", CPUS[cpu][0]]
     if kind == "q4":
-        return [*qemu, str(drivers["aarch64"].parent / "q4_native_test-aarch64"), *quick]
+        log = q4_trace_log(drivers, cpu)
+        return [*qemu, *(["-d", "in_asm", "-D", str(log)] if log else []),
+                str(drivers["aarch64"].parent / "q4_native_test-aarch64"), *quick]
     return [*qemu, str(drivers["aarch64"]), "conformance", *quick]
 
 

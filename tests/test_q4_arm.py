@@ -4,17 +4,25 @@ runs against the scalar 4-bit kernels and rotation bit for bit on the Q8 conform
 (M x N x K x GS with tails, guard pages after the weights, scales and activations, sentinels
 past the outputs), SME2 at streaming vector lengths 128, 256 and 512; each tier's objects hold
 their instructions (neon: TBL + SMULL/SMLAL2/SADALP and no SDOT; dotprod: TBL + SDOT; i8mm:
-TBL + SMMLA; sme2: LUTI4 from ZT0 + SDOT), the scalar ones none."""
+TBL + SMMLA; sme2: LUTI4 from ZT0 + SDOT for the GEMV, + SMOPA for the GEMM), the scalar
+ones none."""
 
 from __future__ import annotations
 
+import re
 import struct
 import subprocess
 
 import numpy as np
 import pytest
 
-from test_arm_emulated import CPUS, conformance_run, drivers, toolchain  # noqa: F401
+from test_arm_emulated import (  # noqa: F401
+    CPUS,
+    conformance_run,
+    drivers,
+    q4_trace_log,
+    toolchain,
+)
 
 # CPU model -> the tiers q4_native_test must run besides scalar
 _ALL = ["neon", "dotprod", "i8mm", "sme2"]
@@ -25,14 +33,53 @@ EXPECT = {"cortex-a53": ["neon"], "cortex-a76": ["neon", "dotprod"],
 KERNELS = {"neon": ("q4_gemv_1x4_neon", "q4_gemm_4x4_neon"),
            "dotprod": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod"),
            "i8mm": ("q4_gemv_1x4_dotprod", "q4_gemm_4x4_i8mm"),
-           "sme2": ("q4_gemv_1x1_sme2", "q4_gemm_1x1_sme2")}
+           "sme2": ("q4_gemv_1x1_sme2", "q4_gemm_vlxvl_sme2")}
+
+
+# Executed-site checks: (function symbol in the driver, {instruction: (mask, value)}) whose
+# every site must run during the conformance under qemu (-d in_asm logs each translated
+# instruction; qemu translates an instruction only to execute it).
+SMOPA_S8 = (0xFFE0001C, 0xA0800000)  # SMOPA ZAda.S, Pn/M, Pm/M, Zn.B, Zm.B (int8, 4-way)
+LUTI4_B = (0xFFFFBC00, 0xC0CA0000)  # LUTI4 Zd.B, ZT0, Zn[imm]
+EXECUTED = {"sme2": ("q4_gemm_sme2_body", {"smopa": SMOPA_S8, "luti4": LUTI4_B})}
+
+
+def _function_code(path, name: str) -> tuple[int, bytes]:
+    """(address, code bytes) of the function symbol `name` (local or global) in the ELF64
+    executable at path, from its section and symbol tables."""
+    d = path.read_bytes()
+    shoff, = struct.unpack_from("<Q", d, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", d, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsize) for i in range(shnum)]
+    found = []
+    for sec in secs:
+        if sec[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = secs[sec[6]]
+        for off in range(sec[4], sec[4] + sec[5], 24):
+            st_name, st_info, _, shndx, value, size = struct.unpack_from("<IBBHQQ", d, off)
+            start = strtab[4] + st_name
+            if st_info & 0xF == 2 and d[start:d.index(b"\0", start)] == name.encode():
+                code = secs[shndx]
+                found.append((value, d[code[4] + value - code[3]:][:size]))
+    assert len(found) == 1, f"{name}: {len(found)} function symbols in {path}"
+    return found[0]
+
+
+def _sites(words: dict[int, int], pattern: tuple[int, int]) -> set[int]:
+    return {a for a, w in words.items() if w & pattern[0] == pattern[1]}
 
 
 @pytest.mark.parametrize("cpu", [c for c in EXPECT if c in CPUS])
 def test_q4_kernels_equal_scalar_under_emulation(toolchain, drivers, cpu):  # noqa: F811
+    exe = drivers["aarch64"].parent / "q4_native_test-aarch64"
     # the full grid where every tier runs at the widest vector; the others skip the large
     # GEMMs except at M = 1 and 17 (as the Q8 conformance) unless ISAFORGE_ARM_FULL=1
-    # (started in the background by test_arm_emulated.py when both modules run)
+    # (started in the background by test_arm_emulated.py when both modules run; SME CPUs
+    # with qemu's -d in_asm log)
+    log = q4_trace_log(drivers, cpu)
+    trace = any(t in EXECUTED for t in EXPECT[cpu])
+    assert trace == (log is not None), (cpu, log)
     r = conformance_run(toolchain, drivers, "q4", cpu)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout[-2000:]
     ran = [ln.split()[1].rstrip(":") for ln in r.stdout.splitlines() if ln.startswith("tier ")]
@@ -40,6 +87,23 @@ def test_q4_kernels_equal_scalar_under_emulation(toolchain, drivers, cpu):  # no
     for tier in ran:
         gemv, gemm = KERNELS[tier]
         assert f"tier {tier}: {gemv} {gemm} " in r.stdout, r.stdout
+    if not trace:
+        return
+    ran_words = {}  # address -> instruction word, of every instruction qemu translated
+    for m in re.finditer(r"^0x([0-9a-f]+):\s+([0-9a-f]{8})\b", log.read_text(), re.M):
+        ran_words[int(m.group(1), 16)] = int(m.group(2), 16)
+    for tier in ran:
+        if tier not in EXECUTED:
+            continue
+        sym, patterns = EXECUTED[tier]
+        addr, code = _function_code(exe, sym)
+        words = {addr + i: struct.unpack_from("<I", code, i)[0] for i in range(0, len(code), 4)}
+        for insn, pattern in patterns.items():
+            static = _sites(words, pattern)
+            ran_sites = _sites({a: w for a, w in ran_words.items() if a in words}, pattern)
+            print(f"{cpu} {sym}: {insn} {len(static)} sites, {len(ran_sites)} executed")
+            assert static, f"no {insn} in {sym}"
+            assert ran_sites == static, f"{insn} sites of {sym} never executed on {cpu}"
 
 
 def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
@@ -53,7 +117,7 @@ def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
     ("q4_gemv_1x4_dotprod", ["tbl", "sdot"], ["smmla", "luti4"]),
     ("q4_gemm_4x4_i8mm", ["tbl", "smmla"], ["luti4"]),
     ("q4_gemv_1x1_sme2", ["luti4", "sdot"], ["tbl"]),
-    ("q4_gemm_1x1_sme2", ["luti4", "sdot"], ["tbl"]),
+    ("q4_gemm_vlxvl_sme2", ["luti4", "smopa"], ["tbl"]),
 ])
 def test_q4_arm_objects_use_their_instructions(drivers, name, present, absent):  # noqa: F811
     counts = {i: _count(drivers, name, i) for i in present + absent}

@@ -94,7 +94,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_sme2,
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
-     .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_1x1_sme2,
+     .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_vlxvl_sme2,
      .hadamard = &if_k_f32_hadamard_1x1_scalar},
 #endif
 };

@@ -70,9 +70,10 @@ void if_q4_gemv_1x4_neon(IF_Q4_GEMV_ARGS);
 void if_q4_gemm_4x4_neon(IF_Q4_GEMM_ARGS);
 /* i8mm: TBL lookup + SMMLA on the row-major nibbles; GEMM 4 x 4 (decode: the dotprod GEMV) */
 void if_q4_gemm_4x4_i8mm(IF_Q4_GEMM_ARGS);
-/* sme2: LUTI4 from ZT0 + streaming SDOT, any vector length (../q4_sme2_common.h) */
+/* sme2, any vector length: GEMV LUTI4 from ZT0 + streaming SDOT (../q4_sme2_common.h), GEMM
+ * LUTI4 + SMOPA into ZA tiles, VL x VL */
 void if_q4_gemv_1x1_sme2(IF_Q4_GEMV_ARGS);
-void if_q4_gemm_1x1_sme2(IF_Q4_GEMM_ARGS);
+void if_q4_gemm_vlxvl_sme2(IF_Q4_GEMM_ARGS);
 #endif
 
 /* SwiGLU x = silu(x) * g (csrc/kernels/swiglu/): the reference, AVX2 and AVX-512 (same bits) */
