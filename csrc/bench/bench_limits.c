@@ -180,32 +180,43 @@ static peak_loop_fn peak_fn(const char *tier) {
     return NULL;
 }
 
-if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *gops,
-                        char *err, size_t errlen) {
+static peak_loop_fn mix_fn(const char *tier) {
+#if defined(IF_X86_TIERS)
+    if (strcmp(tier, "avx2") == 0) return ifb_mix_loop_avx2;
+#endif
+    (void)tier;
+    return NULL;
+}
+
+/* Run the probe loop fn_of(tier) ("peak" or "mix": what) on `threads` threads. */
+static if_status run_probe(const char *what, peak_loop_fn (*fn_of)(const char *),
+                           const char *tier, size_t threads, size_t iters, double *gops,
+                           char *err, size_t errlen) {
     if (!tier || threads == 0 || threads > MAX_THREADS || iters == 0) {
-        snprintf(err, errlen, "peak: need a tier, 1..%d threads and iters >= 1", MAX_THREADS);
+        snprintf(err, errlen, "%s: need a tier, 1..%d threads and iters >= 1", what,
+                 MAX_THREADS);
         return IF_EINVAL;
     }
     size_t idx = if_tier_count();
     for (size_t i = 0; i < if_tier_count(); i++)
         if (strcmp(if_tier_name(i), tier) == 0) idx = i;
     if (idx == if_tier_count()) {
-        snprintf(err, errlen, "peak: unknown tier '%s'", tier);
+        snprintf(err, errlen, "%s: unknown tier '%s'", what, tier);
         return IF_EINVAL;
     }
     char why[256] = "";
     if (!if_tier_supported(idx, 0, why, sizeof why)) {
-        snprintf(err, errlen, "peak: tier %s cannot run here: %s", tier, why);
+        snprintf(err, errlen, "%s: tier %s cannot run here: %s", what, tier, why);
         return IF_ENOTSUP;
     }
-    peak_loop_fn fn = peak_fn(tier);
+    peak_loop_fn fn = fn_of(tier);
     if (!fn) {
-        snprintf(err, errlen, "peak: no probe loop for tier %s", tier);
+        snprintf(err, errlen, "%s: no probe loop for tier %s", what, tier);
         return IF_ENOTSUP;
     }
     peak_ctx *c = calloc(1, sizeof *c);
     if (!c) {
-        snprintf(err, errlen, "peak: out of memory");
+        snprintf(err, errlen, "%s: out of memory", what);
         return IF_ENOMEM;
     }
     c->fn = fn, c->iters = iters;
@@ -214,16 +225,27 @@ if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *
     double dt = ifb_now() - t0;
     if (rc != 0) {
         free(c);
-        snprintf(err, errlen, "peak: could not start %zu threads", threads);
+        snprintf(err, errlen, "%s: could not start %zu threads", what, threads);
         return IF_ENOMEM;
     }
     uint64_t macs = 0;
     for (size_t i = 0; i < threads; i++) macs += c->macs[i];
     free(c);
     if (macs == 0) {
-        snprintf(err, errlen, "peak: the %s probe could not run (permission refused?)", tier);
+        snprintf(err, errlen, "%s: the %s probe could not run (permission refused?)", what,
+                 tier);
         return IF_ENOTSUP;
     }
     *gops = 2.0 * (double)macs / dt / 1e9;
     return IF_OK;
+}
+
+if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *gops,
+                        char *err, size_t errlen) {
+    return run_probe("peak", peak_fn, tier, threads, iters, gops, err, errlen);
+}
+
+if_status ifb_mix_int8(const char *tier, size_t threads, size_t iters, double *gops,
+                       char *err, size_t errlen) {
+    return run_probe("mix", mix_fn, tier, threads, iters, gops, err, errlen);
 }

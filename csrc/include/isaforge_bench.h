@@ -66,11 +66,18 @@ if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbp
 if_status ifb_peak_int8(const char *tier, size_t threads, size_t iters, double *gops,
                         char *err, size_t errlen);
 
+/* The ceiling of a GEMM kernel's own instruction mix: its inner loop over L1-resident data
+ * (no float epilogue, no cache misses), as ifb_peak_int8 measures the bare instruction.
+ * Probes exist for "avx2" (q8_gemm_4x16_avx2's sign-trick loop); IF_ENOTSUP otherwise. */
+if_status ifb_mix_int8(const char *tier, size_t threads, size_t iters, double *gops,
+                       char *err, size_t errlen);
+
 /* Per-ISA probe loops (csrc/bench/peak_int8_<isa>.c, each compiled with only its flags):
  * run `iters` iterations and return the number of int8 multiply-adds done; *sink receives a
  * value derived from the accumulators so the loop cannot be removed. */
 uint64_t ifb_peak_loop_scalar(size_t iters, int64_t *sink);
 uint64_t ifb_peak_loop_avx2(size_t iters, int64_t *sink);
+uint64_t ifb_mix_loop_avx2(size_t iters, int64_t *sink); /* one iteration: 144 quads */
 uint64_t ifb_peak_loop_avx_vnni(size_t iters, int64_t *sink);
 uint64_t ifb_peak_loop_avx512_vnni(size_t iters, int64_t *sink);
 /* AMX: loads its own tile configuration; needs the XTILEDATA permission (returns 0 without

@@ -166,4 +166,62 @@ Q8C_INLINE void q8c_prefetch256(uintptr_t a) {
     q8c_prefetch(a + 192);
 }
 
+#if !defined(__AVXVNNI__)
+/* One group of the AVX2 GEMM's 4 x 16 step (q8_gemm/q8_gemm_4x16_avx2.c) in inline assembly,
+ * also run by the bench's kernel-mix probe (csrc/bench/peak_int8_avx2.c): a[i][v] = the sum
+ * over the group's qpg quads of dot(|x| of row i, the quad of rows 8v..8v+7 signed by x of
+ * row i). The 8
+ * accumulators, both weight vectors, both broadcasts, two temporaries and the 16-bit ones take
+ * 15 of the 16 ymm registers; the same loop in intrinsics had GCC 12 spill accumulators
+ * inside it (3 spilled accumulators, 6 stack accesses per quad in objdump -d of the build).
+ * w: the group's packed quads; u: |x| rows (stride su); x: the activation rows (stride K);
+ * qpg >= 1. */
+#define Q8C_ASM_ROW(UA, XA, AA, AB)                                                          \
+    "vpbroadcastd " UA ", %[bu]\n\t"                                                         \
+    "vpbroadcastd " XA ", %[bx]\n\t"                                                         \
+    "vpsignb %[bx], %[w0], %[t0]\n\t"                                                        \
+    "vpsignb %[bx], %[w1], %[t1]\n\t"                                                        \
+    "vpmaddubsw %[t0], %[bu], %[t0]\n\t"                                                     \
+    "vpmaddubsw %[t1], %[bu], %[t1]\n\t"                                                     \
+    "vpmaddwd %[ones], %[t0], %[t0]\n\t"                                                     \
+    "vpmaddwd %[ones], %[t1], %[t1]\n\t"                                                     \
+    "vpaddd %[t0], %[" AA "], %[" AA "]\n\t"                                                 \
+    "vpaddd %[t1], %[" AB "], %[" AB "]\n\t"
+
+Q8C_INLINE void q8c_group_4x16(__m256i a[4][2], const int8_t *w, const int8_t *u,
+                               size_t su, const int8_t *x, size_t K, size_t qpg) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i a0, a1, a2, a3, a4, a5, a6, a7, w0, w1, bu, bx, t0, t1;
+    const size_t K3 = 3 * K, su3 = 3 * su;
+    __asm__("vpxor %[a0], %[a0], %[a0]\n\t"
+            "vpxor %[a1], %[a1], %[a1]\n\t"
+            "vpxor %[a2], %[a2], %[a2]\n\t"
+            "vpxor %[a3], %[a3], %[a3]\n\t"
+            "vpxor %[a4], %[a4], %[a4]\n\t"
+            "vpxor %[a5], %[a5], %[a5]\n\t"
+            "vpxor %[a6], %[a6], %[a6]\n\t"
+            "vpxor %[a7], %[a7], %[a7]\n\t"
+            "1:\n\t"
+            "vmovdqa (%[pw]), %[w0]\n\t"
+            "vmovdqa 32(%[pw]), %[w1]\n\t"
+            Q8C_ASM_ROW("(%[pu])", "(%[px])", "a0", "a1")
+            Q8C_ASM_ROW("(%[pu],%[su],1)", "(%[px],%[K],1)", "a2", "a3")
+            Q8C_ASM_ROW("(%[pu],%[su],2)", "(%[px],%[K],2)", "a4", "a5")
+            Q8C_ASM_ROW("(%[pu],%[su3],1)", "(%[px],%[K3],1)", "a6", "a7")
+            "add $64, %[pw]\n\t"
+            "add $4, %[pu]\n\t"
+            "add $4, %[px]\n\t"
+            "dec %[n]\n\t"
+            "jnz 1b\n\t"
+            : [a0] "=&x"(a0), [a1] "=&x"(a1), [a2] "=&x"(a2), [a3] "=&x"(a3), [a4] "=&x"(a4),
+              [a5] "=&x"(a5), [a6] "=&x"(a6), [a7] "=&x"(a7), [w0] "=&x"(w0), [w1] "=&x"(w1),
+              [bu] "=&x"(bu), [bx] "=&x"(bx), [t0] "=&x"(t0), [t1] "=&x"(t1), [pw] "+r"(w),
+              [pu] "+r"(u), [px] "+r"(x), [n] "+r"(qpg)
+            : [ones] "x"(ones), [K] "r"(K), [K3] "r"(K3), [su] "r"(su), [su3] "r"(su3)
+            : "cc", "memory");
+    a[0][0] = a0, a[0][1] = a1, a[1][0] = a2, a[1][1] = a3;
+    a[2][0] = a4, a[2][1] = a5, a[3][0] = a6, a[3][1] = a7;
+}
+#endif
+
 #endif

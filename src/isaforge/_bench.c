@@ -432,6 +432,24 @@ static PyObject *py_peak_int8(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(g);
 }
 
+static PyObject *py_mix_int8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *tier;
+    Py_ssize_t threads, iters;
+    if (!PyArg_ParseTuple(args, "snn", &tier, &threads, &iters)) return NULL;
+    if (threads < 1 || iters < 1) {
+        PyErr_SetString(PyExc_ValueError, "mix_int8: threads >= 1, iters >= 1");
+        return NULL;
+    }
+    char err[256] = "";
+    double g = 0;
+    if_status st;
+    Py_BEGIN_ALLOW_THREADS st = ifb_mix_int8(tier, (size_t)threads, (size_t)iters, &g, err,
+                                             sizeof err);
+    Py_END_ALLOW_THREADS if (st != IF_OK) return raise_status(st, err);
+    return PyFloat_FromDouble(g);
+}
+
 static PyObject *py_now(PyObject *mod, PyObject *args) {
     (void)mod, (void)args;
     return PyFloat_FromDouble(ifb_now());
@@ -524,6 +542,8 @@ static PyMethodDef module_methods[] = {
      "stream_read(bytes, threads, reps) -> best read-only GB/s"},
     {"peak_int8", py_peak_int8, METH_VARARGS,
      "peak_int8(tier, threads, iters) -> GOP/s of the tier's int8 instruction in a tight loop"},
+    {"mix_int8", py_mix_int8, METH_VARARGS,
+     "mix_int8(tier, threads, iters) -> GOP/s of the tier's GEMM inner loop over L1 data"},
     {"now", py_now, METH_NOARGS, "now() -> monotonic seconds"},
     {"attention", py_attention, METH_VARARGS,
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "

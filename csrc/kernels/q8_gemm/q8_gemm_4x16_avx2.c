@@ -36,8 +36,8 @@
 #endif
 
 /* K blocking: at most Q8C_KB bytes of K and Q8C_GB groups per block; the stack scratch
- * (q8c_pack: the block's activation rows and transposed scales) is 4 * Q8C_KB + 64 * Q8C_GB
- * bytes, 16 KiB with the defaults. */
+ * (q8c_pack: the block's transformed activation rows, Q8C_XB bytes, the transposed scales,
+ * 64 * Q8C_GB bytes, and 256 bytes of float accumulators) is about 40 KiB with the defaults. */
 #ifndef Q8C_KB
 #define Q8C_KB 2048
 #endif
@@ -112,13 +112,27 @@ Q8C_INLINE void q8c_unpack_weights(int8_t *w, const int8_t *src, size_t N, size_
     }
 }
 
+/* Cache blocking of the GEMM when M > Q8C_MT (decode, M = 1, and M <= Q8C_MT take the
+ * unblocked path): K blocks of about Q8C_KL1 bytes (whole groups, equal sizes), so a tile's
+ * block of weights (16 * Q8C_KL1 bytes) stays in L1 beside the activation rows streaming past
+ * it; activation rows in blocks of up to Q8C_MB, transformed once per block (into the scratch
+ * q8c_pack.x, Q8C_XB bytes) and reused by every output tile, so they stay in L1/L2. */
+#ifndef Q8C_KL1
+#define Q8C_KL1 1024
+#endif
+#ifndef Q8C_MB
+#define Q8C_MB 32
+#endif
+#define Q8C_XB (Q8C_MB * Q8C_KL1 > 4 * Q8C_KB ? Q8C_MB * Q8C_KL1 : 4 * Q8C_KB)
+
 typedef struct q8c_pack {
     const int8_t *w;  /* the block's packed quads: quad q of rows 8v..8v+7 at w + 64 q + 32 v */
 #if defined(__AVXVNNI__)
     const int32_t *corr; /* the block's corrections: group g, row 8v + r at corr + 16 g + 8 v + r */
 #endif
-    _Alignas(32) int8_t x[Q8C_MT * Q8C_KB];   /* activation rows: x ^ 0x80 (VNNI) or |x| (AVX2) */
-    _Alignas(32) float st[Q8C_NT * Q8C_GB];   /* scale of group g, rows: st + 16 g + 8 v */
+    _Alignas(32) float st[Q8C_NT * Q8C_GB];  /* scale of group g, rows: st + 16 g + 8 v */
+    _Alignas(32) float acc[Q8C_MT * Q8C_NT]; /* float accumulators of the widest steps */
+    _Alignas(32) int8_t x[Q8C_XB]; /* the block's activation rows: x ^ 0x80 (VNNI) or |x| (AVX2) */
 } q8c_pack;
 
 /* Point pk at groups [gb0, gb0 + gc) of packed tile t and transpose the scales of its 8 * V
@@ -141,18 +155,11 @@ Q8C_INLINE void q8c_pack_block(q8c_pack *pk, const int8_t *t, const float *const
     }
 }
 
-/* MT activation rows x 8 * V packed rows (both compile-time) over one K block. */
-Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float *out,
-                            size_t ldo, const int8_t *xq, const float *xs, size_t K, size_t ng,
-                            size_t gb0, size_t gc, size_t gs, int first, size_t nr) {
-    const size_t qpg = gs / 4, k0 = gb0 * gs, kb = gc * gs;
-    const size_t nv[2] = {nr < 8 ? nr : 8, nr > 8 ? nr - 8 : 0};
-    __m256 acc[Q8C_MT][2];
-    for (size_t i = 0; i < MT; i++)
-        for (size_t v = 0; v < V; v++)
-            acc[i][v] = first ? _mm256_setzero_ps() : q8c_load_out(out + i * ldo + 8 * v, nv[v]);
-    /* the activation rows of this block, transformed once for all weight rows */
-    for (size_t i = 0; i < MT; i++) {
+/* Rows [0, rows) of xq (stride K), bytes [k0, k0 + kb), transformed for the dot product into u
+ * (stride su, a multiple of 32 >= kb): |x| (AVX2) or x ^ 0x80 (VNNI). */
+Q8C_INLINE void q8c_prep_rows(int8_t *u, size_t su, const int8_t *xq, size_t K, size_t k0,
+                              size_t kb, size_t rows) {
+    for (size_t i = 0; i < rows; i++) {
         for (size_t k = 0; k < kb; k += 32) {
             const size_t nq = (kb - k) / 4 < 8 ? (kb - k) / 4 : 8;
             const __m256i x = q8c_load_bytes(xq + i * K + k0 + k, nq);
@@ -161,33 +168,61 @@ Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float
 #else
             const __m256i t = _mm256_abs_epi8(x);
 #endif
-            _mm256_store_si256((__m256i *)(pk->x + i * Q8C_KB + k), t);
+            _mm256_store_si256((__m256i *)(u + i * su + k), t);
         }
     }
+}
+
+/* MT activation rows x 8 * V packed rows (both compile-time) over one K block; u: the rows
+ * transformed by q8c_prep_rows (stride su). */
+Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float *out,
+                            size_t ldo, const int8_t *xq, const float *xs, const int8_t *u,
+                            size_t su, size_t K, size_t ng, size_t gb0, size_t gc, size_t gs,
+                            int first, size_t nr) {
+    const size_t qpg = gs / 4, k0 = gb0 * gs;
+    const size_t nv[2] = {nr < 8 ? nr : 8, nr > 8 ? nr - 8 : 0};
+    /* 2 * MT * V int32 and float accumulators and 5 operands fit the 16 ymm registers only
+     * for MT * V < 6: the wider steps keep the float ones in pk->acc (one load and store per
+     * group and vector) */
+    const int fmem = MT * V >= 6;
+    __m256 acc[Q8C_MT][2];
+    for (size_t i = 0; i < MT; i++)
+        for (size_t v = 0; v < V; v++) {
+            acc[i][v] = first ? _mm256_setzero_ps() : q8c_load_out(out + i * ldo + 8 * v, nv[v]);
+            if (fmem) _mm256_store_ps(pk->acc + i * Q8C_NT + 8 * v, acc[i][v]);
+        }
     for (size_t g = 0; g < gc; g++) {
         const int8_t *wq = pk->w + g * qpg * 64;
         const size_t kg = g * gs;
         __m256i a[Q8C_MT][2];
-        for (size_t i = 0; i < MT; i++)
-            for (size_t v = 0; v < V; v++) {
-#if defined(__AVXVNNI__)
-                a[i][v] = _mm256_loadu_si256((const __m256i *)(pk->corr + g * 16 + 8 * v));
-#else
-                a[i][v] = _mm256_setzero_si256();
+#if !defined(__AVXVNNI__)
+        if (MT == 4 && V == 2) {
+            q8c_group_4x16(a, wq, u + kg, su, xq + k0 + kg, K, qpg);
+        } else
 #endif
-            }
-        _Pragma("GCC unroll 2") for (size_t q = 0; q < qpg; q++) {
-            __m256i wv[2];
-            for (size_t v = 0; v < V; v++) wv[v] = _mm256_load_si256((const __m256i *)(wq + q * 64 + 32 * v));
-            for (size_t i = 0; i < MT; i++) {
-                const __m256i bu = q8c_bcast4(pk->x + i * Q8C_KB + kg + 4 * q);
+        {
+            for (size_t i = 0; i < MT; i++)
+                for (size_t v = 0; v < V; v++) {
 #if defined(__AVXVNNI__)
-                for (size_t v = 0; v < V; v++) a[i][v] = q8c_dot(a[i][v], bu, wv[v]);
+                    a[i][v] = _mm256_loadu_si256((const __m256i *)(pk->corr + g * 16 + 8 * v));
 #else
-                const __m256i bx = q8c_bcast4(xq + i * K + k0 + kg + 4 * q);
+                    a[i][v] = _mm256_setzero_si256();
+#endif
+                }
+            _Pragma("GCC unroll 2") for (size_t q = 0; q < qpg; q++) {
+                __m256i wv[2];
                 for (size_t v = 0; v < V; v++)
-                    a[i][v] = q8c_dot(a[i][v], bu, _mm256_sign_epi8(wv[v], bx));
+                    wv[v] = _mm256_load_si256((const __m256i *)(wq + q * 64 + 32 * v));
+                for (size_t i = 0; i < MT; i++) {
+                    const __m256i bu = q8c_bcast4(u + i * su + kg + 4 * q);
+#if defined(__AVXVNNI__)
+                    for (size_t v = 0; v < V; v++) a[i][v] = q8c_dot(a[i][v], bu, wv[v]);
+#else
+                    const __m256i bx = q8c_bcast4(xq + i * K + k0 + kg + 4 * q);
+                    for (size_t v = 0; v < V; v++)
+                        a[i][v] = q8c_dot(a[i][v], bu, _mm256_sign_epi8(wv[v], bx));
 #endif
+                }
             }
         }
         for (size_t i = 0; i < MT; i++) {
@@ -195,31 +230,93 @@ Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float
             for (size_t v = 0; v < V; v++) {
                 const __m256 sg = _mm256_load_ps(pk->st + g * 16 + 8 * v);
                 const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(a[i][v]), sg), xsg);
-                acc[i][v] = _mm256_add_ps(acc[i][v], p);
+                if (fmem) {
+                    float *am = pk->acc + i * Q8C_NT + 8 * v;
+                    _mm256_store_ps(am, _mm256_add_ps(_mm256_load_ps(am), p));
+                } else {
+                    acc[i][v] = _mm256_add_ps(acc[i][v], p);
+                }
             }
         }
+        /* pk->acc stays in memory (no store motion into registers across the group loop) */
+        if (fmem) __asm__("" : "+m"(pk->acc));
     }
     for (size_t i = 0; i < MT; i++)
-        for (size_t v = 0; v < V; v++) q8c_store_out(out + i * ldo + 8 * v, acc[i][v], nv[v]);
+        for (size_t v = 0; v < V; v++)
+            q8c_store_out(out + i * ldo + 8 * v,
+                          fmem ? _mm256_load_ps(pk->acc + i * Q8C_NT + 8 * v) : acc[i][v], nv[v]);
 }
 
-/* All activation rows against one packed block of 8 * V weight rows. */
+/* Activation rows [0, M) against one packed block of 8 * V weight rows. u == NULL: each step
+ * transforms its own rows into pk->x first (the unblocked path); else u holds all M rows
+ * transformed (stride su). */
 Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t ldo,
-                               const int8_t *xq, const float *xs, size_t M, size_t K, size_t ng,
-                               size_t gb0, size_t gc, size_t gs, size_t nr) {
+                               const int8_t *xq, const float *xs, const int8_t *u, size_t su,
+                               size_t M, size_t K, size_t ng, size_t gb0, size_t gc, size_t gs,
+                               size_t nr) {
     const int first = gb0 == 0;
+    const int own = u == NULL;
+    if (own) su = Q8C_KB;
     size_t m = 0;
-    for (; m + Q8C_MT <= M; m += Q8C_MT)
-        q8c_gemm_mk(Q8C_MT, V, pk, out + m * ldo, ldo, xq + m * K, xs + m * ng, K, ng, gb0, gc,
-                    gs, first, nr);
+    for (; m + Q8C_MT <= M; m += Q8C_MT) {
+        if (own) q8c_prep_rows(pk->x, su, xq + m * K, K, gb0 * gs, gc * gs, Q8C_MT);
+        q8c_gemm_mk(Q8C_MT, V, pk, out + m * ldo, ldo, xq + m * K, xs + m * ng,
+                    own ? pk->x : u + m * su, su, K, ng, gb0, gc, gs, first, nr);
+    }
+    if (m == M) return;
     float *o = out + m * ldo;
     const int8_t *x = xq + m * K;
     const float *s = xs + m * ng;
+    if (own) q8c_prep_rows(pk->x, su, x, K, gb0 * gs, gc * gs, M - m);
+    const int8_t *um = own ? pk->x : u + m * su;
     switch (M - m) {
-    case 3: q8c_gemm_mk(3, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
-    case 2: q8c_gemm_mk(2, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
-    case 1: q8c_gemm_mk(1, V, pk, o, ldo, x, s, K, ng, gb0, gc, gs, first, nr); break;
+    case 3: q8c_gemm_mk(3, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
+    case 2: q8c_gemm_mk(2, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
+    case 1: q8c_gemm_mk(1, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
     default: break;
+    }
+}
+
+/* Output rows [n0, n1) of activation rows [0, M) over groups [gb0, gb0 + gc) (u as in
+ * q8c_gemm_block). */
+Q8C_INLINE void q8c_gemm_tiles(q8c_pack *pk, float *out, size_t ldo, const int8_t *xq,
+                               const float *xs, const int8_t *u, size_t su, size_t M,
+                               const int8_t *wp, const float *ws, size_t n0, size_t n1, size_t K,
+                               size_t gs, size_t gb0, size_t gc) {
+    const size_t ng = K / gs, tb = q8c_tile_bytes(K, gs);
+    for (size_t n = n0; n < n1; n += Q8C_NT) {
+        const size_t nr = n1 - n < Q8C_NT ? n1 - n : Q8C_NT;
+        const int8_t *t = wp + n / Q8C_NT * tb, *wr[Q8C_NT];
+        const float *sr[Q8C_NT];
+        q8c_rows(wr, sr, wp, ws, n, nr < 8 ? nr : 8, 0, ng); /* scales only */
+        if (nr > 8) q8c_rows(wr + 8, sr + 8, wp, ws, n + 8, nr - 8, 0, ng);
+        if (nr > 8) {
+            q8c_pack_block(pk, t, sr, 2, gb0, gc, gs, K);
+            q8c_gemm_block(2, pk, out + n, ldo, xq, xs, u, su, M, K, ng, gb0, gc, gs, nr);
+        } else {
+            q8c_pack_block(pk, t, sr, 1, gb0, gc, gs, K);
+            q8c_gemm_block(1, pk, out + n, ldo, xq, xs, u, su, M, K, ng, gb0, gc, gs, nr);
+        }
+    }
+}
+
+/* q8c_gemm for M <= Q8C_MT (decode, M = 1): output tile outer, K blocks inner, each step
+ * transforming its own rows. A function of its own: inlined into the blocked path's function,
+ * the same loops ran 4-7 % slower at M = 1 on hot weights (2-core Zen 3, alternating A/B). */
+static __attribute__((noinline)) void q8c_gemm_small(float *out, size_t ldo, const int8_t *xq,
+                                                     const float *xs, size_t M,
+                                                     const int8_t *wp, const float *ws,
+                                                     size_t n0, size_t n1, size_t K,
+                                                     size_t gs) {
+    const size_t ng = K / gs;
+    size_t gpb = Q8C_KB / gs;
+    if (gpb > Q8C_GB) gpb = Q8C_GB;
+    q8c_pack pk;
+    for (size_t n = n0; n < n1; n += Q8C_NT) {
+        const size_t ne = n1 - n < Q8C_NT ? n1 : n + Q8C_NT;
+        for (size_t gb0 = 0; gb0 < ng; gb0 += gpb)
+            q8c_gemm_tiles(&pk, out, ldo, xq, xs, NULL, 0, M, wp, ws, n, ne, K, gs, gb0,
+                           ng - gb0 < gpb ? ng - gb0 : gpb);
     }
 }
 
@@ -228,25 +325,28 @@ Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t 
 Q8C_INLINE void q8c_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
                          const int8_t *wp, const float *ws, size_t n0, size_t n1, size_t K,
                          size_t gs) {
-    const size_t ng = K / gs, tb = q8c_tile_bytes(K, gs);
+    if (M <= Q8C_MT) {
+        q8c_gemm_small(out, ldo, xq, xs, M, wp, ws, n0, n1, K, gs);
+        return;
+    }
+    const size_t ng = K / gs;
     size_t gpb = Q8C_KB / gs;
     if (gpb > Q8C_GB) gpb = Q8C_GB;
     q8c_pack pk;
-    for (size_t n = n0; n < n1; n += Q8C_NT) {
-        const size_t nr = n1 - n < Q8C_NT ? n1 - n : Q8C_NT;
-        const int8_t *t = wp + n / Q8C_NT * tb, *wr[Q8C_NT];
-        const float *sr[Q8C_NT];
-        q8c_rows(wr, sr, wp, ws, n, nr < 8 ? nr : 8, 0, ng); /* scales only */
-        if (nr > 8) q8c_rows(wr + 8, sr + 8, wp, ws, n + 8, nr - 8, 0, ng);
-        for (size_t gb0 = 0; gb0 < ng; gb0 += gpb) {
-            const size_t gc = ng - gb0 < gpb ? ng - gb0 : gpb;
-            if (nr > 8) {
-                q8c_pack_block(&pk, t, sr, 2, gb0, gc, gs, K);
-                q8c_gemm_block(2, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
-            } else {
-                q8c_pack_block(&pk, t, sr, 1, gb0, gc, gs, K);
-                q8c_gemm_block(1, &pk, out + n, ldo, xq, xs, M, K, ng, gb0, gc, gs, nr);
-            }
+    if (K > Q8C_KL1) { /* equal K blocks of about Q8C_KL1 bytes */
+        const size_t nb = (K + Q8C_KL1 - 1) / Q8C_KL1, g1 = (ng + nb - 1) / nb;
+        if (g1 < gpb) gpb = g1;
+    }
+    for (size_t gb0 = 0; gb0 < ng; gb0 += gpb) {
+        const size_t gc = ng - gb0 < gpb ? ng - gb0 : gpb;
+        const size_t su = (gc * gs + 31) / 32 * 32;
+        size_t mb = Q8C_XB / su / Q8C_MT * Q8C_MT; /* >= 4 rows: su <= Q8C_KB */
+        if (mb > Q8C_MB) mb = Q8C_MB;
+        for (size_t m = 0; m < M; m += mb) {
+            const size_t rows = M - m < mb ? M - m : mb;
+            q8c_prep_rows(pk.x, su, xq + m * K, K, gb0 * gs, gc * gs, rows);
+            q8c_gemm_tiles(&pk, out + m * ldo, ldo, xq + m * K, xs + m * ng, pk.x, su, rows,
+                           wp, ws, n0, n1, K, gs, gb0, gc);
         }
     }
 }

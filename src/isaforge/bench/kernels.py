@@ -133,6 +133,10 @@ def add_limit(row: dict, limits: dict | None) -> None:
             limit, kind = peak, "peak_int8"
         if row["cold"] and bw and (limit is None or ai * bw < limit):
             limit, kind = ai * bw, "bandwidth"
+    mix = peak_at(limits, row["tier"], 1, "mix_int8") if row["op"] == "q8_gemm" else None
+    if mix:  # the ceiling of the GEMM's own inner loop (reported beside the limit)
+        row["mix_gops"] = round(mix, 3)
+        row["fraction_of_mix"] = round(row["median_gops"] / mix, 4)
     row["limit_gops"] = round(limit, 3) if limit else None
     row["limit_kind"] = kind
     row["fraction_of_limit"] = round(row["median_gops"] / limit, 4) if limit else None

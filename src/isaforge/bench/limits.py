@@ -6,6 +6,7 @@ from __future__ import annotations
 from .machine import llc_bytes
 
 _PEAK_ITERS = {"scalar": 20_000, "amx": 200_000}  # the scalar loop does 256 MACs per iteration
+_MIX_ITERS = {"avx2": 20_000}  # tiers with a kernel-mix probe; 36864 MACs per iteration
 
 
 def stream_bytes() -> int:
@@ -16,8 +17,9 @@ def stream_bytes() -> int:
 def measure_limits(tiers: list[str], thread_counts: list[int], reps: int = 3,
                    log=lambda s: None) -> dict:
     """{"bandwidth": [{threads, gbps}], "peak_int8": [{tier, threads, gops, status, reason}],
-    "stream_bytes": n}. Each figure is the best of `reps` (a limit is what the machine can
-    reach, so the best run is the estimate)."""
+    "mix_int8": [the same, for the tiers whose GEMM has a kernel-mix probe], "stream_bytes": n}.
+    Each figure is the best of `reps` (a limit is what the machine can reach, so the best run
+    is the estimate)."""
     from .. import _bench
 
     nbytes = stream_bytes()
@@ -35,8 +37,18 @@ def measure_limits(tiers: list[str], thread_counts: list[int], reps: int = 3,
             except (RuntimeError, ValueError) as e:
                 row.update(status="skipped", reason=str(e))
             peaks.append(row)
+    mixes = []  # the GEMM's own inner loop from L1: the ceiling of its instruction mix
+    for tier in (t for t in tiers if t in _MIX_ITERS):
+        for t in sorted(set(thread_counts)):
+            row = {"tier": tier, "threads": t, "gops": None, "status": "ok", "reason": None}
+            try:
+                g = max(_bench.mix_int8(tier, t, _MIX_ITERS[tier]) for _ in range(reps))
+                row["gops"] = round(g, 3)
+            except (RuntimeError, ValueError) as e:
+                row.update(status="skipped", reason=str(e))
+            mixes.append(row)
     log("limits: done")
-    return {"stream_bytes": nbytes, "bandwidth": bw, "peak_int8": peaks}
+    return {"stream_bytes": nbytes, "bandwidth": bw, "peak_int8": peaks, "mix_int8": mixes}
 
 
 def bandwidth_at(limits: dict | None, threads: int) -> float | None:
@@ -51,9 +63,11 @@ def bandwidth_at(limits: dict | None, threads: int) -> float | None:
     return best if best is not None else (rows[0]["gbps"] if rows else None)
 
 
-def peak_at(limits: dict | None, tier: str, threads: int) -> float | None:
-    """Measured peak int8 GOP/s of `tier` at `threads`, or None."""
-    for r in (limits or {}).get("peak_int8", []):
+def peak_at(limits: dict | None, tier: str, threads: int, kind: str = "peak_int8"
+            ) -> float | None:
+    """Measured peak int8 GOP/s of `tier` at `threads` (kind "mix_int8": its GEMM's
+    instruction-mix ceiling), or None."""
+    for r in (limits or {}).get(kind, []):
         if r["tier"] == tier and r["threads"] == threads and r["gops"]:
             return r["gops"]
     return None

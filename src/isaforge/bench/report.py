@@ -83,8 +83,15 @@ def limits_lines(doc: dict) -> list[str]:
     peaks = ", ".join(
         f"{r['tier']} {r['gops']:.0f} ({r['threads']} thr)" if r["gops"] else
         f"{r['tier']} n/a ({r['threads']} thr)" for r in lim["peak_int8"])
-    return [f"memory bandwidth (read-only stream, {lim['stream_bytes'] >> 20} MiB): {bw}",
-            f"peak int8 GOP/s (tight loop per tier): {peaks}"]
+    out = [f"memory bandwidth (read-only stream, {lim['stream_bytes'] >> 20} MiB): {bw}",
+           f"peak int8 GOP/s (tight loop per tier): {peaks}"]
+    if lim.get("mix_int8"):
+        mixes = ", ".join(
+            f"{r['tier']} {r['gops']:.0f} ({r['threads']} thr)" if r["gops"] else
+            f"{r['tier']} n/a ({r['threads']} thr)" for r in lim["mix_int8"])
+        out.append(f"GEMM inner-loop mix int8 GOP/s (the kernel's loop from L1, no epilogue): "
+                   f"{mixes}")
+    return out
 
 
 def footer_lines(doc: dict) -> list[str]:
