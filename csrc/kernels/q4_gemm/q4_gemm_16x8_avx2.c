@@ -15,12 +15,14 @@
 #define Q4G_GCH 64 /* groups per pass */
 
 /* buf[r][0, gs) = the tile's 8 rows' values of the group at k0 (mode's unsigned or signed
- * bytes), in value order. */
+ * bytes), in value order: 64 values per 32-byte load in the offset modes; 32 per 16-byte
+ * broadcast in the sign mode (as fast there in a kernel micro-bench; the 64-value form was
+ * 3-10 % slower, noisy shared machine). */
 Q8C_INLINE void q4g_expand(int8_t buf[8][Q4G_MAX_GS], const uint8_t *const wr[8], size_t k0,
                            size_t gs, __m256i lut, const int mode) {
     for (int r = 0; r < 8; r++) {
         size_t k = 0;
-        for (; k + 64 <= gs; k += 64) {
+        for (; k + 64 <= gs && mode != Q4C_SIGN; k += 64) {
             __m256i lo, hi;
             q4c_nib64(wr[r] + (k0 + k) / 2, &lo, &hi);
             if (mode != Q4C_LINEAR) {
@@ -30,7 +32,7 @@ Q8C_INLINE void q4g_expand(int8_t buf[8][Q4G_MAX_GS], const uint8_t *const wr[8]
             _mm256_store_si256((__m256i *)(void *)(buf[r] + k), _mm256_permute2x128_si256(lo, hi, 0x20));
             _mm256_store_si256((__m256i *)(void *)(buf[r] + k + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
         }
-        if (k < gs) {
+        for (; k < gs; k += 32) {
             __m256i nb = q4c_nib32(wr[r] + (k0 + k) / 2);
             if (mode != Q4C_LINEAR) nb = _mm256_shuffle_epi8(lut, nb);
             _mm256_store_si256((__m256i *)(void *)(buf[r] + k), nb);
