@@ -152,6 +152,28 @@ def test_parse_quant():
             parse_quant(bad)
 
 
+def test_specs_write_narrow_codebooks_unless_wide():
+    """--quant cq4 writes levels at +-NARROW_AMAX (span <= 127: the AVX2 kernels' offset-trick
+    path), -wide the +-127 ones (the sign-trick path); both quantize about as well, and each
+    codebook is the rounded Lloyd-Max levels of its scale."""
+    from isaforge.quant.cq4 import NARROW_AMAX, quantize_4bit
+    assert str(parse_quant("cq4-64-lsq-wide")) == "cq4-64-lsq-wide"
+    assert parse_quant("cq4-128").amax == NARROW_AMAX and parse_quant("cq4-wide").amax == 127
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(64, 256)).astype(np.float32)
+    for gs in (32, 64, 128):
+        narrow = quantize_4bit(w, parse_quant(f"cq4-{gs}"), gs)
+        wide = quantize_4bit(w, parse_quant(f"cq4-{gs}-wide"), gs)
+        cn = narrow.codebook.astype(int)
+        assert cn.max() - cn.min() <= 127 and cn.max() == NARROW_AMAX and cn.min() == -NARROW_AMAX
+        assert np.array_equal(wide.codebook, codebook(gs)[0])
+        cbn, step = codebook(gs, NARROW_AMAX)
+        assert np.array_equal(narrow.codebook, cbn)
+        assert np.abs(cbn * step - np.array(lloyd_max_levels(gs))).max() <= step / 2
+        en, ew = _rel_err(narrow, w), _rel_err(wide, w)
+        assert en < 1.1 * ew, (gs, en, ew)
+
+
 # ---- whole models: every tier gives the same bits ----
 
 def _logits(m, tier):
@@ -166,7 +188,8 @@ TOKS_S = [1, 403, 407, 261, 378, 300, 260, 279, 11, 260]
 
 
 @pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
-@pytest.mark.parametrize("quant", ["cq4-128", "cq4-32-lsq", "cq4-64-norot", "q4_0", "iq4_nl"])
+@pytest.mark.parametrize("quant", ["cq4-128", "cq4-32-lsq", "cq4-64-norot", "q4_0", "iq4_nl",
+                                   "cq4-64-wide", "cq4-32-wide"])
 def test_stories260k_4bit_identical_across_tiers(quant):
     m = read_model(STORIES, quant)
     assert all(isinstance(x, Q4Tensor) for x in m.weights.w2)

@@ -189,3 +189,112 @@ def test_no_out_of_bounds_reads_at_guard_pages():
     r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+# ---- the AVX2 kernels' product modes (csrc/kernels/q4_avx2_common.h), each chosen from the
+# codebook: sign trick (span max - min > 127), offset trick with a lookup of cb - min
+# (span <= 127; span <= 63 adds two int16 products before widening), and the raw nibbles
+# (cb[i] = cb[0] + i, GGUF Q4_0). Each kind below lands in one mode, at its bounds.
+IQ4_NL = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+
+
+def _spread(rng, lo, hi):
+    """16 values in [lo, hi] with both ends present (unsorted, repeats allowed)."""
+    cb = rng.integers(lo, hi + 1, 16)
+    cb[rng.permutation(16)[:2]] = lo, hi
+    return cb.astype(np.int8)
+
+
+CODEBOOKS = {
+    "wide_span254": lambda rng: _spread(rng, -127, 127),          # sign
+    "wide_span128": lambda rng: _spread(rng, -64, 64),            # sign (one past offset)
+    "wide_span129": lambda rng: _spread(rng, -64, 65),            # sign (u = 129 would saturate)
+    "iq4_nl": lambda rng: np.array(IQ4_NL, np.int8),              # sign
+    "narrow_span127": lambda rng: _spread(rng, -127, 0),          # offset
+    "narrow_span127_pos": lambda rng: _spread(rng, 0, 127),       # offset, min 0
+    "narrow_span64": lambda rng: _spread(rng, -40, 24),           # offset (one past offset2)
+    "narrow_span65": lambda rng: _spread(rng, -33, 32),           # offset (offset2 would saturate)
+    "narrow_span63": lambda rng: _spread(rng, -31, 32),           # offset2
+    "cq4_narrow": lambda rng: np.rint(np.linspace(-31, 31, 16)).astype(np.int8),  # offset2
+    "q4_0": lambda rng: np.arange(-8, 8, dtype=np.int8),          # raw nibbles
+    "linear_top": lambda rng: np.arange(112, 128, dtype=np.int8),  # raw nibbles, min 112
+    "linear_bottom": lambda rng: np.arange(-127, -111, dtype=np.int8),
+    "linear_but_one": lambda rng: np.array([*range(-8, 7), 8], np.int8),  # not linear: offset2
+}
+
+
+def mode_case(rng, M, N, K, gs, cb):
+    """Random operands plus each mode's worst cases: a group of the largest u = cb - min (and
+    of the largest |cb|) against x = -128, and one of the smallest against x = 127."""
+    idx = rng.integers(0, 16, (N, K))
+    idx[0, :gs] = int(np.argmax(cb))
+    idx[-1, -gs:] = int(np.argmin(cb))
+    if N > 2:
+        idx[1, :gs] = int(np.argmax(np.abs(cb.astype(int))))
+    x = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    x[0, :gs] = -128
+    x[0, -gs:] = 127
+    if M > 1:
+        x[1, :] = -128
+    ng = K // gs
+    ws = (rng.uniform(-1, 1, (N, ng)) * 10.0 ** rng.integers(-20, 6, (N, ng))).astype(np.float32)
+    xs = (rng.uniform(0, 1, (M, ng)) * 10.0 ** rng.integers(-20, 6, (M, ng))).astype(np.float32)
+    return x, xs, idx, pack_nibbles(idx), ws
+
+
+MODE_SHAPES = [(M, N, K, gs) for gs in (32, 64, 96, 128, 256, 512)
+               for K in sorted({gs, 3 * gs, 1536 if 1536 % gs == 0 else 2 * gs})
+               for N in (1, 8, 17, 63) for M in (1, 2, 17)]
+MODE_SHAPES += [(1, 3, 96, 32), (2, 9, 608, 32), (3, 9, 224, 32),  # K % 64 == 32, odd groups
+                (1, 9, 32 * 520, 32), (17, 9, 32 * 70, 32)]  # more groups than one pass
+
+
+@pytest.mark.parametrize("kind", sorted(CODEBOOKS))
+def test_q4_product_modes_equal_oracle_and_scalar_bits(kind):
+    """Every tier = scalar = the numpy oracle bit for bit, per codebook kind, on a grid with
+    tails in N and K, odd group counts, group sizes 32..512 and the saturation worst cases."""
+    rng = np.random.default_rng(sum(map(ord, kind)))
+    failures = []
+    for M, N, K, gs in MODE_SHAPES:
+        cb = CODEBOOKS[kind](rng)
+        x, xs, idx, w, ws = mode_case(rng, M, N, K, gs, cb)
+        want = oracle(x, xs, idx, ws, cb, gs).view(np.uint32)
+        if M * N * K <= 1 << 18 and not np.array_equal(run("scalar", x, xs, w, ws, cb, N, gs)
+                                                        .view(np.uint32), want):
+            failures.append(("scalar", M, N, K, gs))
+        for tier in TIERS:
+            if not np.array_equal(run(tier, x, xs, w, ws, cb, N, gs).view(np.uint32), want):
+                failures.append((tier, M, N, K, gs))
+    assert not failures, failures[:10]
+
+
+MODE_GUARD_SCRIPT = GUARDED_PRELUDE + '''
+rng = np.random.default_rng(1)
+cbs = [np.arange(-8, 8), np.linspace(-31, 31, 16).round(), np.arange(-127, 1, 8)[:16],
+       np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113])]
+for (M, N, K, gs) in [(1, 17, 64, 32), (1, 9, 96, 32), (3, 63, 192, 64), (17, 9, 384, 128),
+                      (1, 1, 256, 256), (2, 3, 96, 32), (1, 5, 480, 96), (2, 3, 1024, 512)]:
+    ng = K // gs
+    for c in cbs:
+        x = guarded((M, K), np.int8); x[:] = rng.integers(-128, 128, (M, K))
+        w = guarded((N, K // 2), np.uint8); w[:] = rng.integers(0, 256, (N, K // 2))
+        xs = guarded((M, ng), np.float32); xs[:] = rng.uniform(0, 1, (M, ng))
+        ws = guarded((N, ng), np.float32); ws[:] = rng.uniform(-1, 1, (N, ng))
+        cb = guarded((16,), np.int8); cb[:] = c
+        ref = np.empty((M, N), np.float32)
+        _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, ref, "scalar")
+        for tier in sys.argv[1].split(","):
+            out = guarded((M, N), np.float32)
+            _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, out, tier)
+            assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K, gs)
+print("ok")
+'''
+
+
+def test_product_modes_read_nothing_past_their_buffers():
+    """Each mode's loads (32-byte weight loads, the activation sums, the tails) at guard pages."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", MODE_GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])

@@ -1,11 +1,120 @@
 /* 4-bit codebook GEMV, AVX2 (-mavx2 -mfma). Tile: 1 activation row x 8 weight rows (one ymm
- * of 8 float accumulators, lane = output row). Per group and row, each block of 32 nibbles is
- * expanded to int8 by a VPSHUFB codebook lookup (q4_avx2_common.h) and dotted with the
- * activation by the Q8 kernels' sign trick (VPMADDUBSW + VPMADDWD; u8 = |x| once per 32 bytes,
- * shared by the 8 rows); the 8 rows' int32 vectors are reduced to one vector of isums
- * (lane = row), and each lane adds ((float)isum * ws) * xs in group order, exactly as
- * q4_gemv_1x1_scalar. The weight stream is prefetched Q8C_PFD tiles ahead. */
+ * of 8 float accumulators, lane = output row). Per call the codebook picks one of three
+ * product modes (q4_avx2_common.h): the sign trick after a VPSHUFB lookup (codebook span
+ * > 127), the offset trick after a lookup of cb - min (span <= 127), or the offset trick on the
+ * raw nibbles (cb[i] = cb[0] + i: GGUF Q4_0), the last two adding min * sum(x) per group
+ * (sum(x) once per call, shared by every row). Weights are read 32 bytes (64 values) at a time
+ * against activations permuted once per 64 values for the tile's 8 rows; the 8 rows' int32
+ * vectors are reduced to one vector of isums (lane = row; at GS 32 one reduction yields two
+ * groups), and each lane adds ((float)isum * ws) * xs in group order, exactly as
+ * q4_gemv_1x1_scalar. Groups are taken Q4V_GCH at a time (the sums' buffer); a later pass
+ * continues each row's float chain from out. The weight stream is prefetched Q8C_PFD tiles
+ * ahead. */
 #include "../q4_avx2_common.h"
+
+#define Q4V_GCH 512 /* groups per pass */
+#define Q4V_LIN_MAX_GS 256 /* Q4C_LINEAR: one int16 run per group (gs / 32 <= 8 VPMADDUBSW) */
+
+/* v[r] (int32; Q4C_LINEAR: int16 run) += the products of the 64 values at k of every row. */
+Q8C_INLINE void q4v_blk64(__m256i v[8], const uint8_t *const wr[8], const int8_t *xq, size_t k,
+                          __m256i lut, uintptr_t pf, const int mode) {
+    q8c_prefetch256(pf + 4 * k);
+    __m256i xl, xh;
+    q4c_xperm(xq + k, &xl, &xh);
+    const __m256i axl = _mm256_abs_epi8(xl), axh = _mm256_abs_epi8(xh);
+    for (int r = 0; r < 8; r++) {
+        __m256i lo, hi;
+        q4c_nib64(wr[r] + k / 2, &lo, &hi);
+        if (mode == Q4C_SIGN) {
+            v[r] = q8c_dot(v[r], axl, _mm256_sign_epi8(_mm256_shuffle_epi8(lut, lo), xl));
+            v[r] = q8c_dot(v[r], axh, _mm256_sign_epi8(_mm256_shuffle_epi8(lut, hi), xh));
+        } else if (mode == Q4C_OFFSET) {
+            const __m256i p = _mm256_add_epi32(
+                q4c_widen(q4c_mul16(_mm256_shuffle_epi8(lut, lo), xl)),
+                q4c_widen(q4c_mul16(_mm256_shuffle_epi8(lut, hi), xh)));
+            v[r] = _mm256_add_epi32(v[r], p);
+        } else if (mode == Q4C_OFFSET2) {
+            const __m256i p = _mm256_add_epi16(q4c_mul16(_mm256_shuffle_epi8(lut, lo), xl),
+                                               q4c_mul16(_mm256_shuffle_epi8(lut, hi), xh));
+            v[r] = _mm256_add_epi32(v[r], q4c_widen(p));
+        } else {
+            v[r] = _mm256_add_epi16(v[r], _mm256_add_epi16(q4c_mul16(lo, xl), q4c_mul16(hi, xh)));
+        }
+    }
+}
+
+/* The same for one block of 32 values at k (value order in the vector). */
+Q8C_INLINE void q4v_blk32(__m256i v[8], const uint8_t *const wr[8], const int8_t *xq, size_t k,
+                          __m256i lut, uintptr_t pf, const int mode) {
+    q8c_prefetch(pf + 4 * k);
+    q8c_prefetch(pf + 4 * k + 64);
+    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + k));
+    const __m256i ax = _mm256_abs_epi8(x);
+    for (int r = 0; r < 8; r++) {
+        const __m256i nb = q4c_nib32(wr[r] + k / 2);
+        if (mode == Q4C_SIGN)
+            v[r] = q8c_dot(v[r], ax, _mm256_sign_epi8(_mm256_shuffle_epi8(lut, nb), x));
+        else if (mode == Q4C_OFFSET || mode == Q4C_OFFSET2)
+            v[r] = _mm256_add_epi32(v[r], q4c_widen(q4c_mul16(_mm256_shuffle_epi8(lut, nb), x)));
+        else
+            v[r] = _mm256_add_epi16(v[r], q4c_mul16(nb, x));
+    }
+}
+
+/* acc += ((float)(isum + *msx) * st) * xs for one group (lane = row). */
+Q8C_INLINE __m256 q4v_fold(__m256 acc, __m256i is, const int32_t *msx, __m256 st, float xs,
+                           const int mode) {
+    if (mode != Q4C_SIGN) is = _mm256_add_epi32(is, _mm256_set1_epi32(*msx));
+    const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), st), _mm256_set1_ps(xs));
+    return _mm256_add_ps(acc, p);
+}
+
+/* Groups [ga, gb_end) of output rows [n0, n1); msx[g - ga] = min * sum(x of group g). */
+Q8C_INLINE void q4v_pass(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
+                         const float *ws, __m256i lut, const int32_t *msx, size_t n0, size_t n1,
+                         size_t K, size_t gs, size_t ga, size_t gend, const int mode) {
+    const size_t ng = K / gs;
+    for (size_t n = n0; n < n1; n += 8) {
+        const size_t nr = n1 - n < 8 ? n1 - n : 8;
+        const uint8_t *wr[8];
+        const float *sr[8];
+        q4c_rows(wr, sr, w, ws, n, nr, K, ng);
+        /* a full tile's 8 rows are contiguous: 4 bytes of the tile per value index k */
+        const uintptr_t pf = q8c_addr(w, (n + 8 * Q8C_PFD) * (K / 2));
+        __m256 acc = ga ? q8c_load_out(out + n, nr) : _mm256_setzero_ps();
+        for (size_t g0 = ga; g0 < gend; g0 += 8) {
+            const size_t gb = gend - g0 < 8 ? gend - g0 : 8;
+            __m256 st[8];
+            q8c_load_scales(st, sr, g0, gb);
+            size_t j = 0;
+            if (gs == 32) { /* two groups per 64 values: lane 0 of each row's vector, lane 1 */
+                for (; j + 1 < gb; j += 2) {
+                    __m256i v[8];
+                    for (int r = 0; r < 8; r++) v[r] = _mm256_setzero_si256();
+                    q4v_blk64(v, wr, xq, (g0 + j) * 32, lut, pf, mode);
+                    if (mode == Q4C_LINEAR)
+                        for (int r = 0; r < 8; r++) v[r] = q4c_widen(v[r]);
+                    __m256i ia, ib;
+                    q4c_hsum8x2(v, &ia, &ib);
+                    acc = q4v_fold(acc, ia, msx + (g0 + j - ga), st[j], xs[g0 + j], mode);
+                    acc = q4v_fold(acc, ib, msx + (g0 + j + 1 - ga), st[j + 1], xs[g0 + j + 1], mode);
+                }
+            }
+            for (; j < gb; j++) {
+                __m256i v[8];
+                for (int r = 0; r < 8; r++) v[r] = _mm256_setzero_si256();
+                const size_t k0 = (g0 + j) * gs;
+                size_t k = k0;
+                for (; k + 64 <= k0 + gs; k += 64) q4v_blk64(v, wr, xq, k, lut, pf, mode);
+                for (; k < k0 + gs; k += 32) q4v_blk32(v, wr, xq, k, lut, pf, mode);
+                if (mode == Q4C_LINEAR)
+                    for (int r = 0; r < 8; r++) v[r] = q4c_widen(v[r]);
+                acc = q4v_fold(acc, q8c_hsum8(v), msx + (g0 + j - ga), st[j], xs[g0 + j], mode);
+            }
+        }
+        q8c_store_out(out + n, acc, nr);
+    }
+}
 
 void if_q4_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
                          const float *ws, const int8_t *cb, size_t n0, size_t n1, size_t K,
@@ -15,38 +124,22 @@ void if_q4_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xs, const ui
         return;
     }
     const size_t ng = K / gs;
-    const __m256i cbv = q4c_codebook(cb);
-    for (size_t n = n0; n < n1; n += 8) {
-        const size_t nr = n1 - n < 8 ? n1 - n : 8;
-        const uint8_t *wr[8];
-        const float *sr[8];
-        q4c_rows(wr, sr, w, ws, n, nr, K, ng);
-        /* a full tile's 8 rows are contiguous: 4 bytes of the tile per value index k */
-        const uintptr_t pf = q8c_addr(w, (n + 8 * Q8C_PFD) * (K / 2));
-        __m256 acc = _mm256_setzero_ps();
-        for (size_t g0 = 0; g0 < ng; g0 += 8) {
-            const size_t gb = ng - g0 < 8 ? ng - g0 : 8;
-            __m256 st[8];
-            q8c_load_scales(st, sr, g0, gb);
-            for (size_t j = 0; j < gb; j++) {
-                __m256i v[8];
-                for (int r = 0; r < 8; r++) v[r] = _mm256_setzero_si256();
-                const size_t k0 = (g0 + j) * gs;
-                for (size_t k = k0; k < k0 + gs; k += 32) {
-                    q8c_prefetch(pf + 4 * k);
-                    q8c_prefetch(pf + 4 * k + 64);
-                    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + k));
-                    const __m256i ax = _mm256_abs_epi8(x);
-                    for (int r = 0; r < 8; r++)
-                        v[r] = q8c_dot(v[r], ax, _mm256_sign_epi8(q4c_expand(wr[r] + k / 2, cbv), x));
-                }
-                const __m256i is = q8c_hsum8(v);
-                const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), st[j]),
-                                               _mm256_set1_ps(xs[g0 + j]));
-                acc = _mm256_add_ps(acc, p);
-            }
-        }
-        q8c_store_out(out + n, acc, nr);
+    int32_t cmin, msx[Q4V_GCH];
+    int8_t lb[16];
+    int mode = q4c_mode(cb, &cmin, lb);
+    if (mode == Q4C_LINEAR && gs > Q4V_LIN_MAX_GS) mode = Q4C_OFFSET;
+    const __m256i lut = q4c_codebook(lb);
+    for (size_t ga = 0; ga < ng; ga += Q4V_GCH) {
+        const size_t gend = ng - ga < Q4V_GCH ? ng : ga + Q4V_GCH;
+        if (mode != Q4C_SIGN) q4c_xsums(msx, xq + ga * gs, gend - ga, gs, cmin);
+        if (mode == Q4C_SIGN)
+            q4v_pass(out, xq, xs, w, ws, lut, msx, n0, n1, K, gs, ga, gend, Q4C_SIGN);
+        else if (mode == Q4C_OFFSET)
+            q4v_pass(out, xq, xs, w, ws, lut, msx, n0, n1, K, gs, ga, gend, Q4C_OFFSET);
+        else if (mode == Q4C_OFFSET2)
+            q4v_pass(out, xq, xs, w, ws, lut, msx, n0, n1, K, gs, ga, gend, Q4C_OFFSET2);
+        else
+            q4v_pass(out, xq, xs, w, ws, lut, msx, n0, n1, K, gs, ga, gend, Q4C_LINEAR);
     }
 }
 

@@ -10,8 +10,9 @@ the activations likewise at run time, so dot products are unchanged):
   3. snap each coordinate of u to the nearest of 16 levels: the Lloyd-Max quantizer of one
      coordinate of a uniform random unit vector in GS dimensions, whose density is proportional
      to (1 - x^2)^((GS - 3) / 2) on [-1, 1] (lloyd_max_levels);
-  4. the levels are stored pre-scaled to int8 (largest magnitude 127), so the kernels' products
-     stay integer; the group's float scale is either the norm ("norm": |r| * max|level| / 127)
+  4. the levels are stored pre-scaled to int8 (largest magnitude NARROW_AMAX = 63 for --quant
+     specs, 127 with -wide or quantize_cq4's default), so the kernels' products stay integer;
+     the group's float scale is either the norm ("norm": |r| * max|level| / amax)
      or a least-squares refit of the group to its assigned codebook values ("lsq": scale =
      <r, c> / <c, c>, then reassign to the nearest c * scale and refit, 3 rounds).
 The stored scale also carries the 1 / sqrt(GS) of the unnormalized run-time transform (the C
@@ -40,6 +41,11 @@ from isaforge.quant.q4 import Q4Tensor, fwht, pack_nibbles, padded_length
 GROUP_SIZES = (32, 64, 128)
 SCALES = ("norm", "lsq")
 DEFAULT_SEED = 0x15AF
+# Largest level magnitude of the codebooks --quant cq4 writes: span 126 <= 127, so the AVX2
+# kernels take the offset trick instead of the sign trick (csrc/kernels/q4_avx2_common.h;
+# +-31, span 62, would allow their fastest lookup mode but cost SmolLM2 cq4-64 mean KL 0.445 ->
+# 0.500; README "4-bit weights"). -wide keeps +-127 (the sign-trick path).
+NARROW_AMAX = 63
 
 
 @functools.cache
@@ -67,11 +73,11 @@ def lloyd_max_levels(gs: int, n: int = 16, grid: int = 1 << 20, tol: float = 1e-
 
 
 @functools.cache
-def codebook(gs: int) -> tuple[np.ndarray, float]:
-    """(int8 codebook (16,), ascending, largest magnitude 127; the float value of one int8 step:
-    level i ~= codebook[i] * step)."""
+def codebook(gs: int, amax: int = 127) -> tuple[np.ndarray, float]:
+    """(int8 codebook (16,), ascending, largest magnitude amax; the float value of one int8
+    step: level i ~= codebook[i] * step)."""
     lv = np.array(lloyd_max_levels(gs))
-    step = np.abs(lv).max() / 127.0
+    step = np.abs(lv).max() / float(amax)
     cb = np.rint(lv / step).astype(np.int8)
     cb.setflags(write=False)
     return cb, float(step)
@@ -96,6 +102,12 @@ class QuantSpec:
     scale: str = "norm"
     rotate: bool = True
     gptq: bool = False  # error-compensating assignment from a calibration text (gptq_cq4)
+    wide: bool = False  # levels at +-127 (span 254: the kernels' sign-trick path) instead of
+    # +-NARROW_AMAX
+
+    @property
+    def amax(self) -> int:
+        return 127 if self.wide else NARROW_AMAX
 
     @property
     def four_bit(self) -> bool:
@@ -106,10 +118,11 @@ class QuantSpec:
             return self.kind
         return "cq4" + (f"-{self.group_size}" if self.group_size else "") + \
             ("-lsq" if self.scale == "lsq" else "") + ("" if self.rotate else "-norot") + \
-            ("-gptq" if self.gptq else "")
+            ("-gptq" if self.gptq else "") + ("-wide" if self.wide else "")
 
 
-QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq] (4-bit codebook, rotated; "
+QUANT_HELP = ("q8, f32, cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq][-wide] (4-bit codebook, "
+              f"rotated; -wide: levels at +-127 instead of +-{NARROW_AMAX}; "
               "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are), q4_0 or iq4_nl")
 
 
@@ -120,7 +133,7 @@ def parse_quant(spec: str | QuantSpec) -> QuantSpec:
     s = str(spec).strip().lower()
     if s in ("q8", "f32", "q4_0", "iq4_nl"):
         return QuantSpec(s)
-    m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot|gptq))*)", s)
+    m = re.fullmatch(r"cq4(?:-(\d+))?((?:-(?:norm|lsq|norot|gptq|wide))*)", s)
     if not m:
         raise ValueError(f"quant must be one of {QUANT_HELP}; got {spec!r}")
     gs = int(m.group(1)) if m.group(1) else None
@@ -130,7 +143,7 @@ def parse_quant(spec: str | QuantSpec) -> QuantSpec:
     scale = "lsq" if "lsq" in opts else "norm"
     if "lsq" in opts and "norm" in opts:
         raise ValueError(f"{spec!r}: choose one scale rule, norm or lsq")
-    return QuantSpec("cq4", gs, scale, "norot" not in opts, "gptq" in opts)
+    return QuantSpec("cq4", gs, scale, "norot" not in opts, "gptq" in opts, "wide" in opts)
 
 
 def _nearest(v: np.ndarray, cb: np.ndarray) -> np.ndarray:
@@ -150,8 +163,9 @@ def fp16_scales(s: np.ndarray) -> np.ndarray:
 
 
 def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale: str = "norm",
-                 rotate: bool = True, chunk_rows: int = 2048) -> Q4Tensor:
-    """CQ4 of a float (rows, cols) matrix (see the module docstring)."""
+                 rotate: bool = True, chunk_rows: int = 2048, amax: int = 127) -> Q4Tensor:
+    """CQ4 of a float (rows, cols) matrix (see the module docstring), levels pre-scaled to
+    largest magnitude amax (--quant specs pass NARROW_AMAX unless -wide)."""
     if group_size not in GROUP_SIZES:
         raise ValueError(f"CQ4 group size must be one of {GROUP_SIZES}, got {group_size}")
     if scale not in SCALES:
@@ -164,7 +178,7 @@ def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale
     rows, cols = w.shape
     gs, kpad = group_size, padded_length(cols, group_size)
     ng = kpad // gs
-    cb, step = codebook(gs)
+    cb, step = codebook(gs, amax)
     cbf = cb.astype(np.float64)
     signs = rotation_signs(seed, kpad) if rotate else None
     nib = np.empty((rows, kpad // 2), np.uint8)
@@ -306,7 +320,7 @@ def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = D
         return quantize_q4_0(w)
     if spec.kind == "iq4_nl":
         return quantize_iq4_nl(w)
-    return quantize_cq4(w, group_size, seed, spec.scale, spec.rotate)
+    return quantize_cq4(w, group_size, seed, spec.scale, spec.rotate, amax=spec.amax)
 
 
 DEFAULT_GROUP = 64  # CQ4's group size when the spec names none (README Quality table)
@@ -352,7 +366,8 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessian
             if log:
                 log(f"\rquantizing {spec}: {done}/{total} matrices")
             f = m.dequantize() if isinstance(m, (Q4Tensor, Q8Tensor)) else m
-            return gptq_cq4(f, hessians[(name, layer)], gs, seed, spec.scale, spec.rotate)
+            return gptq_cq4(f, hessians[(name, layer)], gs, seed, spec.scale, spec.rotate,
+                            amax=spec.amax)
         return conv(m)
 
     mats = {n: [conv_at(n, i, m) for i, m in enumerate(getattr(w, n))] for n in LAYER_MATRICES}
@@ -380,7 +395,8 @@ def _rotate_hessian(h: np.ndarray, cols: int, kpad: int, gs: int, signs) -> np.n
 
 
 def gptq_cq4(w: np.ndarray, h: np.ndarray, group_size: int, seed: int = DEFAULT_SEED,
-             scale: str = "norm", rotate: bool = True, damp: float = 0.01) -> Q4Tensor:
+             scale: str = "norm", rotate: bool = True, damp: float = 0.01, amax: int = 127
+             ) -> Q4Tensor:
     """CQ4 with error-compensating assignment (GPTQ, Frantar et al. 2022) in the rotated
     domain: the rotated coordinates are quantized one column at a time in order, and each
     column's rounding error, weighted by the inverse of the input second moment h (cols, cols;
@@ -390,7 +406,7 @@ def gptq_cq4(w: np.ndarray, h: np.ndarray, group_size: int, seed: int = DEFAULT_
     w = np.asarray(w, np.float64)
     rows, cols = w.shape
     gs, kpad = group_size, padded_length(cols, group_size)
-    cb, step = codebook(gs)
+    cb, step = codebook(gs, amax)
     cbf = cb.astype(np.float64)
     signs = rotation_signs(seed, kpad) if rotate else None
     x = np.zeros((rows, kpad))
