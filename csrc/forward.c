@@ -158,15 +158,19 @@ typedef struct fw {
 /* A matmul or attention step over n tasks. rows: a decode matmul's output rows, for its
  * thread budget (one thread per gemv_rows_per_thread rows, at least one); 0: the team.
  * Work below par_min_work runs as one chunk. Does not wait. */
-static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                      size_t rows) {
+static void run_tasks_per(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                          size_t rows, size_t per_thread) {
     const if_model *m = f->m;
     size_t nt = 0; /* the whole team */
     if (rows && m->gemv_rows_per_thread)
         nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
     if (work < m->par_min_work) nt = 1;
-    if_step(f->w, n, grain, nt, MM_CHUNKS);
+    if_step(f->w, n, grain, nt, per_thread);
     CHUNKS(f, t0, t1) fn(ctx, t0, t1, f->w->tid);
+}
+static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                      size_t rows) {
+    run_tasks_per(f, n, grain, fn, ctx, work, rows, MM_CHUNKS);
 }
 
 /* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
@@ -507,9 +511,13 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
             size_t r0 = ((i & 1) ? a->tiles - 1 - i / 2 : i / 2) * TQ;
             size_t r1 = r0 + TQ < a->M ? r0 + TQ : a->M;
             a->attn(&a->j, r0, r1, g * kv_mul, (g + 1) * kv_mul, scratch);
-        } else {
-            size_t r = t / m->c.n_heads, h = t % m->c.n_heads;
-            a->attn(&a->j, r, r + 1, h, h + 1, scratch);
+        } else { /* (row, head): the chunk's consecutive heads of one row and kv group in
+                  * one call (its keys transposed once for them) */
+            const size_t nh = m->c.n_heads, r = t / nh, h = t % nh, g = h / kv_mul;
+            size_t e = t + 1;
+            while (e < t1 && e / nh == r && e % nh / kv_mul == g) e++;
+            a->attn(&a->j, r, r + 1, h, h + (e - t), scratch);
+            t = e - 1;
         }
     }
 }
@@ -541,7 +549,11 @@ static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
-    run_tasks(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0);
+    /* (row, head) tasks: one chunk per thread, so a chunk's heads of one kv group share a call
+     * (a SmolLM2 decode step at 2 threads, 9 heads in 3 groups: chunks of heads 0-4 and 5-8,
+     * 2 calls each, rather than 8 chunks of 1-2 heads, each head its own call) */
+    run_tasks_per(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
+                  a.per_group ? MM_CHUNKS : 1);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */

@@ -129,7 +129,7 @@ size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, s
         return 0;
     /* the fp32 kernels: a row of scores (keys rounded up to 16) per tile row and head of one
      * kv group; one block's scores; three (B, head_size) blocks (transposed keys, values,
-     * one key); slack for alignment */
+     * keys); slack for alignment */
     const size_t G = n_heads < kv_mul ? n_heads : kv_mul, ld = (keys + 15) / 16 * 16;
     const size_t f32 = TQ * G * ld + B + 3 * B * hs + 8 * 16;
     /* the int8 matrix-engine kernels (attn_i8_matrix_body.h): floats, then bytes / 4 */

@@ -194,6 +194,31 @@ def test_fp32_kernels_equal_scalar_with_wide_scores(q_scale):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), tier
 
 
+# Shapes for the SIMD kernels' unrolled paths (attn_f32_simd_body.h): head_size 128, 80, 100,
+# 56, 24, 2 give 8+8, 8+2, 8+4+tail, 4+2+1, 2+1 and tail-only head-dim vector groups at 8 lanes;
+# 5 and 7 heads per kv group give 4+1 and 4+3 interleaved softmax chains; row counts and
+# positions give 8, 4, 2 and 1 key chunks per block and chunks past a tile's keys.
+MORE_CASES = [
+    ("hs128_kvmul5", 10, 2, 128, 61, 20, 0, 0, 81),
+    ("hs80_window", 7, 1, 80, 90, 33, 40, 3, 3 + 40 + 33 - 1),
+    ("hs100_decode", 4, 1, 100, 200, 1, 0, 0, 201),
+    ("hs56_kvmul7_rolled", 7, 1, 56, 130, 5, 61, 2, 2 + 61 + 5 - 1),
+    ("hs24_mha", 3, 3, 24, 9, 50, 0, 0, 59),
+    ("hs2_gqa", 6, 2, 2, 63, 3, 0, 0, 66),
+]
+
+
+@pytest.mark.parametrize("kv", ["f32", "f16"])
+@pytest.mark.parametrize("case", MORE_CASES, ids=[c[0] for c in MORE_CASES])
+def test_fp32_kernels_equal_scalar_on_unrolled_paths(case, kv):
+    want, oracle = run(case, kv, "scalar")
+    if kv == "f32":
+        assert rel_err(want, oracle) <= 1e-5
+    for tier in TIERS[1:]:
+        got, _ = run(case, kv, tier)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), tier
+
+
 def test_window_changes_the_answer():
     """The window and the sinks matter (a test that ignored them would still pass above if the
     oracle ignored them too): dropping either changes the oracle's output."""

@@ -102,11 +102,12 @@ static inline float attn_f16_to_f32(uint16_t h) {
     return out;
 }
 
-/* Row `pos` of kv head g of a cache's keys (which 0) or values (1), as head_size floats in
- * dst (or a pointer straight into the cache for float32 caches, when dst may be ignored). */
-static inline const float *attn_row(const if_kv_layer *kv, int which, size_t pos, size_t g,
-                                    size_t hs, float *dst) {
-    size_t slot = if_kv_slot(kv, pos), off = slot * kv->kv_dim + g * hs;
+/* The row in cache slot `slot` of kv head g of a cache's keys (which 0) or values (1), as
+ * head_size floats in dst (or a pointer straight into the cache for float32 caches, when dst
+ * may be ignored). */
+static inline const float *attn_slot_row(const if_kv_layer *kv, int which, size_t slot,
+                                         size_t g, size_t hs, float *dst) {
+    const size_t off = slot * kv->kv_dim + g * hs;
     const void *base = which ? kv->v : kv->k;
     if (kv->type == IF_KV_F32) return (const float *)base + off;
     if (kv->type == IF_KV_F16) {
@@ -120,6 +121,24 @@ static inline const float *attn_row(const if_kv_layer *kv, int which, size_t pos
     return dst;
 }
 
+/* Row `pos` of kv head g (attn_slot_row at the position's slot). */
+static inline const float *attn_row(const if_kv_layer *kv, int which, size_t pos, size_t g,
+                                    size_t hs, float *dst) {
+    return attn_slot_row(kv, which, if_kv_slot(kv, pos), g, hs, dst);
+}
+
+/* Rows of positions [lo, hi) of kv head g as rows[t - lo] (attn_row, converted into
+ * buf + (t - lo) * hs), the slots stepped along (if_kv_slot once: position t + 1 sits in the
+ * next slot, the first one past the sinks after the last). */
+static inline void attn_rows(const if_kv_layer *kv, int which, size_t lo, size_t hi, size_t g,
+                             size_t hs, float *buf, const float **rows) {
+    if (lo >= hi) return;
+    for (size_t t = lo, slot = if_kv_slot(kv, lo); t < hi; t++) {
+        rows[t - lo] = attn_slot_row(kv, which, slot, g, hs, buf + (t - lo) * hs);
+        slot = slot + 1 == kv->cap ? kv->n_sinks : slot + 1;
+    }
+}
+
 /* The rows of block [bs, bs + IF_ATTN_KEY_BLOCK) that any query row in [rt, re) of the job
  * sees: keys (which 0) or values (1) of kv head g as rows[t - bs], converted into buf
  * ((block, head_size) floats) or pointing into a float32 cache. Returns 0 (and converts
@@ -129,9 +148,9 @@ static inline int attn_block_rows(const if_attn_job *j, size_t rt, size_t re, si
     const size_t hs = j->head_size;
     size_t lo, hi;
     attn_tile_span(j, rt, re, bs, bs + IF_ATTN_KEY_BLOCK, &lo, &hi);
-    for (size_t t = lo; t < hi; t++)
-        rows[t - bs] = attn_row(j->kv, which, t, g, hs, buf + (t - bs) * hs);
-    return lo < hi;
+    if (lo >= hi) return 0;
+    attn_rows(j->kv, which, lo, hi, g, hs, buf + (lo - bs) * hs, rows + (lo - bs));
+    return 1;
 }
 
 #endif

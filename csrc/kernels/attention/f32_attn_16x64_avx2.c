@@ -7,6 +7,7 @@
 #include "../kernels.h"
 #include "../../detmath.h"
 #include "../detmath_avx2.h"
+#include "attn_kt8x8_avx.h"
 
 #define ATTN_FN if_f32_attn_16x64_avx2
 #define VF __m256
@@ -26,6 +27,7 @@
 #define VMLOAD(p, m) _mm256_maskload_ps(p, m)
 #define VMSTORE(p, m, v) _mm256_maskstore_ps(p, m, v)
 #define VEXP(v) exp8(v)
+#define KT8X8(src, i, dst, ld) attn_kt8x8_avx(src, i, dst, ld)
 #include "attn_f32_simd_body.h"
 
 const if_attn_kernel if_k_f32_attn_16x64_avx2 = {.name = "f32_attn_16x64_avx2",

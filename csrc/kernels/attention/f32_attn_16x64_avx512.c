@@ -7,6 +7,7 @@
 #include "../kernels.h"
 #include "../../detmath.h"
 #include "../detmath_avx512.h"
+#include "attn_kt8x8_avx.h"
 
 #define ATTN_FN if_f32_attn_16x64_avx512
 #define VF __m512
@@ -25,6 +26,7 @@
 #define VMLOAD(p, m) _mm512_maskz_loadu_ps(m, p)
 #define VMSTORE(p, m, v) _mm512_mask_storeu_ps(p, m, v)
 #define VEXP(v) exp16(v)
+#define KT8X8(src, i, dst, ld) attn_kt8x8_avx(src, i, dst, ld)
 #include "attn_f32_simd_body.h"
 
 const if_attn_kernel if_k_f32_attn_16x64_avx512 = {.name = "f32_attn_16x64_avx512",
