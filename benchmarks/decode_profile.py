@@ -7,12 +7,13 @@ decode loop only (loading and quantizing are outside the sampled window), groupe
 Software clock sampling needs no PMU (it works in VMs whose perf counters are unsupported).
 Each thread count runs in its own process: `--steps` decode steps (Engine.forward) at
 positions 0..127 over and over (tg128's context), after 16 warm-up steps. Phases, by the
-sampled symbol: matmul (the q8/q4 GEMV/GEMM kernels), attention, elementwise (the rest of the
-core: norms, RoPE, quantization, activations, KV stores), wait (if_step_wait / if_step_next
-and the kernel's scheduler and sched_yield: a thread at a barrier), other (Python, libc, the
-kernel otherwise). From them: the bytes the matmuls stream per second of matmul time per
-thread, against the read-only stream bandwidth per thread at that thread count
-(bench.limits)."""
+sampled symbol: matmul (the q8/q4 GEMV/GEMM kernels and their q8c_/q4c_ helpers; the module
+keeps its symbol table, pyproject's install.strip = false, so static functions have names),
+attention, elementwise (the rest of the core: norms, RoPE, quantization, activations, KV
+stores), wait (if_step_wait / if_step_next and the kernel's scheduler and sched_yield: a
+thread at a barrier), other (Python, libc, the kernel otherwise). From them: the bytes the
+matmuls stream per second of matmul time per thread, against the read-only stream bandwidth
+per thread at that thread count (bench.limits)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import time
 
 HZ = 4000  # samples per second per thread
 
-MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv")
+MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv", "q8c_", "q4c_")
 WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_sched_yield",
         "__sched_yield", "sched_yield", "do_syscall_64", "__x64_sys_sched_yield",
         "entry_SYSCALL_64", "syscall_exit_to_user_mode", "_raw_spin_unlock_irqrestore",
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             bw = next((b["gbps"] for b in limits["bandwidth"] if b["threads"] == t), None)
             mm = sum(r["matmul_s"] for r in run["per_thread"])
             streamed = info.weight_bytes_per_token * a.steps
-            run["matmul_gbps_per_thread"] = streamed / mm / 1e9 / t if mm else None
+            run["matmul_gbps_per_thread"] = streamed / mm / 1e9 if mm else None  # per matmul-second
             run["stream_gbps_per_thread"] = bw / t if bw else None
             run["limit_steps_per_s"] = bw * 1e9 / info.weight_bytes_per_token if bw else None
             doc["runs"].append(run)
