@@ -30,10 +30,10 @@ import time
 HZ = 4000  # samples per second per thread
 
 MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv", "q8c_", "q4c_")
-WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_sched_yield",
-        "__sched_yield", "sched_yield", "do_syscall_64", "__x64_sys_sched_yield",
+# scheduler and syscall paths a waiting thread runs (besides any symbol naming futex or yield)
+WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_syscall_64",
         "entry_SYSCALL_64", "syscall_exit_to_user_mode", "_raw_spin_unlock_irqrestore",
-        "finish_task_switch", "pick_next_task_fair", "futex", "do_futex", "__futex_wait")
+        "finish_task_switch", "pick_next_task_fair")
 
 
 def phase(sym: str) -> str:

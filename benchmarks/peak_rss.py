@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 PROMPT = "Write a haiku about the sea."
 LLAMA = ("import sys; from llama_cpp import Llama; "
@@ -28,15 +29,16 @@ LLAMA = ("import sys; from llama_cpp import Llama; "
 
 
 def run(cmd: list[str]) -> tuple[float, str]:
-    """(peak RSS in MiB, stdout) of cmd run to completion (wait4's ru_maxrss)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = p.stdout.read()
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = status
-    if status:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({status}):\n{err[-2000:]}")
-    return ru.ru_maxrss / 1024, out
+    """(peak RSS in MiB, stdout) of cmd run to completion (wait4's ru_maxrss). Output goes to
+    temporary files, not pipes, so a child that fills one cannot block."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = status  # reaped here: Popen must not wait for it again
+        out.seek(0), err.seek(0)
+        if status:
+            raise SystemExit(f"{' '.join(cmd[:4])} ... failed ({status}):\n{err.read()[-2000:]}")
+        return ru.ru_maxrss / 1024, out.read()
 
 
 def main(argv: list[str] | None = None) -> int:

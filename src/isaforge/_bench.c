@@ -414,40 +414,33 @@ static PyObject *py_stream_read(PyObject *mod, PyObject *args) {
     return PyFloat_FromDouble(g);
 }
 
-static PyObject *py_peak_int8(PyObject *mod, PyObject *args) {
-    (void)mod;
+/* peak_int8 / mix_int8: a (tier, threads, iters) int8 probe (same signature) -> GOP/s. */
+typedef if_status (*int8_probe_fn)(const char *, size_t, size_t, double *, char *, size_t);
+
+static PyObject *int8_probe(PyObject *args, const char *name, int8_probe_fn fn) {
     const char *tier;
     Py_ssize_t threads, iters;
     if (!PyArg_ParseTuple(args, "snn", &tier, &threads, &iters)) return NULL;
     if (threads < 1 || iters < 1) {
-        PyErr_SetString(PyExc_ValueError, "peak_int8: threads >= 1, iters >= 1");
+        PyErr_Format(PyExc_ValueError, "%s: threads >= 1, iters >= 1", name);
         return NULL;
     }
     char err[256] = "";
     double g = 0;
     if_status st;
-    Py_BEGIN_ALLOW_THREADS st = ifb_peak_int8(tier, (size_t)threads, (size_t)iters, &g, err,
-                                              sizeof err);
+    Py_BEGIN_ALLOW_THREADS st = fn(tier, (size_t)threads, (size_t)iters, &g, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) return raise_status(st, err);
     return PyFloat_FromDouble(g);
 }
 
+static PyObject *py_peak_int8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    return int8_probe(args, "peak_int8", ifb_peak_int8);
+}
+
 static PyObject *py_mix_int8(PyObject *mod, PyObject *args) {
     (void)mod;
-    const char *tier;
-    Py_ssize_t threads, iters;
-    if (!PyArg_ParseTuple(args, "snn", &tier, &threads, &iters)) return NULL;
-    if (threads < 1 || iters < 1) {
-        PyErr_SetString(PyExc_ValueError, "mix_int8: threads >= 1, iters >= 1");
-        return NULL;
-    }
-    char err[256] = "";
-    double g = 0;
-    if_status st;
-    Py_BEGIN_ALLOW_THREADS st = ifb_mix_int8(tier, (size_t)threads, (size_t)iters, &g, err,
-                                             sizeof err);
-    Py_END_ALLOW_THREADS if (st != IF_OK) return raise_status(st, err);
-    return PyFloat_FromDouble(g);
+    return int8_probe(args, "mix_int8", ifb_mix_int8);
 }
 
 static PyObject *py_now(PyObject *mod, PyObject *args) {
