@@ -18,4 +18,16 @@
             svld1_hor_za32((tile), (uint32_t)r_, pl_, p_ + r_ * (stride));                    \
     } while (0)
 
+/* The SME2 GEMMs' (q8_gemm_vlxvl_sme2.c, q4_gemm_vlxvl_sme2.c) readout of one output row for
+ * group g, in a scope holding pw (the lanes' predicate), wsv (the weight scales), acc and vl:
+ * acc[row] += (cvt(isums) * ws_vec) * xs_scalar, with two rounded multiplies and a rounded
+ * add, exactly the scalar order per lane (lane = output n). */
+#define READOUT_ROW(isums, row, xscale)                                                        \
+    do {                                                                                      \
+        svfloat32_t p_ = svmul_f32_x(pw, svcvt_f32_s32_x(pw, (isums)), wsv);                  \
+        p_ = svmul_n_f32_x(pw, p_, (xscale));                                                 \
+        float *a_ = acc + (row) * vl;                                                         \
+        svst1_f32(pw, a_, svadd_f32_x(pw, svld1_f32(pw, a_), p_));                            \
+    } while (0)
+
 #endif

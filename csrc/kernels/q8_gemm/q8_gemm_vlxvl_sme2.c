@@ -12,16 +12,6 @@
 #define T_S 3   /* weight scales: row j = ws[nb + j][g0 .. g0 + VL) (one window of groups) */
 #define ZERO_ACC (0x11u << T_ACC) /* ZERO mask of ZA<T_ACC>.S (= ZA<T_ACC>.D and ZA<T_ACC+4>.D) */
 
-/* One output row's readout for group g: acc[row] += (cvt(isums) * ws_vec) * xs_scalar, with two
- * rounded multiplies and a rounded add, exactly the scalar order per lane (lane = output n). */
-#define READOUT_ROW(isums, row, xscale)                                                        \
-    do {                                                                                      \
-        svfloat32_t p_ = svmul_f32_x(pw, svcvt_f32_s32_x(pw, (isums)), wsv);                  \
-        p_ = svmul_n_f32_x(pw, p_, (xscale));                                                 \
-        float *a_ = acc + (row) * vl;                                                         \
-        svst1_f32(pw, a_, svadd_f32_x(pw, svld1_f32(pw, a_), p_));                            \
-    } while (0)
-
 /* The streaming kernel. Per (VL activation rows) x (VL weight rows) block and per K chunk of 4*VL
  * bytes, the activation and weight rows are loaded into tiles T_X / T_W as horizontal slices
  * (plain contiguous loads, tails predicated); vertical slice c of those tiles is then, for every
