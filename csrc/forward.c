@@ -79,6 +79,10 @@ struct if_model {
     float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
     size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
+    /* a decode step's own activation row per thread (fw's private mode): (n_threads, act_w)
+     * each: the float row, its rotated copy, its int8 values and their scales */
+    float *pf, *pxr, *pxs;
+    int8_t *pxq;
     const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
     void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
@@ -150,7 +154,28 @@ typedef struct fw {
     int xq_q4;
     const float *q4_signs;
     size_t q4_kpad, q4_gs;
+    /* Private mode (a decode step's Q8 / 4-bit matmul inputs, see priv_begin): the matmul's
+     * input row is this walker's own. Every thread that claims a chunk of the matmul first
+     * makes the whole row itself (pend: from the shared rows, the same arithmetic as the
+     * shared step it replaces), then quantizes it for the matrix into its own pxq / pxs, so
+     * the step that made the row needs no barrier after it. Made only at a thread's first
+     * claimed chunk: the shared rows it reads are complete then and not yet overwritten (no
+     * thread passes the matmul's barrier while one of its chunks is unclaimed), and a thread
+     * that claims nothing reads nothing. */
+    int priv;
+    int pend;              /* P_NONE, or what makes pf: P_NORM, P_GATE, P_RESID */
+    const float *pa, *pb, *pw, *ppost; /* its inputs (x, y or gate, norm weight, post norm) */
+    size_t pn;             /* the row's length */
+    float peps;
+    const float *psrc;     /* the float row (pf, or a complete shared row) */
+    int pq_dtype;          /* what pxq holds: 0 nothing, else IF_Q8 / IF_Q4 of (signs, kp, gs) */
+    const float *pq_signs;
+    size_t pq_kp, pq_gs;
+    float *pf, *pxr, *pxs;
+    int8_t *pxq;
 } fw;
+
+enum { P_NONE, P_NORM, P_GATE, P_RESID };
 
 /* Claim the current step's chunks [a, b) one after another (never leave the loop early). */
 #define CHUNKS(f, a, b) for (size_t a, b; if_step_next((f)->w, &a, &b);)
@@ -158,15 +183,27 @@ typedef struct fw {
 /* A matmul or attention step over n tasks. rows: a decode matmul's output rows, for its
  * thread budget (one thread per gemv_rows_per_thread rows, at least one); 0: the team.
  * Work below par_min_work runs as one chunk. Does not wait. */
-static void run_tasks_per(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                          size_t rows, size_t per_thread) {
+static void priv_ensure(fw *f, const if_matrix *w);
+
+static void run_tasks_prep(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                           size_t rows, size_t per_thread, const if_matrix *prep) {
     const if_model *m = f->m;
     size_t nt = 0; /* the whole team */
     if (rows && m->gemv_rows_per_thread)
         nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
     if (work < m->par_min_work) nt = 1;
     if_step(f->w, n, grain, nt, per_thread);
-    CHUNKS(f, t0, t1) fn(ctx, t0, t1, f->w->tid);
+    CHUNKS(f, t0, t1) {
+        if (prep) { /* private mode: this thread's input row, at its first chunk */
+            priv_ensure(f, prep);
+            prep = NULL;
+        }
+        fn(ctx, t0, t1, f->w->tid);
+    }
+}
+static void run_tasks_per(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                          size_t rows, size_t per_thread) {
+    run_tasks_prep(f, n, grain, fn, ctx, work, rows, per_thread, NULL);
 }
 static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
                       size_t rows) {
@@ -307,6 +344,108 @@ static void gemm_tiles(const fw *f, size_t M, size_t rows, size_t mr, size_t nr,
     *n_tiles = (rows + *nt - 1) / *nt;
 }
 
+/* One row's residual add and the next norm (prep_step's RESID): t = x + (post ? RMSNorm_post(y)
+ * : y) over all n values (their sum of squares), then for j in [i0, i1): xn[j] = t (xn not
+ * NULL) and o[j] = RMSNorm(t)[j] with weight nw (o not NULL). */
+static void resid_row(float *o, float *xn, const float *xr, const float *yr, const float *post,
+                      const float *nw, size_t n, float eps, size_t i0, size_t i1) {
+    const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
+    float ss = 0.0f; /* rms_scale's sum over the new residual */
+    for (size_t j = 0; j < n; j++) {
+        const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+        ss += t * t;
+    }
+    ss /= (float)n;
+    ss += eps;
+    ss = 1.0f / sqrtf(ss);
+    for (size_t j = i0; j < i1; j++) {
+        const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+        if (xn) xn[j] = t;
+        if (o) o[j] = nw[j] * (ss * t);
+    }
+}
+
+/* Enter private mode (fw): the next matmuls' input row is made by pend from (a, b, nw, post),
+ * or is the complete shared row src (pend P_NONE). */
+static void priv_set(fw *f, int pend, const float *src, const float *a, const float *b,
+                     const float *nw, const float *post, size_t n, float eps) {
+    f->priv = 1;
+    f->pend = pend;
+    f->psrc = pend == P_NONE ? src : f->pf;
+    f->pa = a;
+    f->pb = b;
+    f->pw = nw;
+    f->ppost = post;
+    f->pn = n;
+    f->peps = eps;
+    f->pq_dtype = 0;
+}
+
+/* Private mode: make this walker's input row (if pending) and its quantization for w (unless
+ * pxq already holds it), with the arithmetic of the shared steps (whole rows: each
+ * quantization group, and each rotation group, is computed the same way whatever the chunk). */
+static void priv_ensure(fw *f, const if_matrix *w) {
+    const if_model *m = f->m;
+    const if_kernel_table *k = m->gemv_k;
+    if (f->pend != P_NONE) {
+        const size_t n = f->pn;
+        if (f->pend == P_NORM) {
+            rmsnorm_part(f->pf, f->pa, f->pw, n, f->peps, 0, n);
+        } else if (f->pend == P_GATE) {
+            memcpy(f->pf, f->pa, n * sizeof(float));
+            (m->c.act ? k->geglu->run : k->swiglu->run)(f->pf, f->pb, n);
+        } else {
+            resid_row(f->pf, NULL, f->pa, f->pb, f->ppost, f->pw, n, f->peps, 0, n);
+        }
+        f->pend = P_NONE;
+    }
+    const size_t gs = w->group_size;
+    if (w->dtype == IF_Q8) {
+        if (f->pq_dtype == IF_Q8 && f->pq_kp == w->cols && f->pq_gs == gs) return;
+        k->quantize->run(f->pxq, f->pxs, f->psrc, w->cols, gs);
+        f->pq_signs = NULL;
+        f->pq_kp = w->cols;
+    } else if (w->dtype == IF_Q4) {
+        if (f->pq_dtype == IF_Q4 && f->pq_signs == w->signs && f->pq_kp == w->kpad &&
+            f->pq_gs == gs)
+            return;
+        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
+        h->run(f->pxr, f->psrc, w->signs, w->cols, w->kpad, gs);
+        k->quantize->run(f->pxq, f->pxs, f->pxr, w->kpad, gs);
+        f->pq_signs = w->signs;
+        f->pq_kp = w->kpad;
+    } else {
+        return;
+    }
+    f->pq_dtype = (int)w->dtype;
+    f->pq_gs = gs;
+}
+
+/* A decode matmul in private mode (does not wait): the kernels of matmul's M = 1 paths, each
+ * claiming thread reading its own input row. */
+static void matmul_priv(fw *f, float *out, size_t ldo, const if_matrix *w,
+                        const int8_t *packed) {
+    if_model *m = f->m;
+    const if_kernel_table *k = m->gemv_k;
+    const size_t rows = w->rows;
+    mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, f->psrc, f->pxq, f->pxs};
+    if (w->dtype == IF_Q4) {
+        j.wq = NULL;
+        run_tasks_prep(f, rows, 8, gemv_task, &j, rows * w->kpad / 2, rows, MM_CHUNKS, w);
+        return;
+    }
+    if (w->dtype == IF_Q8 && packed && m->decode_packed) { /* see matmul */
+        const size_t nr = k->q8_gemm->nr;
+        j.wq = packed;
+        j.n_tile = nr;
+        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->cols, rows,
+                       MM_CHUNKS, w);
+        return;
+    }
+    split_job(m, &j);
+    run_tasks_prep(f, rows, 4, gemv_task, &j, rows * w->cols, rows, MM_CHUNKS, w);
+}
+
 /* out (M, ldo) = x (M, cols) W^T, as a step that does not wait. quantize = 1 (re)quantizes x
  * into m->xq first (its own step, after waiting for the steps that may still read xq, and
  * waited for), 0 reuses the quantization of the same x from the previous call.
@@ -357,6 +496,17 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
                    const int8_t *packed, int quantize) {
     if_model *m = f->m;
     const size_t K = w->cols;
+    if (M == 1 && quantize) { /* a decode step's new row: private mode (fw), no barrier after */
+        if_step_wait(f->w); /* x complete */
+        if (w->dtype == IF_F32)
+            f->priv = 0;
+        else
+            priv_set(f, P_NONE, x, NULL, NULL, NULL, NULL, K, 0.0f);
+    }
+    if (M == 1 && f->priv) {
+        matmul_priv(f, out, ldo, w, packed);
+        return;
+    }
     if (w->dtype == IF_Q4) {
         matmul_q4(f, out, ldo, x, M, w, quantize);
         return;
@@ -428,6 +578,18 @@ static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, 
     const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
     const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
     if_step_wait(f->w); /* xq may still be read by a matmul step */
+    if (M == 1 && (q4 || q8)) { /* a decode step: private mode (fw), no barrier after */
+        if (op == RESID && ri->xn) { /* the new residual, shared (read after later barriers) */
+            step_rows(f, 1, n, 16);
+            CHUNKS(f, a, b) resid_row(NULL, ri->xn, x, ri->y, ri->post, nw, n, eps, a, b);
+        }
+        if (op == GATE)
+            priv_set(f, P_GATE, NULL, o, x, NULL, NULL, n, eps);
+        else
+            priv_set(f, op == NORM ? P_NORM : P_RESID, NULL, x, ri ? ri->y : NULL, nw,
+                     ri ? ri->post : NULL, n, eps);
+        return;
+    }
     step_rows(f, M, kp, q4 || q8 ? gs : 16);
     CHUNKS(f, a, b) {
         span s = span_of(M, kp, a, b);
@@ -440,22 +602,8 @@ static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, 
             } else if (s.i0 < e1 && op == GATE) {
                 glu(orow + s.i0, xr + s.i0, e1 - s.i0);
             } else if (s.i0 < e1) {
-                const float *yr = ri->y + r * n, *post = ri->post;
-                float *xnr = ri->xn ? ri->xn + r * n : NULL;
-                const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
-                float ss = 0.0f; /* rms_scale's sum over the new residual */
-                for (size_t j = 0; j < n; j++) {
-                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-                    ss += t * t;
-                }
-                ss /= (float)n;
-                ss += eps;
-                ss = 1.0f / sqrtf(ss);
-                for (size_t j = s.i0; j < e1; j++) {
-                    const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-                    if (xnr) xnr[j] = t;
-                    orow[j] = nw[j] * (ss * t);
-                }
+                resid_row(orow, ri->xn ? ri->xn + r * n : NULL, xr, ri->y + r * n, ri->post, nw,
+                          n, eps, s.i0, e1);
             }
             if (q8) {
                 k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
@@ -471,6 +619,7 @@ static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, 
         }
     }
     if_step_wait(f->w);
+    f->priv = 0;
     if (!w) return;
     f->xq_q4 = q4;
     if (q4) {
@@ -756,7 +905,9 @@ typedef struct call {
 static void call_walk(void *ctx, if_walker *w) {
     const call *k = ctx;
     if_model *m = k->m;
-    fw f = {m, w, 0, NULL, 0, 0};
+    const size_t pw = w->tid * m->act_w; /* this walker's private rows */
+    fw f = {.m = m, .w = w, .pf = m->pf + pw, .pxr = m->pxr + pw, .pxs = m->pxs + pw,
+            .pxq = m->pxq + pw};
     run_layers(&f, k->pos0, k->M);
     if (k->want) { /* the rows that want logits, packed to the front of x: one chunk */
         const size_t dim = m->c.dim;
@@ -1257,9 +1408,13 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     m->xs = calloc(act_big, sizeof(float));
     m->xr = calloc(act_big, sizeof(float));
     m->act_w = big;
+    m->pf = calloc(m->n_threads * big, sizeof(float));
+    m->pxr = calloc(m->n_threads * big, sizeof(float));
+    m->pxs = calloc(m->n_threads * big, sizeof(float));
+    m->pxq = calloc(m->n_threads * big, 1);
     if (!m->layers || !m->x || !m->x2 || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q ||
         !m->att ||
-        !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq ||
+        !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq || !m->pf || !m->pxr || !m->pxs || !m->pxq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
         !alloc_cache(m, opts->kv_type) ||
         !if_embed_init(&m->emb, &tok, c.embed_scale, ub, ks.gemm->q8_gemm->nr) ||
@@ -1296,6 +1451,10 @@ void if_model_free(if_model *m) {
     free(m->xq);
     free(m->xs);
     free(m->xr);
+    free(m->pf);
+    free(m->pxr);
+    free(m->pxs);
+    free(m->pxq);
     free(m->kb);
     free(m->vb);
     free(m->rope);
