@@ -5,8 +5,9 @@
         --peer-file SmolLM2...Q4_0.gguf --peer-quant q4_0 -n 128 -r 5 --threads 1,2 \
         --save benchmarks/results/quant_ab.json
 
-Each `--quant` loads `--model` that way; `--peer-file` is also loaded by isaforge with each
-`--peer-quant` (the file's own nibbles: the same bytes as llama.cpp) and run by llama.cpp
+Each `--quant` loads `--model` that way, each `--isaf` file runs as it is stored;
+`--peer-file` is also loaded by isaforge with each `--peer-quant` (the file's own nibbles: the
+same bytes as llama.cpp) and run by llama.cpp
 (llama-cpp-python, when installed). Every configuration (engine x threads) runs tg<N> once per
 cycle, cycles alternate, the first is a discarded warm-up; printed: mean ± stddev t/s and the
 ratios of the means. `isaforge bench`'s timing (Engine.forward per token from an empty
@@ -34,13 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-file", help="a GGUF that llama.cpp runs too")
     ap.add_argument("--peer-quant", default="q4_0",
                     help="how isaforge holds --peer-file ('' to skip isaforge on it)")
+    ap.add_argument("--isaf", action="append", default=[],
+                    help="an .isaf file run as it is (e.g. converted with --classifier 4bit); "
+                    "repeatable")
     ap.add_argument("-n", type=int, default=128, help="decode steps (tg<N>)")
     ap.add_argument("-r", type=int, default=5, help="repetitions after one warm-up cycle")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--save")
     a = ap.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
-    for f in [a.model] + ([a.peer_file] if a.peer_file else []):
+    for f in [a.model] + ([a.peer_file] if a.peer_file else []) + a.isaf:
         if not os.path.isfile(f):
             ap.error(f"{f}: no such file")
     machine = machine_info()
@@ -48,9 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     sources = [(a.model, q) for q in a.quant.split(",") if q]
     if a.peer_file and a.peer_quant:
         sources += [(a.peer_file, q) for q in a.peer_quant.split(",")]
+    sources += [(f, None) for f in a.isaf]
     for path, q in sources:
-        loaded = read_model(path, q)
-        label = f"isaforge {q} ({os.path.basename(path)})"
+        loaded = read_model(path, q) if q else read_model(path)
+        label = f"isaforge {q or 'as stored'} ({os.path.basename(path)})"
         for t in threads:
             runs.append((label, t, Engine(loaded, threads=t)))
     vocab = loaded.config.vocab_size
