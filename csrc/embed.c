@@ -20,40 +20,55 @@ if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
     return t;
 }
 
-int if_embed_check(const if_matrix *t, size_t vocab, size_t dim, char *err, size_t errlen) {
-    const char *name = "token embedding table";
-    if (t->rows != vocab || t->cols != dim) {
-        ERR("%s has shape (%zu, %zu), expected (%zu, %zu)", name, t->rows, t->cols, vocab, dim);
+int if_matrix_check(const if_matrix *w, size_t rows, size_t cols, size_t q8_gs,
+                    const char *name, char *err, size_t errlen) {
+    const int table = q8_gs == IF_ANY_GROUP;
+    if (w->rows != rows || w->cols != cols) {
+        ERR("%s has shape (%zu, %zu), expected (%zu, %zu)", name, w->rows, w->cols, rows, cols);
         return 0;
     }
-    if (t->dtype == IF_F32) {
-        if (!t->f32) {
-            ERR("%s: fp32 table without data", name);
+    if (w->dtype == IF_F32) {
+        if ((!table && q8_gs != 0) || !w->f32) {
+            ERR("%s: fp32 matrix %s", name, w->f32 ? "in a Q8 model" : "without data");
             return 0;
         }
-    } else if (t->dtype == IF_Q8) {
-        if (!t->group_size || dim % t->group_size || !t->q || !t->s) {
-            ERR("%s: Q8 group size %zu invalid for %zu columns (or no data/scales)", name,
-                t->group_size, dim);
+    } else if (w->dtype == IF_Q8) {
+        const size_t g = w->group_size;
+        if (g == 0 || (!table && g != q8_gs) || cols % g != 0) {
+            if (table)
+                ERR("%s: Q8 group size %zu invalid for %zu columns", name, g, cols);
+            else
+                ERR("%s: Q8 group size %zu invalid for %zu columns (model group size %zu)", name,
+                    g, cols, q8_gs);
             return 0;
         }
-    } else if (t->dtype == IF_Q4) {
-        const size_t g = t->group_size, kp = t->kpad;
-        if (g == 0 || g % 32 || kp % g || kp < dim || kp - dim >= g) {
-            ERR("%s: 4-bit group size %zu and padded length %zu invalid for %zu columns", name,
-                g, kp, dim);
+        if (!w->q || !w->s) {
+            ERR("%s: Q8 matrix without data or scales", name);
             return 0;
         }
-        if (t->signs && (g & (g - 1))) {
+    } else if (w->dtype == IF_Q4) {
+        const size_t g = w->group_size, kp = w->kpad;
+        if (g == 0 || g % 32 || kp % g || kp < cols || kp - cols >= g) {
+            ERR("%s: 4-bit group size %zu and padded length %zu invalid for %zu columns (the "
+                "group size must be a multiple of 32 dividing the padded length, padding less "
+                "than one group)", name, g, kp, cols);
+            return 0;
+        }
+        if (w->signs && (g & (g - 1))) {
             ERR("%s: rotation needs a power-of-two group size, got %zu", name, g);
             return 0;
         }
-        if (!t->q4 || !t->s || !t->codebook) {
-            ERR("%s: 4-bit table without data, scales or codebook", name);
+        if (!w->q4 || !w->s || !w->codebook) {
+            ERR("%s: 4-bit matrix without data, scales or codebook", name);
             return 0;
         }
+        for (int i = 0; i < 16 && !table; i++)
+            if (w->codebook[i] == -128) {
+                ERR("%s: codebook entry %d is -128 (the kernels need [-127, 127])", name, i);
+                return 0;
+            }
     } else {
-        ERR("%s: unknown dtype %d", name, (int)t->dtype);
+        ERR("%s: unknown dtype %d", name, (int)w->dtype);
         return 0;
     }
     return 1;

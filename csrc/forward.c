@@ -1052,51 +1052,6 @@ if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
 
 /* ---- validation and setup ---- */
 
-static int check_matrix(const if_matrix *w, size_t rows, size_t cols, size_t gs,
-                        const char *name, char *err, size_t errlen) {
-    if (w->rows != rows || w->cols != cols) {
-        ERR("%s has shape (%zu, %zu), expected (%zu, %zu)", name, w->rows, w->cols, rows, cols);
-        return 0;
-    }
-    if (w->dtype == IF_F32) {
-        if (gs != 0 || !w->f32) {
-            ERR("%s: fp32 matrix %s", name, gs ? "in a Q8 model" : "without data");
-            return 0;
-        }
-    } else if (w->dtype == IF_Q8) {
-        if (w->group_size == 0 || w->group_size != gs || cols % gs != 0 || !w->q || !w->s) {
-            ERR("%s: Q8 group size %zu invalid for %zu columns (model group size %zu)", name,
-                w->group_size, cols, gs);
-            return 0;
-        }
-    } else if (w->dtype == IF_Q4) {
-        const size_t g = w->group_size, kp = w->kpad;
-        if (g == 0 || g % 32 || kp % g || kp < cols || kp - cols >= g) {
-            ERR("%s: 4-bit group size %zu and padded length %zu invalid for %zu columns (the "
-                "group size must be a multiple of 32 dividing the padded length, padding less "
-                "than one group)", name, g, kp, cols);
-            return 0;
-        }
-        if (w->signs && (g & (g - 1))) {
-            ERR("%s: rotation needs a power-of-two group size, got %zu", name, g);
-            return 0;
-        }
-        if (!w->q4 || !w->s || !w->codebook) {
-            ERR("%s: 4-bit matrix without data, scales or codebook", name);
-            return 0;
-        }
-        for (int i = 0; i < 16; i++)
-            if (w->codebook[i] == -128) {
-                ERR("%s: codebook entry %d is -128 (the kernels need [-127, 127])", name, i);
-                return 0;
-            }
-    } else {
-        ERR("%s: unknown dtype %d", name, (int)w->dtype);
-        return 0;
-    }
-    return 1;
-}
-
 static int mul_ok(size_t a, size_t b, size_t *out) {
     if (a != 0 && b > SIZE_MAX / a) return 0;
     *out = a * b;
@@ -1332,14 +1287,16 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         const size_t D = c.dim, KV = kv_dim, H = c.hidden_dim, Q = q_dim; /* the shapes */
 #define CHECK(field, r, cc)                                          \
     snprintf(name, sizeof name, "layer %zu " #field, l);             \
-    if (!check_matrix(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
+    if (!if_matrix_check(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
         IF_LAYER_MATRICES(CHECK)
 #undef CHECK
     }
-    if (!check_matrix(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
+    if (!if_matrix_check(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
         return IF_EINVAL;
     const if_matrix tok = if_embed_table(w, c.vocab_size, c.dim);
-    if (!if_embed_check(&tok, c.vocab_size, c.dim, err, errlen)) return IF_EINVAL;
+    if (!if_matrix_check(&tok, c.vocab_size, c.dim, IF_ANY_GROUP, "token embedding table", err,
+                         errlen))
+        return IF_EINVAL;
 
     size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH;
     if (ub > c.seq_len) ub = c.seq_len;
