@@ -15,7 +15,7 @@ def quantized_table(loaded: LoadedModel) -> LoadedModel:
     classifier's matrix is the table (one copy; its rows are dequantized on lookup), an untied
     model's table is Q8 at the classifier's group size (Q8_0's 32 for a 4-bit classifier, or the
     largest power of two dividing dim). Float32 models keep their float32 table."""
-    from isaforge.quant.q8 import as_q8
+    from isaforge.quant.q8 import as_q8, halved_group
 
     w = loaded.weights
     if not isinstance(w.wcls, (Q8Tensor, Q4Tensor)):
@@ -24,9 +24,7 @@ def quantized_table(loaded: LoadedModel) -> LoadedModel:
         tok = w.wcls
     elif isinstance(w.tok_embeddings, np.ndarray):
         gs = w.wcls.group_size if isinstance(w.wcls, Q8Tensor) else 32
-        while loaded.config.dim % gs:
-            gs //= 2
-        tok = as_q8(w.tok_embeddings, gs)
+        tok = as_q8(w.tok_embeddings, halved_group(gs, loaded.config.dim))
     else:
         return loaded
     if tok is w.tok_embeddings:

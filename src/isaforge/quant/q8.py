@@ -46,16 +46,20 @@ def _valid_group_sizes(config: Config) -> list[int]:
     return [d for d in range(1, g + 1) if g % d == 0]
 
 
+def halved_group(gs: int, *lengths: int) -> int:
+    """gs halved (floor) until it divides every length (at worst 1)."""
+    while any(n % gs for n in lengths):
+        gs //= 2
+    return gs
+
+
 def pick_group_size(config: Config, requested: int | None) -> int:
     """The requested group size if it divides dim and hidden_dim, else a ValueError.
 
     With None, the largest power of two <= 64 dividing both.
     """
     if requested is None:
-        gs = MAX_AUTO_GROUP
-        while config.dim % gs or config.hidden_dim % gs:
-            gs //= 2
-        return gs
+        return halved_group(MAX_AUTO_GROUP, config.dim, config.hidden_dim)
     if requested <= 0:
         raise ValueError(f"group size must be a positive integer, got {requested}")
     bad = [
