@@ -290,6 +290,14 @@ static void step_release(if_walker *w) {
     }
 }
 
+/* Tapered chunks: a step of several chunks per thread cuts chunk k (of nc) to nc - k shares
+ * (the first the largest, the last one share), so the threads finish together to within the
+ * last, small chunks, for the same number of claims. Chunk k starts at share taper_sum(nc, k)
+ * of taper_total(nc); used when every chunk gets at least one unit (units >= the total).
+ * Which thread computes which rows never changes a result. */
+static size_t taper_sum(size_t nc, size_t k) { return k * nc - k * (k - 1) / 2; }
+static size_t taper_total(size_t nc) { return nc * (nc + 1) / 2; }
+
 int if_step_next(if_walker *w, size_t *t0, size_t *t1) {
     if (w->held) step_release(w);
     const size_t end = w->start + w->n_chunks;
@@ -310,8 +318,14 @@ int if_step_next(if_walker *w, size_t *t0, size_t *t1) {
     }
     k = c - w->start;
     const size_t units = w->units, nc = w->n_chunks;
-    size_t u0 = units / nc * k + (k < units % nc ? k : units % nc);
-    size_t u1 = u0 + units / nc + (k < units % nc ? 1 : 0);
+    size_t u0, u1;
+    if (nc > w->allowed && units >= taper_total(nc)) {
+        u0 = units * taper_sum(nc, k) / taper_total(nc);
+        u1 = units * taper_sum(nc, k + 1) / taper_total(nc);
+    } else {
+        u0 = units / nc * k + (k < units % nc ? k : units % nc);
+        u1 = u0 + units / nc + (k < units % nc ? 1 : 0);
+    }
     *t0 = u0 * w->grain;
     *t1 = u1 * w->grain < w->n ? u1 * w->grain : w->n;
     return 1;
