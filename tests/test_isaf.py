@@ -93,7 +93,7 @@ def test_readable_by_safetensors_and_aligned(stories_isaf):
     m = read_isaf(stories_isaf)
     with safe_open(str(stories_isaf), framework="numpy") as f:
         info = json.loads(f.metadata()["isaforge"])
-        assert info["version"] == 2 and info["quantization"] == {"scheme": "q8", "group_size": 4}
+        assert info["version"] == 3 and info["quantization"] == {"scheme": "q8", "group_size": 4}
         assert info["config"]["hidden_dim"] == 172 and info["layout"] == "rowmajor-q8-v1"
         assert np.array_equal(f.get_tensor("layers.3.w2.q"), m.weights.w2[3].q)
         assert np.array_equal(f.get_tensor("wcls.scales"), m.weights.wcls.s)
@@ -271,7 +271,7 @@ def test_lying_offsets(stories_isaf, tmp_path):
 
 @pytest.mark.parametrize("edit,match", [
     (lambda h, i: h.pop("__metadata__"), "not an isaforge .isaf file"),
-    (lambda h, i: i.update(version=3), "unsupported .isaf version 3"),
+    (lambda h, i: i.update(version=4), "unsupported .isaf version 4"),
     (lambda h, i: i.pop("version"), "unsupported .isaf version None"),
     (lambda h, i: i.update(layout="tiled-amx-v9"), "unknown packed layout 'tiled-amx-v9'"),
     (lambda h, i: i.update(quantization={"scheme": "cq4", "group_size": 32}), "quantization"),

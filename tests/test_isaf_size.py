@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -142,3 +143,104 @@ def test_smollm2_bytes_per_parameter(smollm2_gguf, tmp_path, quant, classifier, 
     h = header(out)
     assert {v["dtype"] for k, v in h.items() if k.endswith(".scales")} == {"F16"}
     assert out.stat().st_size / SMOL_PARAMS <= limit
+
+
+# ---- long metadata lists as zlib blob tensors (version 3) ----
+
+BIG_META = {
+    "tokenizer.ggml.model": "gpt2",
+    "tokenizer.ggml.tokens": [f"tok{i}" for i in range(290)]
+    + ["é", "\u0120the", "a\"b\\c", "\u4e2d"] + ["<|im_start|>"] * 6,
+    "tokenizer.ggml.token_type": [1] * 299 + [3],
+    "tokenizer.ggml.merges": [f"t o{i}" for i in range(256)],
+    "tokenizer.ggml.bos_token_id": 1,
+    "general.languages": ["en"],
+}
+
+
+@pytest.fixture(scope="module")
+def blob_isaf(tmp_path_factory):
+    from conftest import STORIES
+
+    out = tmp_path_factory.mktemp("blobs") / "blobs.isaf"
+    src = tmp_path_factory.mktemp("blobs_src") / "q8.isaf"
+    convert(STORIES / "stories260K.bin", src, quant="q8", group_size=4)
+    write_isaf(out, read_isaf(src), metadata=BIG_META)
+    return out
+
+
+def test_long_metadata_lists_are_blobs_and_come_back_equal(blob_isaf):
+    h = header(blob_isaf)
+    info = json.loads(h["__metadata__"]["isaforge"])
+    assert info["version"] == 3
+    big = ["tokenizer.ggml.merges", "tokenizer.ggml.token_type", "tokenizer.ggml.tokens"]
+    assert info["metadata_blobs"] == big
+    assert not set(big) & set(info["metadata"])  # only the short values stay in the header
+    assert info["metadata"]["general.languages"] == ["en"]
+    for k in big:
+        assert h[f"metadata.{k}"]["dtype"] == "U8"
+    m = read_isaf(blob_isaf)
+    assert m.metadata == BIG_META  # every value back, exactly (unicode and escapes included)
+    raw = json.dumps(BIG_META["tokenizer.ggml.tokens"]).encode()
+    e = h["metadata.tokenizer.ggml.tokens"]
+    assert e["data_offsets"][1] - e["data_offsets"][0] < len(raw) / 2
+
+
+def _with_blob(tmp_path, monkeypatch, blob: bytes, name: str) -> Path:
+    """A .isaf whose tokens blob holds `blob` instead of zlib of the list's JSON."""
+    import isaforge.formats.isaf as isaf
+
+    real = isaf.zlib.compress
+    monkeypatch.setattr(isaf.zlib, "compress",
+                        lambda raw, level=-1: blob if raw.startswith(b'["tok0"') else real(raw))
+    from conftest import STORIES
+
+    src = tmp_path / "src.isaf"
+    convert(STORIES / "stories260K.bin", src, quant="q8", group_size=4)
+    out = tmp_path / name
+    write_isaf(out, read_isaf(src), metadata=BIG_META)
+    monkeypatch.setattr(isaf.zlib, "compress", real)
+    return out
+
+
+@pytest.mark.parametrize("blob,match", [
+    (b"not zlib at all", r"tensor metadata\.tokenizer\.ggml\.tokens: not a zlib stream"),
+    (zlib.compress(b'["tok0", "a"]' * 50)[:-6],
+     r"tensor metadata\.tokenizer\.ggml\.tokens: truncated zlib stream"),
+    (zlib.compress(b'{"tok0": 1}'),
+     r"tensor metadata\.tokenizer\.ggml\.tokens: holds dict, expected a list"),
+    (zlib.compress(b'["tok0", '),
+     r"tensor metadata\.tokenizer\.ggml\.tokens: not JSON once inflated"),
+    (b"", r"tensor metadata\.tokenizer\.ggml\.tokens: truncated zlib stream"),
+])
+def test_bad_blob_contents(tmp_path, monkeypatch, blob, match):
+    from test_isaf import fails
+
+    fails(_with_blob(tmp_path, monkeypatch, blob, "bad.isaf"), match)
+
+
+def test_blob_bomb_is_refused_at_the_cap(tmp_path, monkeypatch):
+    import isaforge.formats.isaf as isaf
+    from test_isaf import fails
+
+    bomb = zlib.compress(b"[" + b"0," * (1 << 20) + b"0]", 9)  # 2 MiB from a few KB
+    p = _with_blob(tmp_path, monkeypatch, bomb, "bomb.isaf")
+    monkeypatch.setattr(isaf, "MAX_BLOB", 1 << 20)
+    fails(p, r"tensor metadata\.tokenizer\.ggml\.tokens: inflates to more than 1048576 bytes")
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda h, i: i.update(metadata_blobs="tokenizer.ggml.tokens"), "bad metadata_blobs"),
+    (lambda h, i: i.update(metadata_blobs=i["metadata_blobs"] * 2), "bad metadata_blobs"),
+    (lambda h, i: i["metadata"].update({"tokenizer.ggml.merges": []}), "bad metadata_blobs"),
+    (lambda h, i: h.pop("metadata.tokenizer.ggml.merges"),
+     "missing tensors: metadata.tokenizer.ggml.merges"),
+    (lambda h, i: i["metadata_blobs"].remove("tokenizer.ggml.merges"),
+     "unexpected tensor 'metadata.tokenizer.ggml.merges'"),
+    (lambda h, i: h["metadata.tokenizer.ggml.merges"].update(dtype="I8"),
+     r"tensor 'metadata\.tokenizer\.ggml\.merges' is I8 .*expected U8"),
+])
+def test_bad_blob_headers(blob_isaf, tmp_path, edit, match):
+    from test_isaf import fails, rewrite
+
+    fails(rewrite(blob_isaf, tmp_path / "bad.isaf", edit), match)

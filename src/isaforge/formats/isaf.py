@@ -35,6 +35,12 @@ and metadata quantization.q4 = {"codebook_size": 16, "seed": s, "tensors": {"lay
 {"group_size": g, "kpad": kpad, "rotation": "hadamard" | "none", "kind": "cq4" | "q4_0" |
 "iq4_nl" | "iq4_xs"}}}; kpad is the row length rounded up to a multiple of g and of 32.
 
+Metadata lists of BLOB_MIN_ITEMS or more values (a GGUF tokenizer's tokens, token types and
+merges: in JSON inside the header they were 1.6 MB of SmolLM2's 2.0 MB header) are stored as
+  metadata.{key}             U8  (n,)              zlib of the list's JSON
+with their keys in metadata "metadata_blobs" (version 3); the loader inflates them (at most
+MAX_BLOB bytes each) back into the metadata.
+
 Scales (every `*.scales` tensor) are F32, or F16 when every value of the array is exactly a
 float16 (GGUF's Q8_0 / Q4_0 / IQ4_NL scales; CQ4's, which its quantizer rounds to float16);
 the loader widens F16 scales to a float32 copy (a few % of the bytes; the int8 and nibble
@@ -48,6 +54,7 @@ import math
 import mmap
 import os
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -66,8 +73,9 @@ from isaforge.types import (
     Weights,
 )
 
-VERSION = 2  # 2: the token table stored once, quantized (metadata "tok_embeddings")
-VERSIONS = (1, 2)  # version 1 files (a float32 table beside the classifier) still load
+VERSION = 3  # 2: the token table stored once, quantized (metadata "tok_embeddings");
+# 3: long metadata lists (the tokenizer's tokens, types, merges) as zlib blob tensors
+VERSIONS = (1, 2, 3)  # version 1 files (a float32 table beside the classifier) still load
 TOK_KINDS = ("f32", "wcls", "q8")
 LAYOUT = "rowmajor-q8-v1"
 LAYOUT_Q4 = "rowmajor-q4-v1"
@@ -75,6 +83,8 @@ ROTATIONS = ("hadamard", "none")
 Q4_KINDS = ("cq4", "q4_0", "iq4_nl", "iq4_xs")
 ALIGN = 64
 MAX_HEADER = 256 << 20  # header cap given to parse_safetensors_header (HF files: 100 MiB)
+BLOB_MIN_ITEMS = 256  # a metadata list this long goes into a blob tensor (version 3)
+MAX_BLOB = 256 << 20  # the most a metadata blob may inflate to
 MATS = LAYER_MATRICES
 SCHEMES = ("q8", "f32", "q4")
 _DTYPES = {"F32": np.dtype("<f4"), "I8": np.dtype("i1"), "U8": np.dtype("u1"),
@@ -285,10 +295,16 @@ def _write_checked(path, loaded: LoadedModel, f32: list, rest: list, expected: d
         arrays.append((name, _f16_if_exact(arr) if name.endswith(".scales") else arr))
     if metadata is None:
         metadata = {k: v for k, v in loaded.metadata.items() if k.startswith(KEEP_PREFIXES)}
+    blobs = sorted(k for k, v in metadata.items()
+                   if isinstance(v, (list, tuple)) and len(v) >= BLOB_MIN_ITEMS)
+    for k in blobs:
+        raw = json.dumps(metadata[k], separators=(",", ":"), default=_json_default).encode()
+        arrays.append((f"metadata.{k}", np.frombuffer(zlib.compress(raw, 9), np.uint8)))
     info = {"format": "isaf", "version": VERSION, "config": asdict(c), **fields,
             "source": {"path": str(loaded.path), "format": loaded.format},
-            "chat_template": metadata.get("tokenizer.chat_template"), "metadata": metadata,
-            **layer_info}
+            "chat_template": metadata.get("tokenizer.chat_template"),
+            "metadata": {k: v for k, v in metadata.items() if k not in blobs},
+            "metadata_blobs": blobs, **layer_info}
     header: dict = {"__metadata__": {"isaforge": json.dumps(info, default=_json_default)}}
     return _write_entries(path, header, arrays, scheme, gs)
 
@@ -459,6 +475,11 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         metadata = info.get("metadata")
         if not isinstance(metadata, dict):
             raise _fail(path, "metadata 'metadata' is missing or not an object")
+        blobs = info.get("metadata_blobs", [])
+        if not isinstance(blobs, list) or not all(isinstance(k, str) for k in blobs) or \
+                len(set(blobs)) != len(blobs) or any(k in metadata for k in blobs):
+            raise _fail(path, f"bad metadata_blobs {blobs!r} (distinct key names, not also in "
+                              "metadata)")
         tok, tok_gs = _table_kind(path, info, c, scheme)
         expected = _expected(c, scheme, gs if scheme != "f32" else 0,
                              info["wcls"] == "wcls" and not cls4, tok, tok_gs)
@@ -472,7 +493,14 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
         if scheme == "q4":
             q4ents, more = _q4_entries(path, c, q.get("q4"))
             expected.update(more)
+        for k in blobs:  # any length: checked when inflated
+            e = header.get(f"metadata.{k}")
+            expected[f"metadata.{k}"] = ("U8", e.shape if e is not None and len(e.shape) == 1
+                                         else (0,))
         found = _check_tensors(path, header, expected)
+        metadata = dict(metadata)
+        for k in blobs:
+            metadata[k] = _inflate(path, f"metadata.{k}", mm, found[f"metadata.{k}"])
     except BaseException:
         if mm is not None:
             mm.close()
@@ -516,7 +544,29 @@ def read_isaf(path: str | os.PathLike) -> LoadedModel:
                 wcls=wcls,
                 vectors={n: list(t[f"vectors.{n}"]) for n in vectors},
                 rope_freqs=t["rope_freqs"] if rope_freqs else None)
-    return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=dict(metadata))
+    return LoadedModel(c, w, str(path), "isaf", keepalive=[mm], metadata=metadata)
+
+
+def _inflate(path, name: str, mm, e: SafeTensor) -> list:
+    """The list a metadata blob tensor holds (zlib of its JSON), inflating at most MAX_BLOB
+    bytes; ModelFormatError naming the tensor otherwise."""
+    raw = bytes(memoryview(mm)[e.offset:e.offset + e.nbytes]) if mm is not None else b""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(raw, MAX_BLOB)
+    except zlib.error as err:
+        raise _fail(path, f"tensor {name}: not a zlib stream ({err})") from None
+    if d.unconsumed_tail:
+        raise _fail(path, f"tensor {name}: inflates to more than {MAX_BLOB} bytes")
+    if not d.eof:
+        raise _fail(path, f"tensor {name}: truncated zlib stream")
+    try:
+        value = json.loads(out)
+    except ValueError as err:
+        raise _fail(path, f"tensor {name}: not JSON once inflated ({err})") from None
+    if not isinstance(value, list):
+        raise _fail(path, f"tensor {name}: holds {type(value).__name__}, expected a list")
+    return value
 
 
 def _table_kind(path, info: dict, c: Config, scheme: str) -> tuple[str, int]:
