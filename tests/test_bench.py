@@ -105,6 +105,36 @@ def test_broken_kernel_is_reported_failed_and_never_timed():
         assert all(s > 0 for s in good["samples_s"])
 
 
+@pytest.mark.parametrize("cold", [False, True])
+def test_kernel_samples_interleave_shapes_when_hot(monkeypatch, cold):
+    """Hot: one sample per (shape, tier) per cycle, shapes alternating, so contention on a shared
+    machine lands on every shape alike; cold: one shape's samples at a time (its copies)."""
+    real, calls = _bench.Case, []
+
+    class Recording:
+        def __init__(self, op, M, N, K, gs, copies):
+            self.c, self.N = real(op, M, N, K, gs, copies), N
+
+        weight_bytes = property(lambda self: self.c.weight_bytes)
+
+        def check(self, tier):
+            return self.c.check(tier)
+
+        def time(self, tier, iters):
+            calls.append((self.N, tier, iters))
+            return self.c.time(tier, iters)
+
+    monkeypatch.setattr(_bench, "Case", Recording)
+    monkeypatch.setattr("isaforge.bench.kernels.llc_bytes", lambda: 1 << 12)
+    shapes = [Shape("q8_gemv", "a", 1, 16, 64), Shape("q8_gemv", "b", 1, 32, 64)]
+    rows = bench_kernels(shapes, ["scalar"], gs=32, reps=3, cold=cold, min_time=1e-4)
+    assert [len(r["samples_s"]) for r in rows] == [3, 3]
+    if not cold:  # calibrate a, calibrate b, then a b a b ... (warm-up cycle included)
+        assert [n for n, _, _ in calls][2:] == [16, 32] * 4, calls
+    else:  # calibrate a, a's 4 samples, calibrate b, b's 4 samples
+        assert [n for n, _, _ in calls] == [16] * 5 + [32] * 5, calls
+
+
 def test_case_rejects_bad_shapes():
     with pytest.raises(ValueError, match="multiple of gs"):
         _bench.Case("q8_gemv", 1, 16, 40, 32)

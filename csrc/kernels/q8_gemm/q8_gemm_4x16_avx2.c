@@ -173,14 +173,120 @@ Q8C_INLINE void q8c_prep_rows(int8_t *u, size_t su, const int8_t *xq, size_t K, 
     }
 }
 
+#if !defined(__AVXVNNI__)
+/* The blocked path's scratch holds each block's activation rows twice: |x| at x + i * su and
+ * x itself at x + Q8C_XOFF + i * su, so the whole-block loop below addresses both from one
+ * pointer (a constant displacement) and needs no registers for xq's stride. */
+#define Q8C_XOFF (Q8C_XB / 2)
+
+/* The blocked path's 4 x 16 step over one K block, group loop and per-group float epilogue in
+ * one asm block: per group the 8 int32 accumulators of q8c_group_4x16's loop (same
+ * instructions), then per accumulator vector, in the scalar kernel's order,
+ * acc = acc + (((float)isum * ws) * xs) with the transposed scales st (16 floats per group)
+ * and xs of row i at xs[i * ng + g]; acc: 4 rows x 16 floats (row i at acc + 16 i), in memory.
+ * In C, GCC kept the group loop's pointers and counters on the stack around the asm (reloaded
+ * every group, about 10 % of the step's samples in perf annotate). u: |x| rows (stride su)
+ * with x at u + Q8C_XOFF; w: the block's packed quads; qpg, gc >= 1. */
+#define Q8C_ASM_EPI(XS, AA, AB, OFF)                                                         \
+    "vbroadcastss " XS ", %%ymm10\n\t"                                                       \
+    "vcvtdq2ps %%" AA ", %%" AA "\n\t"                                                       \
+    "vcvtdq2ps %%" AB ", %%" AB "\n\t"                                                       \
+    "vmulps (%[pst]), %%" AA ", %%" AA "\n\t"                                                \
+    "vmulps 32(%[pst]), %%" AB ", %%" AB "\n\t"                                              \
+    "vmulps %%ymm10, %%" AA ", %%" AA "\n\t"                                                 \
+    "vmulps %%ymm10, %%" AB ", %%" AB "\n\t"                                                 \
+    "vaddps " #OFF "(%[pacc]), %%" AA ", %%" AA "\n\t"                                       \
+    "vmovaps %%" AA ", " #OFF "(%[pacc])\n\t"                                                \
+    "vaddps " #OFF "+32(%[pacc]), %%" AB ", %%" AB "\n\t"                                    \
+    "vmovaps %%" AB ", " #OFF "+32(%[pacc])\n\t"
+
+/* Q8C_ASM_ROW's instructions with fixed registers (the operand count of one asm statement is
+ * limited to 30): accumulators ymm0-7, weights ymm8/9, |x| ymm10, x ymm11, ymm12/13
+ * temporaries, the 16-bit ones ymm14. */
+#define Q8C_ASM_ROWR(UA, XA, AA, AB)                                                         \
+    "vpbroadcastd " UA ", %%ymm10\n\t"                                                       \
+    "vpbroadcastd " XA ", %%ymm11\n\t"                                                       \
+    "vpsignb %%ymm11, %%ymm8, %%ymm12\n\t"                                                   \
+    "vpsignb %%ymm11, %%ymm9, %%ymm13\n\t"                                                   \
+    "vpmaddubsw %%ymm12, %%ymm10, %%ymm12\n\t"                                               \
+    "vpmaddubsw %%ymm13, %%ymm10, %%ymm13\n\t"                                               \
+    "vpmaddwd %%ymm14, %%ymm12, %%ymm12\n\t"                                                 \
+    "vpmaddwd %%ymm14, %%ymm13, %%ymm13\n\t"                                                 \
+    "vpaddd %%ymm12, %%" AA ", %%" AA "\n\t"                                                 \
+    "vpaddd %%ymm13, %%" AB ", %%" AB "\n\t"
+
+Q8C_INLINE void q8c_kblock_4x16(float *acc, const int8_t *w, const int8_t *u, size_t su,
+                                const float *st, const float *xs, size_t ng, size_t qpg,
+                                size_t gc) {
+    const size_t su3 = 3 * su, ngb = ng * sizeof(float);
+    size_t n;
+    __asm__ volatile(
+        "vpcmpeqw %%ymm14, %%ymm14, %%ymm14\n\t"
+        "vpsrlw $15, %%ymm14, %%ymm14\n\t"
+        "2:\n\t"
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+        "vpxor %%ymm1, %%ymm1, %%ymm1\n\t"
+        "vpxor %%ymm2, %%ymm2, %%ymm2\n\t"
+        "vpxor %%ymm3, %%ymm3, %%ymm3\n\t"
+        "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"
+        "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"
+        "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
+        "mov %[qpg], %[n]\n\t"
+        "1:\n\t"
+        "vmovdqa (%[pw]), %%ymm8\n\t"
+        "vmovdqa 32(%[pw]), %%ymm9\n\t"
+        Q8C_ASM_ROWR("(%[pu])", "%c[xo](%[pu])", "ymm0", "ymm1")
+        Q8C_ASM_ROWR("(%[pu],%[su],1)", "%c[xo](%[pu],%[su],1)", "ymm2", "ymm3")
+        Q8C_ASM_ROWR("(%[pu],%[su],2)", "%c[xo](%[pu],%[su],2)", "ymm4", "ymm5")
+        Q8C_ASM_ROWR("(%[pu],%[su3],1)", "%c[xo](%[pu],%[su3],1)", "ymm6", "ymm7")
+        "add $64, %[pw]\n\t"
+        "add $4, %[pu]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n\t"
+        Q8C_ASM_EPI("(%[pxs])", "ymm0", "ymm1", 0)
+        Q8C_ASM_EPI("(%[pxs],%[ngb],1)", "ymm2", "ymm3", 64)
+        "lea (%[pxs],%[ngb],2), %[n]\n\t"
+        Q8C_ASM_EPI("(%[pxs],%[ngb],2)", "ymm4", "ymm5", 128)
+        Q8C_ASM_EPI("(%[n],%[ngb],1)", "ymm6", "ymm7", 192)
+        "add $64, %[pst]\n\t"
+        "add $4, %[pxs]\n\t"
+        "dec %[gc]\n\t"
+        "jnz 2b\n\t"
+        : [n] "=&r"(n), [pw] "+r"(w), [pu] "+r"(u), [pst] "+r"(st), [pxs] "+r"(xs),
+          [gc] "+r"(gc)
+        : [su] "r"(su), [su3] "r"(su3), [ngb] "r"(ngb), [pacc] "r"(acc), [qpg] "rm"(qpg),
+          [xo] "i"(Q8C_XOFF)
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14");
+}
+#endif
+
 /* MT activation rows x 8 * V packed rows (both compile-time) over one K block; u: the rows
  * transformed by q8c_prep_rows (stride su). */
 Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float *out,
                             size_t ldo, const int8_t *xq, const float *xs, const int8_t *u,
                             size_t su, size_t K, size_t ng, size_t gb0, size_t gc, size_t gs,
-                            int first, size_t nr) {
+                            int first, size_t nr, const int blk) {
     const size_t qpg = gs / 4, k0 = gb0 * gs;
     const size_t nv[2] = {nr < 8 ? nr : 8, nr > 8 ? nr - 8 : 0};
+#if !defined(__AVXVNNI__)
+    if (blk && MT == 4 && V == 2) { /* the blocked path's rows: u has x at u + Q8C_XOFF */
+        for (size_t i = 0; i < 4; i++)
+            for (size_t v = 0; v < 2; v++)
+                _mm256_store_ps(pk->acc + i * Q8C_NT + 8 * v,
+                                first ? _mm256_setzero_ps()
+                                      : q8c_load_out(out + i * ldo + 8 * v, nv[v]));
+        q8c_kblock_4x16(pk->acc, pk->w, u, su, pk->st, xs + gb0, ng, qpg, gc);
+        for (size_t i = 0; i < 4; i++)
+            for (size_t v = 0; v < 2; v++)
+                q8c_store_out(out + i * ldo + 8 * v, _mm256_load_ps(pk->acc + i * Q8C_NT + 8 * v),
+                              nv[v]);
+        return;
+    }
+#else
+    (void)blk;
+#endif
     /* 2 * MT * V int32 and float accumulators and 5 operands fit the 16 ymm registers only
      * for MT * V < 6: the wider steps keep the float ones in pk->acc (one load and store per
      * group and vector) */
@@ -255,13 +361,13 @@ Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t 
                                size_t M, size_t K, size_t ng, size_t gb0, size_t gc, size_t gs,
                                size_t nr) {
     const int first = gb0 == 0;
-    const int own = u == NULL;
+    const int own = u == NULL, blk = !own;
     if (own) su = Q8C_KB;
     size_t m = 0;
     for (; m + Q8C_MT <= M; m += Q8C_MT) {
         if (own) q8c_prep_rows(pk->x, su, xq + m * K, K, gb0 * gs, gc * gs, Q8C_MT);
         q8c_gemm_mk(Q8C_MT, V, pk, out + m * ldo, ldo, xq + m * K, xs + m * ng,
-                    own ? pk->x : u + m * su, su, K, ng, gb0, gc, gs, first, nr);
+                    own ? pk->x : u + m * su, su, K, ng, gb0, gc, gs, first, nr, blk);
     }
     if (m == M) return;
     float *o = out + m * ldo;
@@ -270,9 +376,15 @@ Q8C_INLINE void q8c_gemm_block(const size_t V, q8c_pack *pk, float *out, size_t 
     if (own) q8c_prep_rows(pk->x, su, x, K, gb0 * gs, gc * gs, M - m);
     const int8_t *um = own ? pk->x : u + m * su;
     switch (M - m) {
-    case 3: q8c_gemm_mk(3, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
-    case 2: q8c_gemm_mk(2, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
-    case 1: q8c_gemm_mk(1, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr); break;
+    case 3: q8c_gemm_mk(3, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr,
+                          blk);
+        break;
+    case 2: q8c_gemm_mk(2, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr,
+                          blk);
+        break;
+    case 1: q8c_gemm_mk(1, V, pk, o, ldo, x, s, um, su, K, ng, gb0, gc, gs, first, nr,
+                          blk);
+        break;
     default: break;
     }
 }
@@ -340,11 +452,19 @@ Q8C_INLINE void q8c_gemm(float *out, size_t ldo, const int8_t *xq, const float *
     for (size_t gb0 = 0; gb0 < ng; gb0 += gpb) {
         const size_t gc = ng - gb0 < gpb ? ng - gb0 : gpb;
         const size_t su = (gc * gs + 31) / 32 * 32;
+#if defined(__AVXVNNI__)
         size_t mb = Q8C_XB / su / Q8C_MT * Q8C_MT; /* >= 4 rows: su <= Q8C_KB */
+#else
+        size_t mb = Q8C_XOFF / su / Q8C_MT * Q8C_MT; /* >= 4 rows: su <= Q8C_KB */
+#endif
         if (mb > Q8C_MB) mb = Q8C_MB;
         for (size_t m = 0; m < M; m += mb) {
             const size_t rows = M - m < mb ? M - m : mb;
             q8c_prep_rows(pk.x, su, xq + m * K, K, gb0 * gs, gc * gs, rows);
+#if !defined(__AVXVNNI__)
+            for (size_t i = 0; i < rows; i++) /* x beside |x| (q8c_kblock_4x16) */
+                memcpy(pk.x + Q8C_XOFF + i * su, xq + (m + i) * K + gb0 * gs, gc * gs);
+#endif
             q8c_gemm_tiles(&pk, out + m * ldo, ldo, xq + m * K, xs + m * ng, pk.x, su, rows,
                            wp, ws, n0, n1, K, gs, gb0, gc);
         }

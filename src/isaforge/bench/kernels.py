@@ -70,10 +70,16 @@ def _copies(weight_bytes: int, cold: bool) -> int:
 def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int = 5,
                   cold: bool = False, min_time: float = 0.02, limits: dict | None = None,
                   log=lambda s: None) -> list[dict]:
-    """One row per (shape, tier): status ok (samples, GOP/s) or failed (the gate's reason)."""
+    """One row per (shape, tier): status ok (samples, GOP/s) or failed (the gate's reason).
+    Hot: every (shape, tier) pair that passed the gate alternates with all the others, one
+    sample each per cycle, so a period of contention on a shared machine lands on every shape
+    alike instead of on whichever shape was being measured (measured one shape after another,
+    the same AVX2 GEMM read 82-109 GOP/s across SmolLM2's four M = 512 shapes; interleaved in
+    one process the four ran alike). Cold: one shape at a time (each shape's weight copies
+    total more than twice the last-level cache), its tiers alternating."""
     from .. import _bench
 
-    rows = []
+    rows, pending = [], []  # pending: (row, case, iters) to sample
     for sh in shapes:
         case = _bench.Case(sh.op, sh.M, sh.N, sh.K, gs, 1)
         copies = _copies(case.weight_bytes, cold)
@@ -97,14 +103,24 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
             iters[t] = max(1, int(min_time / one))
         log(f"kernels: {sh.op} {sh.name} M={sh.M} N={sh.N} K={sh.K}: "
             f"{', '.join(ok_tiers) or 'no tier passed the gate'}")
-        def one_sample(t: str, case=case, iters=iters) -> float:
-            return case.time(t, iters[t]) / iters[t]
-
-        samples = run_alternating(ok_tiers, reps, one_sample)
-        for t, s in zip(ok_tiers, samples, strict=True):
-            _finish(shape_rows[t], s, iters[t], limits)
         rows += [shape_rows[t] for t in tiers]
+        pending += [(shape_rows[t], case, t, iters[t]) for t in ok_tiers]
+        if cold:  # sample this shape now (its copies are freed before the next shape's)
+            _sample(pending, reps, limits)
+            pending = []
+    _sample(pending, reps, limits)
     return rows
+
+
+def _sample(pending: list, reps: int, limits: dict | None) -> None:
+    """Alternate over the (row, case, tier, iters) entries and finish their rows."""
+    def one_sample(p) -> float:
+        _, case, t, iters = p
+        return case.time(t, iters) / iters
+
+    samples = run_alternating(pending, reps, one_sample)
+    for (row, _, _, iters), s in zip(pending, samples, strict=True):
+        _finish(row, s, iters, limits)
 
 
 def _finish(row: dict, samples: list[float], iters: int, limits: dict | None) -> None:
