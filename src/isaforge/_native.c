@@ -231,12 +231,15 @@ static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uin
     return st == IF_OK;
 }
 
-/* The row-major int8 of one matrix, numbered as for if_model_unpack. */
-static const int8_t *matrix_q(const ModelObject *self, const if_weights *w, size_t idx) {
+/* The row-major int8 (a 4-bit matrix: nibbles) of one matrix, numbered as for
+ * if_model_unpack. */
+static const void *matrix_q(const ModelObject *self, const if_weights *w, size_t idx) {
     const size_t L = self->cfg.n_layers;
-    if (idx == L * IF_N_LAYER_MATRICES) return w->wcls.q;
-    return if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
-                           idx % IF_N_LAYER_MATRICES)->q;
+    const if_matrix *m = idx == L * IF_N_LAYER_MATRICES
+                             ? &w->wcls
+                             : if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
+                                               idx % IF_N_LAYER_MATRICES);
+    return m->dtype == IF_Q4 ? (const void *)m->q4 : (const void *)m->q;
 }
 
 /* if_model_opts.on_packed: matrix idx is packed and its row-major int8 will not be read again.
@@ -473,6 +476,7 @@ static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
                              : if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
                                                idx % IF_N_LAYER_MATRICES);
     size_t rows = w ? w->rows : self->cfg.vocab_size, cols = w ? w->cols : self->cfg.dim;
+    if (w && w->dtype == IF_Q4) cols = w->kpad / 2; /* the nibble bytes */
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * cols));
     if (!out) return NULL;
     if_status st = if_model_unpack(self->m, (size_t)idx, (int8_t *)PyBytes_AS_STRING(out),
