@@ -1315,6 +1315,15 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
     if (m->decode_packed && tok.dtype == IF_Q8 && tok.q == w->wcls.q && packed_of(m, n_cls_of(m)))
         if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
+    /* likewise a tied 4-bit table: its rows from the classifier's packed nibbles */
+    if (m->q4_decode_packed && tok.dtype == IF_Q4 && tok.q4 == w->wcls.q4 &&
+        packed_of(m, n_cls_of(m)) &&
+        !if_embed_use_packed_q4(&m->emb, m->gemm_k->q4_gemm,
+                                (const uint8_t *)packed_of(m, n_cls_of(m)))) {
+        if_model_free(m);
+        ERR("out of memory allocating the token table's tile");
+        return IF_ENOMEM;
+    }
     *out = m;
     return IF_OK;
 }
@@ -1398,6 +1407,6 @@ if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
     if (tied)
         *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
                                          : t->dtype == IF_Q8 ? t->q == c->q : t->q4 == c->q4);
-    if (packed) *packed = m->emb.packed != NULL;
+    if (packed) *packed = m->emb.packed != NULL || m->emb.packed4 != NULL;
     return t->dtype;
 }

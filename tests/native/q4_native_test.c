@@ -125,14 +125,17 @@ static guarded check_packed(const if_q4_gemm_kernel *k, const uint8_t *w, size_t
 }
 
 /* ---- q4gen DUMP N TOKEN...: greedy generation (T = 0) of a 4-bit model on every tier ----
- * DUMP (written by tests/test_q4_arm.py): "IFQ4GEN1", u64 dim hidden_dim n_layers n_heads
- * n_kv_heads vocab_size seq_len, f32 rope_theta norm_eps (a Llama layer), then arrays each
+ * DUMP (written by tests/test_q4_arm.py): "IFQ4GEN2", u64 dim hidden_dim n_layers n_heads
+ * n_kv_heads vocab_size seq_len, f32 rope_theta norm_eps (a Llama layer), u64 tied (1: the
+ * token table is the classifier's matrix, no tok_embeddings array), then arrays each
  * starting at a multiple of 64 bytes: tok_embeddings, rms_final, wcls, per layer rms_att,
  * rms_ffn and the 7 matrices in IF_LAYER_MATRICES order. A matrix: u64 dtype rows cols gs kpad
  * has_signs, then F32 (rows, cols) floats; Q8 (rows, cols) int8 + scales; Q4 codebook (16),
  * nibbles (rows, kpad / 2), scales (rows, kpad / gs), signs (kpad) if has_signs. For each tier
  * this CPU runs: prefill of the prompt (the GEMM) then N decode steps (the GEMV), the argmax
- * (first of equals) each time; prints "gen TIER decode=NAME prefill=NAME: id id ... digest=D",
+ * (first of equals) each time; prints "gen TIER table=T decode=NAME prefill=NAME: id id ...
+ * digest=D" (T: "packed" when the token rows come from the classifier's packed copy, else
+ * "rows"),
  * D an FNV-1a digest of the bits of every logit row the tokens were chosen from. */
 typedef struct cursor {
     const unsigned char *p, *end;
@@ -199,7 +202,7 @@ static int cmd_q4gen(int argc, char **argv) {
     }
     fclose(f);
     cursor c = {buf, buf + len};
-    if (memcmp(take(&c, 8, 0), "IFQ4GEN1", 8) != 0) {
+    if (memcmp(take(&c, 8, 0), "IFQ4GEN2", 8) != 0) {
         printf("FAIL q4gen: not a q4gen dump\n");
         return 2;
     }
@@ -210,11 +213,13 @@ static int cmd_q4gen(int argc, char **argv) {
     cfg.seq_len = take_u64(&c);
     memcpy(&cfg.rope_theta, take(&c, 4, 0), 4);
     memcpy(&cfg.norm_eps, take(&c, 4, 0), 4);
+    const uint64_t tied = take_u64(&c);
     if_weights w;
     memset(&w, 0, sizeof w);
-    w.tok_embeddings = take(&c, cfg.vocab_size * cfg.dim * 4, 1);
+    if (!tied) w.tok_embeddings = take(&c, cfg.vocab_size * cfg.dim * 4, 1);
     w.rms_final = take(&c, cfg.dim * 4, 1);
     w.wcls = take_matrix(&c);
+    if (tied) w.tok = w.wcls;
     if_layer_weights *L = calloc(cfg.n_layers, sizeof *L);
     for (size_t l = 0; l < cfg.n_layers; l++) {
         L[l].rms_att = take(&c, cfg.dim * 4, 1);
@@ -241,7 +246,10 @@ static int cmd_q4gen(int argc, char **argv) {
             return 1;
         }
         /* decode: the GEMV, or the GEMM at M = 1 over its packed copy (decode_packed) */
-        printf("gen %s decode=%s prefill=%s:", if_tier_name(t),
+        int packed_rows = 0;
+        (void)if_model_embed_info(m, NULL, &packed_rows);
+        printf("gen %s table=%s decode=%s prefill=%s:", if_tier_name(t),
+               packed_rows ? "packed" : "rows",
                if_model_q4_decode_packed(m) ? opts.kernels.gemm->q4_gemm->name
                                             : opts.kernels.gemv->q4_gemv->name,
                opts.kernels.gemm->q4_gemm->name);
