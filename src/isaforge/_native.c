@@ -462,11 +462,13 @@ static PyObject *Model_forward(ModelObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* unpack(idx) -> bytes: matrix idx (layer-major, the classifier last) as row-major int8 from
- * the packed copy (for callers that let theirs go). */
+/* unpack(idx[, nbytes]) -> bytes: matrix idx (layer-major, the classifier last) as row-major
+ * int8 (a 4-bit matrix: its row-major nibbles) from the packed copy (for callers that let
+ * theirs go). */
 static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
-    Py_ssize_t idx;
-    if (!PyArg_ParseTuple(args, "n", &idx)) return NULL;
+    Py_ssize_t idx, nbytes = 0; /* nbytes: the matrix's bytes when the caller knows them (a
+                                 * 4-bit classifier: rows * kpad / 2), 0: from its shape */
+    if (!PyArg_ParseTuple(args, "n|n", &idx, &nbytes)) return NULL;
     if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
     size_t L = self->cfg.n_layers;
     if (idx < 0 || (size_t)idx > L * IF_N_LAYER_MATRICES)
@@ -477,6 +479,7 @@ static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
                                                idx % IF_N_LAYER_MATRICES);
     size_t rows = w ? w->rows : self->cfg.vocab_size, cols = w ? w->cols : self->cfg.dim;
     if (w && w->dtype == IF_Q4) cols = w->kpad / 2; /* the nibble bytes */
+    if (nbytes > 0 && (size_t)nbytes % rows == 0) cols = (size_t)nbytes / rows;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * cols));
     if (!out) return NULL;
     if_status st = if_model_unpack(self->m, (size_t)idx, (int8_t *)PyBytes_AS_STRING(out),
@@ -652,7 +655,8 @@ static PyMethodDef Model_methods[] = {
     {"embed", (PyCFunction)Model_embed, METH_VARARGS,
      "embed(tokens_i32, out (n, dim) f32): the token rows the forward pass starts from."},
     {"unpack", (PyCFunction)Model_unpack, METH_VARARGS,
-     "unpack(idx) -> bytes: matrix idx (layer-major, classifier last) as row-major int8."},
+     "unpack(idx[, nbytes]) -> bytes: matrix idx (layer-major, classifier last) as row-major "
+     "int8 (a 4-bit matrix: its nibbles)."},
     {"prefill_seq", (PyCFunction)Model_prefill_seq, METH_VARARGS,
      "prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot seq"},
     {"decode_batch", (PyCFunction)Model_decode_batch, METH_VARARGS,

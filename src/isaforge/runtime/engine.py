@@ -127,7 +127,9 @@ class _PackedQ4(Q4Tensor):
     def nibbles(self) -> np.ndarray:
         if not self._native:
             raise RuntimeError("these weights were released by an engine that failed to load")
-        return np.frombuffer(self._native[0].unpack(self._idx), np.uint8).reshape(self._nshape)
+        rows, nbytes = self._nshape
+        return np.frombuffer(self._native[0].unpack(self._idx, rows * nbytes),
+                             np.uint8).reshape(self._nshape)
 
     @property
     def kpad(self) -> int:
