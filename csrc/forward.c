@@ -267,7 +267,7 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     const size_t K = w->cols, gs = w->group_size;
-    if (w->dtype == IF_Q4 && j->M == 1) { /* 4-bit decode over the packed layout: nr-row tiles */
+    if (w->dtype == IF_Q4 && j->M == 1 && j->wq) { /* 4-bit decode, packed copy: nr-row tiles */
         const if_q4_gemm_kernel *g = j->k->q4_gemm;
         const size_t n1 = t1 * g->nr < w->rows ? t1 * g->nr : w->rows;
         g->run(j->out, j->ldo, j->xq, j->xs, 1, (const uint8_t *)j->wq, w->s, w->codebook,
