@@ -754,11 +754,18 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
 
 /* A tier's kernel names by op, and its GEMM's step and packed layout. q8_decode: the kernel a
  * decode step's Q8 matmuls run, the tier's GEMM at M = 1 over its packed copy where the GEMM
- * declares decode_packed (one resident copy), else its GEMV. */
+ * declares decode_packed (one resident copy), else its GEMV; q4_decode likewise for 4-bit. */
 static PyObject *table_dict(const if_kernel_table *t) {
     const char *q8_decode = if_table_decodes_packed(t) ? t->q8_gemm->name : t->q8_gemv->name;
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
-                         "q8_decode", q8_decode,
+    const if_q4_gemm_kernel *g4 = t->q4_gemm;
+    const int q4_packs = g4 && g4->pack && g4->pack_size && g4->unpack;
+    const char *q4_decode = q4_packs && g4->decode_packed ? g4->name
+                            : t->q4_gemv                  ? t->q4_gemv->name
+                                                          : "q4_gemv_1x1_scalar";
+    return Py_BuildValue(
+        "{s:s,s:s,s:O,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+                         "q8_decode", q8_decode, "q4_decode", q4_decode, "q4_gemm_packs",
+                         q4_packs ? Py_True : Py_False,
                          "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
                          "q4_gemm", t->q4_gemm ? t->q4_gemm->name : "q4_gemm_1x1_scalar",
                          "hadamard", t->hadamard ? t->hadamard->name : "f32_hadamard_1x1_scalar",
