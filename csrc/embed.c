@@ -100,6 +100,18 @@ void if_embed_use_packed(if_embed *e, const if_q8_gemm_kernel *k, const int8_t *
     e->unpack = k->unpack;
 }
 
+int if_embed_use_packed_q4(if_embed *e, const if_q4_gemm_kernel *k, const uint8_t *packed) {
+    if (e->t.dtype != IF_Q4 || !packed || !k->unpack || !k->pack_size) return 1;
+    const size_t kp = e->t.kpad;
+    e->tile4 = malloc(k->nr * (kp / 2));
+    if (!e->tile4) return 0;
+    e->packed4 = packed;
+    e->nr4 = k->nr;
+    e->tile4_bytes = k->pack_size(k->nr, kp, e->t.group_size);
+    e->unpack4 = k->unpack;
+    return 1;
+}
+
 /* One row, dequantized: the only arithmetic of the lookup. */
 static void row(if_embed *e, float *x, size_t tok) {
     const if_matrix *t = &e->t;
@@ -119,6 +131,12 @@ static void row(if_embed *e, float *x, size_t tok) {
     } else { /* 4-bit: per block of 32, byte j holds value j (low nibble) and j + 16 (high) */
         const size_t kp = t->kpad, gs = t->group_size;
         const uint8_t *w = t->q4 + tok * (kp / 2);
+        if (e->packed4) { /* the tile holding the row, unpacked (the nibbles as they were) */
+            const size_t tile = tok / e->nr4, n = t->rows - tile * e->nr4;
+            e->unpack4(e->tile4, e->packed4 + tile * e->tile4_bytes, n < e->nr4 ? n : e->nr4,
+                       kp, gs);
+            w = e->tile4 + (tok % e->nr4) * (kp / 2);
+        }
         const float *s = t->s + tok * (kp / gs);
         float *v = t->signs ? e->v : x, *h = e->v + kp;
         for (size_t b = 0; b < kp / 32 && (t->signs || 32 * b < dim); b++)
@@ -158,6 +176,7 @@ void if_embed_rows(if_embed *e, float *x, const int32_t *tokens, size_t M) {
 void if_embed_free(if_embed *e) {
     free(e->v);
     free(e->tile);
+    free(e->tile4);
     free(e->hkey);
     free(e->hrow);
     memset(e, 0, sizeof *e);

@@ -16,6 +16,11 @@ typedef struct if_embed {
     const int8_t *packed;
     size_t nr, tile_bytes;
     if_q8_unpack_fn unpack;
+    /* a tied 4-bit table read from the classifier's packed copy (NULL: t's row-major nibbles) */
+    const uint8_t *packed4;
+    size_t nr4, tile4_bytes;
+    if_q4_unpack_fn unpack4;
+    uint8_t *tile4;       /* (nr4, kpad / 2) one unpacked tile of nibbles */
     /* scratch */
     float *v;             /* (3, kpad) a 4-bit row's values, their transform, +1 signs */
     int8_t *tile;         /* (nr, dim) one unpacked tile */
@@ -41,6 +46,9 @@ int if_embed_init(if_embed *e, const if_matrix *t, float scale, size_t ub, size_
 /* Read Q8 rows from a packed copy (kernel k's layout, k->nr <= tile_rows) instead of t's
  * row-major int8. */
 void if_embed_use_packed(if_embed *e, const if_q8_gemm_kernel *k, const int8_t *packed);
+/* Read 4-bit rows from a packed copy (kernel k's tile-major layout) instead of t's row-major
+ * nibbles. 0: out of memory (the lookup then still reads t's nibbles). */
+int if_embed_use_packed_q4(if_embed *e, const if_q4_gemm_kernel *k, const uint8_t *packed);
 /* x (M, dim) = rows tokens[0..M) (checked in range), times scale when non-zero. A token seen
  * earlier in the chunk is copied from its first row. */
 void if_embed_rows(if_embed *e, float *x, const int32_t *tokens, size_t M);

@@ -48,6 +48,7 @@ struct if_model {
     void *packed_arena; /* one allocation holding them all (2 MiB pages where offered) */
     size_t packed_bytes; /* their total */
     int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
+    int q4_decode_packed; /* likewise for the 4-bit matrices (if_q4_gemm_kernel.decode_packed) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
     size_t q_dim;      /* n_heads * head_size (dim for Llama) */
     size_t ub;         /* prefill chunk rows */
@@ -263,7 +264,8 @@ static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, flo
 typedef struct mm_job {
     const if_kernel_table *k;
     const if_matrix *w;
-    const int8_t *wq; /* int8 weights as the kernel wants them (packed or row-major) */
+    const int8_t *wq; /* int8 weights as the kernel wants them (packed or row-major); 4-bit:
+                       * the GEMM's packed nibbles, NULL for the row-major ones */
     float *out;
     size_t ldo, M, m_tile, n_tile, m_tiles;
     const float *x; /* fp32 input (M, cols) */
@@ -302,6 +304,13 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
     const size_t K = w->cols, gs = w->group_size;
+    if (w->dtype == IF_Q4 && j->M == 1 && j->wq) { /* 4-bit decode, packed copy: nr-row tiles */
+        const if_q4_gemm_kernel *g = j->k->q4_gemm;
+        const size_t n1 = t1 * g->nr < w->rows ? t1 * g->nr : w->rows;
+        g->run(j->out, j->ldo, j->xq, j->xs, 1, (const uint8_t *)j->wq, w->s, w->codebook,
+               t0 * g->nr, n1, w->kpad, gs);
+        return;
+    }
     if (j->M == 1 && j->wq != w->q) { /* decode over the packed layout: tasks are nr-row tiles */
         const size_t nr = j->k->q8_gemm->nr;
         const size_t n1 = t1 * nr < w->rows ? t1 * nr : w->rows;
@@ -316,8 +325,8 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
         if (w->dtype == IF_Q4) {
             const size_t kp = w->kpad;
             (j->k->q4_gemm ? j->k->q4_gemm : &if_k_q4_gemm_1x1_scalar)
-                ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm, w->q4, w->s,
-                      w->codebook, n0, n1, kp, gs);
+                ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm,
+                      j->wq ? (const uint8_t *)j->wq : w->q4, w->s, w->codebook, n0, n1, kp, gs);
         } else if (w->dtype == IF_F32) {
             for (size_t m = 0; m < mm; m++)
                 j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
@@ -454,7 +463,7 @@ static void matmul_priv(fw *f, float *out, size_t ldo, const if_matrix *w,
  * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike.
  * One row is rotated and quantized by whole groups (each group by one thread), rows by rows. */
 static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
-                      const if_matrix *w, int quantize) {
+                      const if_matrix *w, const int8_t *packed, int quantize) {
     if_model *m = f->m;
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const size_t K = w->cols, kp = w->kpad, gs = w->group_size;
@@ -480,6 +489,14 @@ static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
         f->q4_kpad = kp;
         f->q4_gs = gs;
     }
+    if (M == 1 && packed && m->q4_decode_packed) {
+        /* one resident copy: decode reads the GEMM's packed nibbles through the same tier's
+         * GEMM at M = 1 (each nr-row tile one contiguous stream), the GEMV's arithmetic */
+        const size_t nr = k->q4_gemm->nr;
+        mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
+        run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * kp / 2, w->rows);
+        return;
+    }
     if (M == 1) {
         mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
         run_tasks(f, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
@@ -488,7 +505,7 @@ static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
     const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
     size_t mt, nt, m_tiles, n_tiles;
     gemm_tiles(f, M, w->rows, mr, nr, &mt, &nt, &m_tiles, &n_tiles);
-    mm_job j = {k, w, NULL, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
+    mm_job j = {k, w, packed, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
     run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
 }
 
@@ -508,7 +525,7 @@ static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, cons
         return;
     }
     if (w->dtype == IF_Q4) {
-        matmul_q4(f, out, ldo, x, M, w, quantize);
+        matmul_q4(f, out, ldo, x, M, w, packed, quantize);
         return;
     }
     if (w->dtype == IF_Q8 && f->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
@@ -1081,24 +1098,38 @@ size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_tab
     return c->n_layers * layer + packed_size(t->q8_gemm, c->vocab_size, D, gs);
 }
 
-/* Pack every Q8 matrix once into the prefill kernel's layout, if it declares one. */
+/* Bytes of a 4-bit matrix packed for GEMM kernel k (0 without a layout). */
+static size_t q4_packed_size(const if_q4_gemm_kernel *k, const if_matrix *w) {
+    if (!k || !k->pack || !k->pack_size || !k->unpack || w->group_size == 0) return 0;
+    size_t bytes = (k->pack_size(w->rows, w->kpad, w->group_size) + 63) / 64 * 64;
+    return bytes ? bytes : 64;
+}
+
+/* Pack every Q8 and 4-bit matrix once into the prefill kernels' layouts, where they declare
+ * one. */
 static int pack_weights(if_model *m, const if_model_opts *o) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
-    if (!k->pack || !k->pack_size || m->group_size == 0) return 1;
+    const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
+    const int q8 = k->pack && k->pack_size && m->group_size != 0;
+    const int q4 = k4 && k4->pack && k4->pack_size && k4->unpack;
+    if (!q8 && !q4) return 1;
     size_t n = m->c.n_layers * N_MATS + 1;
     m->packed = calloc(n, sizeof(int8_t *));
     if (!m->packed) return 0;
     /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
      * row-major matrix may go as soon as it is packed */
-    m->decode_packed = m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k);
+    m->decode_packed = q8 && m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k);
+    m->q4_decode_packed = q4 && m->gemv_k == m->gemm_k && k4->decode_packed;
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
      * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
      * `madvise` mode: 512x fewer TLB entries for the weights; see README "Performance") */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
-        if (w->dtype == IF_Q8)
+        if (w->dtype == IF_Q8 && q8)
             total += (packed_size(k, w->rows, w->cols, w->group_size) + 63) & ~(size_t)63;
+        else if (w->dtype == IF_Q4 && q4)
+            total += q4_packed_size(k4, w);
     }
     if (total == 0) return 1;
     const size_t huge = (size_t)2 << 20;
@@ -1115,13 +1146,25 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     int8_t *next = m->packed_arena;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
-        if (w->dtype != IF_Q8) continue; /* 4-bit matrices run their row-major nibbles */
-        size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
-        m->packed[i] = next;
-        next += (bytes + 63) & ~(size_t)63;
-        k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
-        m->packed_bytes += bytes;
-        if (m->decode_packed && o->on_packed) o->on_packed(o->on_packed_ctx, i);
+        int shared;
+        if (w->dtype == IF_Q8 && q8) {
+            size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
+            m->packed[i] = next;
+            next += (bytes + 63) & ~(size_t)63;
+            k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
+            m->packed_bytes += bytes;
+            shared = m->decode_packed;
+        } else if (w->dtype == IF_Q4 && q4) { /* the nibbles rearranged; scales, codebook as is */
+            size_t bytes = q4_packed_size(k4, w);
+            m->packed[i] = next;
+            next += bytes;
+            k4->pack((uint8_t *)m->packed[i], w->q4, w->rows, w->kpad, w->group_size);
+            m->packed_bytes += bytes;
+            shared = m->q4_decode_packed;
+        } else {
+            continue;
+        }
+        if (shared && o->on_packed) o->on_packed(o->on_packed_ctx, i);
     }
     return 1;
 }
@@ -1384,6 +1427,15 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
     if (m->decode_packed && tok.dtype == IF_Q8 && tok.q == w->wcls.q && packed_of(m, n_cls_of(m)))
         if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
+    /* likewise a tied 4-bit table: its rows from the classifier's packed nibbles */
+    if (m->q4_decode_packed && tok.dtype == IF_Q4 && tok.q4 == w->wcls.q4 &&
+        packed_of(m, n_cls_of(m)) &&
+        !if_embed_use_packed_q4(&m->emb, m->gemm_k->q4_gemm,
+                                (const uint8_t *)packed_of(m, n_cls_of(m)))) {
+        if_model_free(m);
+        ERR("out of memory allocating the token table's tile");
+        return IF_ENOMEM;
+    }
     *out = m;
     return IF_OK;
 }
@@ -1433,11 +1485,22 @@ size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
 size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
 int if_model_reads_rowmajor(const if_model *m) { return m->group_size != 0 && !m->decode_packed; }
 
+int if_model_q4_decode_packed(const if_model *m) { return m->q4_decode_packed; }
+
 if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
-    if (!m->packed || !k->unpack) return IF_ENOTSUP;
+    const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
+    if (!m->packed || (!k->unpack && !(k4 && k4->unpack))) return IF_ENOTSUP;
     if (idx > m->c.n_layers * N_MATS) return IF_EINVAL;
     const if_matrix *w = matrix_at(m, idx);
+    if (w->dtype == IF_Q4) {
+        if (!k4 || !k4->unpack || !m->packed[idx]) return IF_ENOTSUP;
+        if (!dst || bytes != w->rows * (w->kpad / 2)) return IF_EINVAL;
+        k4->unpack((uint8_t *)dst, (const uint8_t *)m->packed[idx], w->rows, w->kpad,
+                   w->group_size);
+        return IF_OK;
+    }
+    if (!k->unpack) return IF_ENOTSUP;
     if (!dst || bytes != w->rows * w->cols || !m->packed[idx]) return IF_EINVAL;
     k->unpack(dst, m->packed[idx], w->rows, w->cols, w->group_size);
     return IF_OK;
@@ -1460,6 +1523,6 @@ if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
     if (tied)
         *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
                                          : t->dtype == IF_Q8 ? t->q == c->q : t->q4 == c->q4);
-    if (packed) *packed = m->emb.packed != NULL;
+    if (packed) *packed = m->emb.packed != NULL || m->emb.packed4 != NULL;
     return t->dtype;
 }

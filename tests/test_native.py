@@ -253,6 +253,64 @@ def test_row_major_matrices_go_one_by_one_while_packing(stories_q8, monkeypatch)
     assert np.array_equal(bits(eng.forward(403, 0)), bits(scalar.forward(403, 0)))
 
 
+
+def test_released_4bit_matrices_are_read_from_the_packed_copy(tmp_path):
+    """Where 4-bit decode reads the GEMM's packed copy (i8mm's decode_packed: an Arm tier, so
+    here _releaser is driven as the core drives it, with a stand-in for the C model's unpack):
+    each in-memory 4-bit matrix's nibbles go as soon as the core says the matrix is packed
+    (the array is freed), the model then holds a _PackedQ4 whose nibbles are the C model's
+    unpack and whose scales, codebook and signs are the original ones; a file-backed (mmapped)
+    matrix stays as it is; and the released matrices still run (an engine made from them)."""
+    import weakref
+    from dataclasses import replace
+
+    from isaforge.formats.gguf import read_gguf
+    from isaforge.quant.q4 import Q4Tensor
+    from isaforge.runtime import engine as engine_mod
+    from isaforge.types import LAYER_MATRICES
+    from test_gguf import float_tensors, write_gguf
+
+    t = float_tensors()
+    types = {n: "Q4_0" for n in t if n.startswith("blk.") and "norm" not in n}
+    m = read_gguf(write_gguf(tmp_path / "q4_0.gguf", t, types=types), "cq4")
+    w = m.weights
+    for name in LAYER_MATRICES:  # in-memory nibbles (a requantized model's)
+        getattr(w, name)[:] = [replace(x, nibbles=x.nibbles.copy()) for x in getattr(w, name)]
+    mapped = tmp_path / "wo0.bin"  # one file-backed matrix: layer 0's wo
+    w.wo[0].nibbles.tofile(mapped)
+    w.wo[0] = replace(w.wo[0], nibbles=np.memmap(mapped, np.uint8, "r",
+                                                 shape=w.wo[0].nibbles.shape))
+    ref = Engine(m, threads=1, kernel="scalar").prefill([1, 5, 9, 3], all_logits=True).copy()
+    n = len(LAYER_MATRICES)
+    def at(idx):
+        layer, i = divmod(idx, n)
+        return getattr(w, LAYER_MATRICES[i])[layer]
+
+    q4 = range(m.config.n_layers * n)
+    assert all(type(at(idx)) is Q4Tensor for idx in q4)
+    want = {idx: at(idx).nibbles.copy() for idx in q4}
+    old = {idx: (at(idx).s, at(idx).codebook, at(idx).signs) for idx in q4}
+
+    class Unpacks:  # the C model's unpack(idx): the matrix's nibbles from its packed copy
+        def unpack(self, idx, nbytes=0):
+            assert nbytes in (0, want[idx].size)
+            return want[idx].tobytes()
+
+    mats = [engine_mod._matrix_spec(at(idx)) for idx in q4] + [engine_mod._matrix_spec(w.wcls)]
+    released = engine_mod._releaser(w, mats, [Unpacks()])
+    for idx in q4:
+        ref_nib = weakref.ref(at(idx).nibbles)
+        released(idx)
+        x = at(idx)
+        if idx == LAYER_MATRICES.index("wo"):  # layer 0's wo
+            assert type(x) is Q4Tensor and isinstance(x.nibbles, np.memmap)
+            continue
+        assert type(x) is engine_mod._PackedQ4 and ref_nib() is None, idx
+        assert np.array_equal(x.nibbles, want[idx]) and x.kpad == want[idx].shape[1] * 2
+        assert (x.s, x.codebook, x.signs) == old[idx] and x.shape == (x.nibbles.shape[0], x.cols)
+    got = Engine(m, threads=1, kernel="scalar").prefill([1, 5, 9, 3], all_logits=True)
+    assert np.array_equal(bits(got), bits(ref))
+
 def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):
     """An engine reports the bytes it packed at load for its GEMM's layout; packed_bytes()
     counts the same from the config without allocating; a kernel without a layout (scalar)

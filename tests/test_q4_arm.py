@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import struct
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -34,6 +35,9 @@ KERNELS = {"neon": ("q4_gemv_1x4_neon", "q4_gemm_4x4_neon"),
            "dotprod": ("q4_gemv_1x4_dotprod", "q4_gemm_1x4_dotprod"),
            "i8mm": ("q4_gemv_1x4_dotprod", "q4_gemm_4x4_i8mm"),
            "sme2": ("q4_gemv_1x1_sme2", "q4_gemm_vlxvl_sme2")}
+# tier -> what a whole model's 4-bit decode runs where it is not the GEMV: the GEMM at M = 1
+# over the packed copy prefill reads (if_q4_gemm_kernel.decode_packed: one resident copy)
+DECODE = {"i8mm": "q4_gemm_4x4_i8mm"}
 
 
 # Executed-site checks: (function symbol in the driver, {instruction: (mask, value)}) whose
@@ -139,14 +143,16 @@ def test_q4_scalar_objects_use_none(drivers):  # noqa: F811
 
 def _dump(model, path):
     """model (a Llama-layer LoadedModel) in q4_native_test's q4gen dump format."""
+    from isaforge.quant.q4 import Q4Tensor
     from isaforge.runtime.engine import LAYER_MATRICES, Engine, _matrix_spec
     c, w = model.config, model.weights
     assert not any(v is not None for v in w.vectors.values()) and w.rope_freqs is None
     assert not (c.sliding_window or c.head_dim or c.act or c.rope_neox or c.embed_scale
                 or c.attn_scale or c.logit_softcap)
-    out = bytearray(b"IFQ4GEN1")
-    out += struct.pack("<7Q2f", c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
-                       c.vocab_size, c.seq_len, c.rope_theta, c.norm_eps)
+    tied = w.tok_embeddings is w.wcls and isinstance(w.wcls, Q4Tensor)
+    out = bytearray(b"IFQ4GEN2")
+    out += struct.pack("<7Q2fQ", c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+                       c.vocab_size, c.seq_len, c.rope_theta, c.norm_eps, tied)
 
     def arr(a):
         out.extend(b"\0" * (-len(out) % 64))
@@ -166,8 +172,10 @@ def _dump(model, path):
         if signs is not None:
             arr(signs)
 
-    # the token rows as the core looks them up (the table is quantized: Q8 or 4-bit rows)
-    arr(Engine(model, threads=1, kernel="scalar").embed(np.arange(c.vocab_size)))
+    # the token rows as the core looks them up (the table is quantized: Q8 or 4-bit rows); a
+    # tied 4-bit table is the classifier's matrix itself (the core looks its rows up)
+    if not tied:
+        arr(Engine(model, threads=1, kernel="scalar").embed(np.arange(c.vocab_size)))
     arr(w.rms_final.astype(np.float32))
     mat(w.wcls)
     for layer in range(c.n_layers):
@@ -195,6 +203,7 @@ def _models(tmp_path):
     from conftest import STORIES
     from isaforge.formats.gguf import read_gguf
     from isaforge.model import read_model
+    from isaforge.quant.cq4 import quantize_q4_0
     from test_gguf import float_tensors, write_gguf
     out = {}
     stories = STORIES / "stories260K.bin"
@@ -204,6 +213,11 @@ def _models(tmp_path):
     types = {n: "Q4_0" for n in t if n.startswith("blk.") and "norm" not in n}
     p = write_gguf(tmp_path / "q4_0.gguf", t, types=types)
     out["tiny Q4_0 GGUF"] = (read_gguf(p, "cq4"), [1, 5, 9, 3])
+    # the same with a 4-bit tied classifier (Q4_0 of the float table), which is the token
+    # table: on i8mm its looked-up rows come from the classifier's packed copy
+    m, q = out["tiny Q4_0 GGUF"][0], quantize_q4_0(t["token_embd.weight"])
+    out["tiny Q4_0 GGUF, tied 4-bit classifier"] = (
+        replace(m, weights=replace(m.weights, wcls=q, tok_embeddings=q)), [1, 5, 9, 3])
     return out
 
 
@@ -211,8 +225,8 @@ def _models(tmp_path):
 def test_q4_generation_identical_across_arm_tiers(toolchain, drivers, tmp_path, cpu):  # noqa: F811
     """Greedy (T = 0) generation of a CQ4 model (stories260K, GS 128, rotated) and of a Q4_0
     GGUF (the file's nibbles): under qemu every tier the CPU runs (prefill with its 4-bit GEMM,
-    then decode with its GEMV) gives the same tokens as the x86-64 host, and the same bits in
-    every logit row they were chosen from."""
+    then decode with its GEMV, or i8mm's GEMM at M = 1 over its packed copy) gives the same
+    tokens as the x86-64 host, and the same bits in every logit row they were chosen from."""
     from isaforge.quant.q4 import Q4Tensor
     exe = drivers["aarch64"].parent / "q4_native_test-aarch64"
     n = 24
@@ -228,9 +242,13 @@ def test_q4_generation_identical_across_arm_tiers(toolchain, drivers, tmp_path, 
         gens = {ln.split()[1]: ln for ln in r.stdout.splitlines() if ln.startswith("gen ")}
         assert list(gens) == ["scalar", *EXPECT[cpu]], r.stdout
         digests = set()
+        w = model.weights
+        tied4 = w.tok_embeddings is w.wcls and isinstance(w.wcls, Q4Tensor)
         for tier, ln in gens.items():
+            # token rows from the packed copy: a tied 4-bit table where decode reads it
+            assert f" table={'packed' if tied4 and tier in DECODE else 'rows'} " in ln, ln
             gemv, gemm = KERNELS.get(tier, ("q4_gemv_1x1_scalar", "q4_gemm_1x1_scalar"))
-            assert f"decode={gemv} prefill={gemm}:" in ln, ln
+            assert f"decode={DECODE.get(tier, gemv)} prefill={gemm}:" in ln, ln
             *ids, digest = ln.split(":", 1)[1].split()
             assert [int(x) for x in ids] == want, (label, tier, ids, want)
             digests.add(digest)

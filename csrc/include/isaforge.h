@@ -86,6 +86,13 @@ typedef void (*if_q4_gemv_fn)(float *out, const int8_t *xq, const float *xs, con
 typedef void (*if_q4_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xs,
                               size_t M, const uint8_t *w, const float *ws, const int8_t *cb,
                               size_t n0, size_t n1, size_t K, size_t gs);
+/* Bytes of the packed 4-bit GEMM weights of an (N, K) matrix (K values, K / 2 bytes a row). */
+typedef size_t (*if_q4_pack_size_fn)(size_t N, size_t K, size_t gs);
+/* Pack the row-major nibbles w (N, K / 2 bytes) into dst (if_q4_pack_size_fn bytes) once, at
+ * load. Scales and codebook stay as they are (ws row-major (N, K/gs)). */
+typedef void (*if_q4_pack_fn)(uint8_t *dst, const uint8_t *w, size_t N, size_t K, size_t gs);
+/* The inverse: the row-major nibbles w (N, K / 2) back from what pack wrote to src. */
+typedef void (*if_q4_unpack_fn)(uint8_t *w, const uint8_t *src, size_t N, size_t K, size_t gs);
 /* Run-time rotation of one activation row before int8 quantization: y (kpad) = x (K) zero-
  * padded to kpad, times signs (kpad floats, each +1 or -1; NULL: no rotation, only the padding),
  * then per group of gs (a power of two dividing kpad) the unnormalized fast Walsh-Hadamard
@@ -186,18 +193,30 @@ typedef struct if_q8_gemv_kernel {
     if_q8_gemv_fn run;
 } if_q8_gemv_kernel;
 
-/* 4-bit GEMV / GEMM kernels (row-major nibbles: the layout is the file's, nothing packed). */
+/* 4-bit GEMV kernel: reads the row-major nibbles (the file's layout). */
 typedef struct if_q4_gemv_kernel {
     const char *name;
     uint32_t requires;
     size_t mr, nr;
     if_q4_gemv_fn run;
 } if_q4_gemv_kernel;
+/* 4-bit GEMM kernel. With pack == NULL, run reads the row-major nibbles; otherwise run's `w`
+ * is the buffer pack wrote (pack_size bytes, at load; the nibbles only rearranged, scales and
+ * codebook as they are) and the caller's n0 is a multiple of nr. The layout is tile-major: the
+ * rows [t nr, t nr + n) (n = nr, or the rows left in the last tile) sit at byte
+ * t * pack_size(nr, K, gs) and unpack(dst, that, n, K, gs) reads them back. decode_packed = 1:
+ * run at M = 1 over the packed copy is the decode path of a model whose decode runs the same
+ * tier (the same per-output arithmetic as the tier's GEMV), so the row-major nibbles are not
+ * read after the pack (one resident copy). */
 typedef struct if_q4_gemm_kernel {
     const char *name;
     uint32_t requires;
     size_t mr, nr;
     if_q4_gemm_fn run;
+    if_q4_pack_size_fn pack_size;
+    if_q4_pack_fn pack;
+    if_q4_unpack_fn unpack; /* required with pack */
+    int decode_packed;
 } if_q4_gemm_kernel;
 /* Hadamard rotation kernel (one row per call). */
 typedef struct if_hadamard_kernel {
@@ -466,7 +485,9 @@ typedef struct if_model_opts {
     /* Called during if_model_create_opts right after matrix idx (numbered as for
      * if_model_unpack) is packed, only when the model will read nothing but its packed copy
      * (if_model_reads_rowmajor 0): the caller may free that matrix's row-major int8 at once, so
-     * the two copies of all the weights never coexist. NULL: not called. */
+     * the two copies of all the weights never coexist. Likewise after each 4-bit matrix when
+     * 4-bit decode reads the packed copy (if_model_q4_decode_packed 1): its row-major nibbles
+     * are not read again. NULL: not called. */
     void (*on_packed)(void *ctx, size_t idx);
     void *on_packed_ctx;
     size_t n_seqs; /* KV cache sequence slots (if_model_decode_batch), 0 for 1 */
@@ -494,8 +515,13 @@ size_t if_model_packed_bytes(const if_model *m);
  * it packed every Q8 matrix and decode, like prefill, reads the packed copy: the caller may then
  * release the row-major int8 arrays; the scales stay borrowed). fp32 models: 0 (no int8). */
 int if_model_reads_rowmajor(const if_model *m);
+/* 1 if the 4-bit matrices were packed for the prefill GEMM and decode reads that packed copy
+ * too (if_q4_gemm_kernel.decode_packed, decode on the same tier): their row-major nibbles are
+ * not read after if_model_create. */
+int if_model_q4_decode_packed(const if_model *m);
 /* Matrix idx (layer l's matrix i at l * IF_N_LAYER_MATRICES + i, the classifier last) back as
- * row-major int8 (rows * cols bytes) from the packed copy, for callers that released theirs;
+ * row-major int8 (rows * cols bytes; a 4-bit matrix: its nibbles, rows * kpad / 2 bytes) from
+ * the packed copy, for callers that released theirs;
  * IF_ENOTSUP when the model keeps no packed copy its kernel can unpack, IF_EINVAL for idx. */
 if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes);
 /* Bytes a model with config c, prefill chunk `ubatch` (0: 512) and cache type `type` would

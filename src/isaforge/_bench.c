@@ -488,10 +488,23 @@ static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
     if (!get_views(objs, need, 6, 1, v)) return NULL;
     const if_q4_gemv_kernel *gv = t->q4_gemv ? t->q4_gemv : if_tier_table(0)->q4_gemv;
     const if_q4_gemm_kernel *gm = t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
+    /* a GEMM with a packed layout gets its weights packed here, as at model load */
+    uint8_t *packed = NULL;
+    const uint8_t *wq = v[2].buf;
+    if (m > 1 && gm->pack) {
+        packed = malloc(gm->pack_size(n, k, g) + 1);
+        if (!packed) {
+            for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
+            return PyErr_NoMemory();
+        }
+        gm->pack(packed, wq, n, k, g);
+        wq = packed;
+    }
     Py_BEGIN_ALLOW_THREADS
-    if (m == 1) gv->run(v[5].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, 0, n, k, g);
-    else gm->run(v[5].buf, n, v[0].buf, v[1].buf, m, v[2].buf, v[3].buf, v[4].buf, 0, n, k, g);
+    if (m == 1) gv->run(v[5].buf, v[0].buf, v[1].buf, wq, v[3].buf, v[4].buf, 0, n, k, g);
+    else gm->run(v[5].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, v[4].buf, 0, n, k, g);
     Py_END_ALLOW_THREADS
+    free(packed);
     for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
     Py_RETURN_NONE;
 }

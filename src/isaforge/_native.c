@@ -231,12 +231,15 @@ static int choose(const char *tier, const char *disabled, if_kernel_set *ks, uin
     return st == IF_OK;
 }
 
-/* The row-major int8 of one matrix, numbered as for if_model_unpack. */
-static const int8_t *matrix_q(const ModelObject *self, const if_weights *w, size_t idx) {
+/* The row-major int8 (a 4-bit matrix: nibbles) of one matrix, numbered as for
+ * if_model_unpack. */
+static const void *matrix_q(const ModelObject *self, const if_weights *w, size_t idx) {
     const size_t L = self->cfg.n_layers;
-    if (idx == L * IF_N_LAYER_MATRICES) return w->wcls.q;
-    return if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
-                           idx % IF_N_LAYER_MATRICES)->q;
+    const if_matrix *m = idx == L * IF_N_LAYER_MATRICES
+                             ? &w->wcls
+                             : if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
+                                               idx % IF_N_LAYER_MATRICES);
+    return m->dtype == IF_Q4 ? (const void *)m->q4 : (const void *)m->q;
 }
 
 /* if_model_opts.on_packed: matrix idx is packed and its row-major int8 will not be read again.
@@ -459,11 +462,13 @@ static PyObject *Model_forward(ModelObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* unpack(idx) -> bytes: matrix idx (layer-major, the classifier last) as row-major int8 from
- * the packed copy (for callers that let theirs go). */
+/* unpack(idx[, nbytes]) -> bytes: matrix idx (layer-major, the classifier last) as row-major
+ * int8 (a 4-bit matrix: its row-major nibbles) from the packed copy (for callers that let
+ * theirs go). */
 static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
-    Py_ssize_t idx;
-    if (!PyArg_ParseTuple(args, "n", &idx)) return NULL;
+    Py_ssize_t idx, nbytes = 0; /* nbytes: the matrix's bytes when the caller knows them (a
+                                 * 4-bit classifier: rows * kpad / 2), 0: from its shape */
+    if (!PyArg_ParseTuple(args, "n|n", &idx, &nbytes)) return NULL;
     if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
     size_t L = self->cfg.n_layers;
     if (idx < 0 || (size_t)idx > L * IF_N_LAYER_MATRICES)
@@ -473,6 +478,8 @@ static PyObject *Model_unpack(ModelObject *self, PyObject *args) {
                              : if_layer_matrix(&self->layers[idx / IF_N_LAYER_MATRICES],
                                                idx % IF_N_LAYER_MATRICES);
     size_t rows = w ? w->rows : self->cfg.vocab_size, cols = w ? w->cols : self->cfg.dim;
+    if (w && w->dtype == IF_Q4) cols = w->kpad / 2; /* the nibble bytes */
+    if (nbytes > 0 && (size_t)nbytes % rows == 0) cols = (size_t)nbytes / rows;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(rows * cols));
     if (!out) return NULL;
     if_status st = if_model_unpack(self->m, (size_t)idx, (int8_t *)PyBytes_AS_STRING(out),
@@ -648,7 +655,8 @@ static PyMethodDef Model_methods[] = {
     {"embed", (PyCFunction)Model_embed, METH_VARARGS,
      "embed(tokens_i32, out (n, dim) f32): the token rows the forward pass starts from."},
     {"unpack", (PyCFunction)Model_unpack, METH_VARARGS,
-     "unpack(idx) -> bytes: matrix idx (layer-major, classifier last) as row-major int8."},
+     "unpack(idx[, nbytes]) -> bytes: matrix idx (layer-major, classifier last) as row-major "
+     "int8 (a 4-bit matrix: its nibbles)."},
     {"prefill_seq", (PyCFunction)Model_prefill_seq, METH_VARARGS,
      "prefill_seq(seq, tokens_i32, pos0, out[, all]): prefill into sequence slot seq"},
     {"decode_batch", (PyCFunction)Model_decode_batch, METH_VARARGS,
@@ -746,11 +754,18 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
 
 /* A tier's kernel names by op, and its GEMM's step and packed layout. q8_decode: the kernel a
  * decode step's Q8 matmuls run, the tier's GEMM at M = 1 over its packed copy where the GEMM
- * declares decode_packed (one resident copy), else its GEMV. */
+ * declares decode_packed (one resident copy), else its GEMV; q4_decode likewise for 4-bit. */
 static PyObject *table_dict(const if_kernel_table *t) {
     const char *q8_decode = if_table_decodes_packed(t) ? t->q8_gemm->name : t->q8_gemv->name;
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
-                         "q8_decode", q8_decode,
+    const if_q4_gemm_kernel *g4 = t->q4_gemm;
+    const int q4_packs = g4 && g4->pack && g4->pack_size && g4->unpack;
+    const char *q4_decode = q4_packs && g4->decode_packed ? g4->name
+                            : t->q4_gemv                  ? t->q4_gemv->name
+                                                          : "q4_gemv_1x1_scalar";
+    return Py_BuildValue(
+        "{s:s,s:s,s:O,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:(nn),s:O}",
+                         "q8_decode", q8_decode, "q4_decode", q4_decode, "q4_gemm_packs",
+                         q4_packs ? Py_True : Py_False,
                          "q4_gemv", t->q4_gemv ? t->q4_gemv->name : "q4_gemv_1x1_scalar",
                          "q4_gemm", t->q4_gemm ? t->q4_gemm->name : "q4_gemm_1x1_scalar",
                          "hadamard", t->hadamard ? t->hadamard->name : "f32_hadamard_1x1_scalar",

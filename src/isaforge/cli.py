@@ -463,7 +463,8 @@ def _cmd_info(a) -> int:
         k = info[phase]
         q8 = k["q8_gemm"] if phase == "prefill" else k["q8_decode"] + (
             " (M = 1 over the packed copy)" if k["q8_decode"] != k["q8_gemv"] else "")
-        q4 = k["q4_gemm"] if phase == "prefill" else k["q4_gemv"]
+        q4 = k["q4_gemm"] if phase == "prefill" else k["q4_decode"] + (
+            " (M = 1 over the packed copy)" if k["q4_decode"] != k["q4_gemv"] else "")
         print(f"{label}: tier {k['tier']}: {q8}, {q4} (+ {k['hadamard']}), "
               f"{k['quantize']}, {k['f32_gemv']}, attention {k['attention']} "
               f"(int8 KV cache: {k['attention_int8_kv']})")

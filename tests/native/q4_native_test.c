@@ -78,16 +78,64 @@ static void check_sentinel(const float *p, size_t n, const char *what, const cha
         }
 }
 
+/* The packed copy of w (N, K / 2 nibble bytes) for GEMM kernel k, ending at a guard page,
+ * after checking it is the layout k declares: unpack gives w back, each tile of nr rows at
+ * t * pack_size(nr) unpacks to its rows alone, and q4_gemm_4x4_i8mm's bytes are where its file
+ * comment puts them (pairs of rows interleaved per 8-byte lane, the nibbles unchanged). */
+static guarded check_packed(const if_q4_gemm_kernel *k, const uint8_t *w, size_t N, size_t K,
+                            size_t gs) {
+    const size_t bytes = k->pack_size(N, K, gs), nr = k->nr, rb = K / 2;
+    guarded g = guarded_alloc(bytes);
+    uint8_t *p = g.p, *back = xmalloc(N * rb);
+    k->pack(p, w, N, K, gs);
+    memset(back, 0xA5, N * rb);
+    k->unpack(back, p, N, K, gs);
+    if (memcmp(back, w, N * rb) != 0 && !g_fail) {
+        printf("FAIL q4_pack %s N=%zu K=%zu gs=%zu: unpack(pack(w)) != w\n", k->name, N, K, gs);
+        g_fail = 1;
+    }
+    for (size_t t = 0; t * nr < N && !g_fail; t++) {
+        const size_t n = N - t * nr < nr ? N - t * nr : nr;
+        memset(back, 0xA5, n * rb);
+        k->unpack(back, p + t * k->pack_size(nr, K, gs), n, K, gs);
+        if (memcmp(back, w + t * nr * rb, n * rb) != 0) {
+            printf("FAIL q4_pack %s N=%zu K=%zu gs=%zu: tile %zu does not unpack to its rows\n",
+                   k->name, N, K, gs, t);
+            g_fail = 1;
+        }
+    }
+    if (strcmp(k->name, "q4_gemm_4x4_i8mm") == 0 && !g_fail) {
+        if (bytes != (N + 1) / 2 * K) {
+            printf("FAIL q4_pack %s: pack_size %zu, not %zu\n", k->name, bytes, (N + 1) / 2 * K);
+            g_fail = 1;
+        }
+        for (size_t i = 0; i < bytes && !g_fail; i++) { /* pair, block, 8-byte half, row, byte */
+            const size_t pr = i / K, b = i % K / 32, h = i % 32 / 16, r = i % 16 / 8, j = i % 8;
+            const size_t row = 2 * pr + r;
+            const uint8_t want = row < N ? w[row * rb + 16 * b + 8 * h + j] : 0;
+            if (p[i] != want) {
+                printf("FAIL q4_pack %s N=%zu K=%zu gs=%zu: packed byte %zu is %u, not %u\n",
+                       k->name, N, K, gs, i, p[i], want);
+                g_fail = 1;
+            }
+        }
+    }
+    free(back);
+    return g;
+}
 
 /* ---- q4gen DUMP N TOKEN...: greedy generation (T = 0) of a 4-bit model on every tier ----
- * DUMP (written by tests/test_q4_arm.py): "IFQ4GEN1", u64 dim hidden_dim n_layers n_heads
- * n_kv_heads vocab_size seq_len, f32 rope_theta norm_eps (a Llama layer), then arrays each
+ * DUMP (written by tests/test_q4_arm.py): "IFQ4GEN2", u64 dim hidden_dim n_layers n_heads
+ * n_kv_heads vocab_size seq_len, f32 rope_theta norm_eps (a Llama layer), u64 tied (1: the
+ * token table is the classifier's matrix, no tok_embeddings array), then arrays each
  * starting at a multiple of 64 bytes: tok_embeddings, rms_final, wcls, per layer rms_att,
  * rms_ffn and the 7 matrices in IF_LAYER_MATRICES order. A matrix: u64 dtype rows cols gs kpad
  * has_signs, then F32 (rows, cols) floats; Q8 (rows, cols) int8 + scales; Q4 codebook (16),
  * nibbles (rows, kpad / 2), scales (rows, kpad / gs), signs (kpad) if has_signs. For each tier
  * this CPU runs: prefill of the prompt (the GEMM) then N decode steps (the GEMV), the argmax
- * (first of equals) each time; prints "gen TIER decode=NAME prefill=NAME: id id ... digest=D",
+ * (first of equals) each time; prints "gen TIER table=T decode=NAME prefill=NAME: id id ...
+ * digest=D" (T: "packed" when the token rows come from the classifier's packed copy, else
+ * "rows"),
  * D an FNV-1a digest of the bits of every logit row the tokens were chosen from. */
 typedef struct cursor {
     const unsigned char *p, *end;
@@ -154,7 +202,7 @@ static int cmd_q4gen(int argc, char **argv) {
     }
     fclose(f);
     cursor c = {buf, buf + len};
-    if (memcmp(take(&c, 8, 0), "IFQ4GEN1", 8) != 0) {
+    if (memcmp(take(&c, 8, 0), "IFQ4GEN2", 8) != 0) {
         printf("FAIL q4gen: not a q4gen dump\n");
         return 2;
     }
@@ -165,11 +213,13 @@ static int cmd_q4gen(int argc, char **argv) {
     cfg.seq_len = take_u64(&c);
     memcpy(&cfg.rope_theta, take(&c, 4, 0), 4);
     memcpy(&cfg.norm_eps, take(&c, 4, 0), 4);
+    const uint64_t tied = take_u64(&c);
     if_weights w;
     memset(&w, 0, sizeof w);
-    w.tok_embeddings = take(&c, cfg.vocab_size * cfg.dim * 4, 1);
+    if (!tied) w.tok_embeddings = take(&c, cfg.vocab_size * cfg.dim * 4, 1);
     w.rms_final = take(&c, cfg.dim * 4, 1);
     w.wcls = take_matrix(&c);
+    if (tied) w.tok = w.wcls;
     if_layer_weights *L = calloc(cfg.n_layers, sizeof *L);
     for (size_t l = 0; l < cfg.n_layers; l++) {
         L[l].rms_att = take(&c, cfg.dim * 4, 1);
@@ -195,7 +245,13 @@ static int cmd_q4gen(int argc, char **argv) {
             printf("FAIL q4gen tier %s: %s\n", if_tier_name(t), err);
             return 1;
         }
-        printf("gen %s decode=%s prefill=%s:", if_tier_name(t), opts.kernels.gemv->q4_gemv->name,
+        /* decode: the GEMV, or the GEMM at M = 1 over its packed copy (decode_packed) */
+        int packed_rows = 0;
+        (void)if_model_embed_info(m, NULL, &packed_rows);
+        printf("gen %s table=%s decode=%s prefill=%s:", if_tier_name(t),
+               packed_rows ? "packed" : "rows",
+               if_model_q4_decode_packed(m) ? opts.kernels.gemm->q4_gemm->name
+                                            : opts.kernels.gemv->q4_gemv->name,
                opts.kernels.gemm->q4_gemm->name);
         const float *row = logits + (n_prompt - 1) * vocab;
         uint64_t dg = 0xcbf29ce484222325ull;
@@ -273,6 +329,13 @@ int main(int argc, char **argv) {
                     for (size_t i = 0; i < N * K / 2; i++) w[i] = (uint8_t)rnd();
                     for (size_t i = 0; i < N * ng; i++)
                         ws[i] = ((float)(rnd() % 2001) - 1000.0f) * 1e-3f;
+                    /* a GEMM with a packed layout runs on its weights packed as at load */
+                    guarded gp = {NULL, 0, NULL};
+                    const uint8_t *wg = w;
+                    if (tt->q4_gemm->pack) {
+                        gp = check_packed(tt->q4_gemm, w, N, K, gs);
+                        wg = gp.p;
+                    }
                     for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
                         const size_t M = Ms[mi];
                         if (quick && M * N * K > (1u << 21) && M != 1 && M != 17) continue;
@@ -289,8 +352,8 @@ int main(int argc, char **argv) {
                         for (size_t i = 0; i < M * ldo; i++) memcpy(got + i, &SENTINEL, 4);
                         /* two column ranges split on the tile */
                         const size_t nr = tt->q4_gemm->nr, split = (N / 2) / nr * nr;
-                        if (split) tt->q4_gemm->run(got, ldo, xq, xs, M, w, ws, cb, 0, split, K, gs);
-                        tt->q4_gemm->run(got, ldo, xq, xs, M, w, ws, cb, split, N, K, gs);
+                        if (split) tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, 0, split, K, gs);
+                        tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, split, N, K, gs);
                         for (size_t m = 0; m < M; m++) {
                             check(got + m * ldo, want + m * N, N, "q4_gemm", tt->tier, M, N, K, gs);
                             check_sentinel(got + m * ldo + N, 3, "q4_gemm", tt->tier, M, N, K, gs);
@@ -310,6 +373,7 @@ int main(int argc, char **argv) {
                         if (g_fail) return 1;
                     }
                     guarded_free(gw), guarded_free(gws);
+                    if (gp.base) guarded_free(gp);
                 }
                 /* the rotation of a row of K - 3 values padded to K */
                 float *x = xmalloc(K * sizeof(float)), *sg = xmalloc(K * sizeof(float));

@@ -112,12 +112,41 @@ class _PackedQ8(Q8Tensor):
         return self._shape
 
 
+class _PackedQ4(Q4Tensor):
+    """A 4-bit matrix whose row-major nibbles the engine let go (its C model's GEMM and decode
+    read only the packed copy: if_q4_gemm_kernel.decode_packed): nibbles are unpacked from that
+    copy on each access (a fresh read-only array); scales, codebook and signs stay as they are.
+    `native` as for _PackedQ8."""
+
+    def __init__(self, native: list, idx: int, t: Q4Tensor):
+        self._native, self._idx, self._nshape = native, idx, t.nibbles.shape
+        self.s, self.codebook, self.group_size, self.cols = t.s, t.codebook, t.group_size, t.cols
+        self.signs, self.kind, self.seed = t.signs, t.kind, t.seed
+
+    @property
+    def nibbles(self) -> np.ndarray:
+        if not self._native:
+            raise RuntimeError("these weights were released by an engine that failed to load")
+        rows, nbytes = self._nshape
+        return np.frombuffer(self._native[0].unpack(self._idx, rows * nbytes),
+                             np.uint8).reshape(self._nshape)
+
+    @property
+    def kpad(self) -> int:
+        return self._nshape[1] * 2
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._nshape[0], self.cols)
+
+
 def _releaser(w, mats: list, native: list):
     """released(idx) for the C model: matrix idx is packed and its row-major int8 never read
     again, so drop this side's references now, before the next matrix is packed (the peak then
     holds one matrix twice, not the whole model). An in-memory Q8 matrix of w becomes a
-    _PackedQ8 over the packed copy; mmapped file-backed ones stay (their pages are not read
-    again, so they leave the resident set by themselves)."""
+    _PackedQ8 over the packed copy, an in-memory 4-bit one (its nibbles) a _PackedQ4; mmapped
+    file-backed ones stay (their pages are not read again, so they leave the resident set by
+    themselves)."""
     n = len(LAYER_MATRICES)
 
     def released(idx: int) -> None:
@@ -137,9 +166,13 @@ def _releaser(w, mats: list, native: list):
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
         if type(t) is Q8Tensor and _in_memory(t.q):
             put(_PackedQ8(native, idx, t.q.shape, t.s, t.group_size))
-            del t
-            if idx % n == n - 1:  # once per layer: the freed heap pages back to the system
-                _native.trim_heap()  # (the packed arena cannot reuse them)
+        elif type(t) is Q4Tensor and _in_memory(t.nibbles):
+            put(_PackedQ4(native, idx, t))
+        else:
+            return
+        del t
+        if idx % n == n - 1:  # once per layer: the freed heap pages back to the system
+            _native.trim_heap()  # (the packed arena cannot reuse them)
 
     return released
 
