@@ -438,6 +438,14 @@ static void matmul_priv(fw *f, float *out, size_t ldo, const if_matrix *w,
     const if_kernel_table *k = m->gemv_k;
     const size_t rows = w->rows;
     mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, f->psrc, f->pxq, f->pxs};
+    if (w->dtype == IF_Q4 && packed && m->q4_decode_packed) { /* see matmul_q4 */
+        const size_t nr = k->q4_gemm->nr;
+        j.wq = packed;
+        j.n_tile = nr;
+        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->kpad / 2, rows,
+                       MM_CHUNKS, w);
+        return;
+    }
     if (w->dtype == IF_Q4) {
         j.wq = NULL;
         run_tasks_prep(f, rows, 8, gemv_task, &j, rows * w->kpad / 2, rows, MM_CHUNKS, w);
