@@ -144,6 +144,137 @@ def test_case_rejects_bad_shapes():
         _bench.Case("q8_gemv", 1, 16, 32, 32).check("nosuch")
 
 
+# ---- the 4-bit rows ----
+
+Q4_CASES = [("q4_gemv", 1, 40, 192), ("q4_gemm", 5, 40, 192), ("q4_gemm", 64, 24, 576)]
+
+
+@pytest.mark.parametrize("fmt", ["cq4", "q4_0"])
+@pytest.mark.parametrize("op,M,N,K", Q4_CASES)
+def test_q4_gate_accepts_real_tiers_and_refuses_the_broken_kernel(op, M, N, K, fmt):
+    from isaforge.bench.kernels import q4_format
+
+    gs, cb = q4_format(fmt)
+    case = _bench.Case(op, M, N, K, gs, 1, cb.tobytes())
+    assert case.weight_bytes == N * K // 2 + 4 * N * (K // gs)
+    for tier in supported_tiers():
+        assert case.check(tier) is None, tier
+    why = case.check("broken")
+    assert why is not None and f"{op}_1x1_broken" in why and "scalar" in why
+    assert case.time("scalar", 2) > 0
+
+
+def test_q4_formats_are_what_the_runtime_writes_and_reads():
+    """cq4 = `--quant cq4`'s codebook (GS 64, +-63: the AVX2 offset mode); q4_0 = GGUF's
+    -8..7 at GS 32 (the raw-nibble mode)."""
+    from isaforge.bench.kernels import codebook_mode, q4_format
+    from isaforge.quant.cq4 import NARROW_AMAX, codebook
+
+    gs, cb = q4_format("cq4")
+    assert gs == 64 and cb.tolist() == codebook(64, NARROW_AMAX)[0].tolist()
+    assert max(cb) == 63 and min(cb) == -63 and codebook_mode(cb) == "offset"
+    gs, cb = q4_format("q4_0")
+    assert gs == 32 and cb.tolist() == list(range(-8, 8)) and codebook_mode(cb) == "linear"
+    assert codebook_mode(codebook(64, 127)[0]) == "sign"
+    assert codebook_mode(codebook(64, 31)[0]) == "offset2"
+    with pytest.raises(ValueError, match="unknown 4-bit format"):
+        q4_format("q5_0")
+
+
+def test_q4_shapes_are_smollm2s_at_each_format():
+    from isaforge.bench.kernels import model_shapes
+
+    sh = [s for s in model_shapes("smollm2-135m", [64, 512]) if s.op.startswith("q4_")]
+    mats = [("wq,wo", 576, 576), ("wk,wv", 192, 576), ("w1,w3", 1536, 576), ("w2", 576, 1536)]
+    want = []
+    for fmt in ("cq4", "q4_0"):
+        want += [("q4_gemv", fmt, name, 1, n, k) for name, n, k in mats]
+        want.append(("q4_gemv", fmt, "wcls", 1, 49152, 576))
+        for m in (64, 512):
+            want += [("q4_gemm", fmt, name, m, n, k) for name, n, k in mats]
+    assert [(s.op, s.fmt, s.name, s.M, s.N, s.K) for s in sh] == want
+    q8 = [s for s in model_shapes("smollm2-135m", [64]) if not s.op.startswith("q4_")]
+    assert all(s.fmt is None for s in q8) and {s.op for s in q8} == {"q8_gemv", "q8_gemm",
+                                                                      "quantize"}
+
+
+def test_q4_rows_schema_numbers_and_broken_tier():
+    rows = bench_kernels([Shape("q4_gemv", "w", 1, 48, 192, "cq4"),
+                          Shape("q4_gemm", "w", 6, 48, 192, "q4_0")],
+                         ["scalar", "broken"], gs=32, reps=2, min_time=1e-4)
+    by = {(r["op"], r["tier"]): r for r in rows}
+    for (op, M, fmt, gs, mode) in (("q4_gemv", 1, "cq4", 64, "offset"),
+                                   ("q4_gemm", 6, "q4_0", 32, "linear")):
+        good, bad = by[(op, "scalar")], by[(op, "broken")]
+        assert bad["status"] == "failed" and f"{op}_1x1_broken" in bad["reason"]
+        assert bad["samples_s"] == [] and "median_gops" not in bad
+        assert good["status"] == "ok" and len(good["samples_s"]) == 2
+        for r in (good, bad):
+            validate({"type": "kernel", **r}, "kernel")
+            assert (r["format"], r["codebook_mode"], r["gs"]) == (fmt, mode, gs)
+            assert (r["M"], r["N"], r["K"]) == (M, 48, 192)
+            assert r["ops_per_call"] == 2 * M * 48 * 192
+            assert r["bytes_per_call"] == (48 * 96 + 4 * 48 * (192 // gs) + M * 192
+                                           + 4 * M * (192 // gs) + 4 * M * 48)
+        assert all(s > 0 for s in good["samples_s"])
+        assert 0 < good["min_gops"] <= good["median_gops"] <= good["best_gops"]
+    no_fmt = {"type": "kernel", **by[("q4_gemv", "scalar")]}
+    del no_fmt["format"]
+    with pytest.raises(Exception, match="format"):  # the schema requires it on 4-bit rows
+        validate(no_fmt, "kernel")
+
+
+def test_q4_case_rejects_missing_or_bad_codebooks():
+    cb = bytes(range(16))
+    with pytest.raises(ValueError, match="needs a codebook"):
+        _bench.Case("q4_gemv", 1, 16, 64, 32)
+    with pytest.raises(ValueError, match="16 int8 values"):
+        _bench.Case("q4_gemv", 1, 16, 64, 32, 1, cb[:15])
+    with pytest.raises(ValueError, match="multiple of 32"):
+        _bench.Case("q4_gemm", 4, 16, 48, 16, 1, cb)
+
+
+def test_limit_fractions_of_peak_and_stream():
+    """median_gbps = bytes per call / median time; fraction_of_peak against the tier's peak;
+    fraction_of_stream (cold rows only) against the 1-thread stream probe."""
+    from isaforge.bench.kernels import add_limit
+
+    lim = {"bandwidth": [{"threads": 1, "gbps": 10.0}],
+           "peak_int8": [{"tier": "avx2", "threads": 1, "gops": 100.0}]}
+    row = {"status": "ok", "op": "q4_gemv", "tier": "avx2", "cold": True, "median_gops": 20.0,
+           "ops_per_call": 2 * 576 * 576, "bytes_per_call": 576 * 288 + 4 * 576 * 9 + 576 + 36
+           + 4 * 576}
+    add_limit(row, lim)
+    ai = row["ops_per_call"] / row["bytes_per_call"]
+    assert row["median_gbps"] == round(20.0 / ai, 3)
+    assert row["fraction_of_stream"] == round(row["median_gbps"] / 10.0, 4)
+    assert row["fraction_of_peak"] == 0.2
+    assert row["limit_kind"] == "bandwidth" and row["limit_gops"] == round(ai * 10.0, 3)
+    hot = {**row, "cold": False}
+    for k in ("median_gbps", "fraction_of_stream", "fraction_of_peak", "limit_gops"):
+        hot.pop(k)
+    add_limit(hot, lim)
+    assert "fraction_of_stream" not in hot and hot["limit_kind"] == "peak_int8"
+
+
+def test_kernels_cli_q4_rows_in_json_markdown_and_csv():
+    rc, out, err = bench("kernels", "--ops", "q4_gemv", "--q4-formats", "q4_0", "--kernel",
+                         "scalar", "-r", "1", "--min-time", "0.0005", "--no-limits", "-q",
+                         "--test-inject-broken", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    validate(doc)
+    rows = [r for r in doc["kernels"] if r["backend"] == "isaforge"]
+    assert {(r["op"], r["format"], r["gs"]) for r in rows} == {("q4_gemv", "q4_0", 32)}
+    assert {(r["N"], r["tier"], r["status"]) for r in rows if r["weights"] == "wcls"} == {
+        (49152, "scalar", "ok"), (49152, "broken", "failed")}
+    md = to_markdown(doc)
+    assert "| q4_gemv | q4_0 (linear) | wcls | 1 | 49152 | 576 | isaforge | scalar |" in md
+    csv_rows = list(csv.DictReader(io.StringIO(to_csv(doc))))
+    assert {r["format"] for r in csv_rows} == {"q4_0"}
+    assert doc["settings"]["q4_formats"] == ["q4_0"]
+
+
 # ---- outputs and their schema ----
 
 @pytest.fixture(scope="module")
@@ -275,6 +406,7 @@ def test_rapl_absent_and_wraparound(tmp_path):
     (["--kernel", "nosuch", "-p", "1", "-n", "1"], "unknown kernel tier"),
     (["synthetic:nosuch"], "unknown synthetic model"),
     (["kernels", "--ops", "f16"], "unknown op"),
+    (["kernels", "--q4-formats", "q5_0"], "unknown 4-bit format"),
     (["report", "/nonexistent.json"], "No such file"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, msg):

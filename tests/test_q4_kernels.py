@@ -268,6 +268,27 @@ def test_q4_product_modes_equal_oracle_and_scalar_bits(kind):
     assert not failures, failures[:10]
 
 
+@pytest.mark.parametrize("gs", [32, 64])
+def test_q4_gemv_long_rows_equal_oracle_across_passes(gs):
+    """Rows of 515 groups: more than the AVX2 GEMV's 512 groups per pass (a second pass
+    continues every row's float chain from out) and an odd group count at GS 32, over full
+    8-row tiles and a tail (N = 17), for the codebooks people run (CQ4 +-63 as --quant cq4
+    writes it, Q4_0, the +-127 sign-trick one, a span-63 one) at the saturation worst cases."""
+    from isaforge.quant.cq4 import NARROW_AMAX, codebook
+
+    rng = np.random.default_rng(gs + 515)
+    cbs = {"cq4": codebook(gs, NARROW_AMAX)[0], "wide": codebook(gs, 127)[0],
+           "q4_0": CODEBOOKS["q4_0"](rng), "span63": CODEBOOKS["narrow_span63"](rng)}
+    failures = []
+    for name, cb in cbs.items():
+        x, xs, idx, w, ws = mode_case(rng, 1, 17, 515 * gs, gs, cb)
+        want = oracle(x, xs, idx, ws, cb, gs).view(np.uint32)
+        for tier in ["scalar", *TIERS]:
+            if not np.array_equal(run(tier, x, xs, w, ws, cb, 17, gs).view(np.uint32), want):
+                failures.append((name, tier))
+    assert not failures, failures
+
+
 MODE_GUARD_SCRIPT = GUARDED_PRELUDE + '''
 rng = np.random.default_rng(1)
 cbs = [np.arange(-8, 8), np.linspace(-31, 31, 16).round(), np.arange(-127, 1, 8)[:16],

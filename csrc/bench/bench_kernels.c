@@ -18,7 +18,8 @@ struct ifb_case {
     int8_t *xq;     /* (M, K) activations, int8 */
     float *xs;      /* (M, K/gs) activation scales */
     float *x;       /* (M, K) floats for quantize */
-    int8_t **w;     /* copies x (N, K) */
+    int8_t **w;     /* copies x (N, K); 4-bit ops: copies x (N, K/2) nibbles */
+    int8_t cb[16];  /* 4-bit ops: the codebook */
     float **ws;     /* copies x (N, K/gs) */
     int8_t **packed; /* copies x packed GEMM weights (for the table in packed_for) */
     const if_kernel_table *packed_for;
@@ -75,14 +76,21 @@ void ifb_case_free(ifb_case *c) {
     free(c);
 }
 
+static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
+
 if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
-                          ifb_case **out, char *err, size_t errlen) {
+                          const int8_t *cb, ifb_case **out, char *err, size_t errlen) {
     *out = NULL;
-    if (op != IFB_Q8_GEMV && op != IFB_Q8_GEMM && op != IFB_QUANTIZE) {
+    if (op != IFB_Q8_GEMV && op != IFB_Q8_GEMM && op != IFB_QUANTIZE && !is_q4(op)) {
         snprintf(err, errlen, "unknown op %d", (int)op);
         return IF_EINVAL;
     }
-    if (op == IFB_Q8_GEMV) M = 1;
+    if (is_q4(op) && (!cb || gs % 32)) {
+        snprintf(err, errlen, "a 4-bit case needs a 16-entry codebook and gs a multiple of 32 "
+                 "(gs=%zu)", gs);
+        return IF_EINVAL;
+    }
+    if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV) M = 1;
     if (op == IFB_QUANTIZE) N = 0, copies = 1;
     if (M == 0 || K == 0 || gs == 0 || K % gs != 0 || copies == 0 ||
         (op != IFB_QUANTIZE && N == 0)) {
@@ -98,6 +106,7 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
     ifb_case *c = calloc(1, sizeof *c);
     if (!c) goto oom;
     c->op = op, c->M = M, c->N = N, c->K = K, c->gs = gs, c->copies = copies;
+    if (is_q4(op)) memcpy(c->cb, cb, 16);
     uint64_t st = 0x9E3779B97F4A7C15ULL ^ (M * 131 + N * 7 + K);
     size_t G = K / gs;
     if (op == IFB_QUANTIZE) {
@@ -118,9 +127,10 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
     fill_i8(c->xq, M * K, &st);
     fill_f32(c->xs, M * G, &st, 0.01f, 0.02f);
     for (size_t i = 0; i < copies; i++) {
-        c->w[i] = alloc64(N * K), c->ws[i] = alloc64(N * G * sizeof(float));
+        const size_t wb = is_q4(op) ? N * K / 2 : N * K; /* 4-bit: random nibble pairs */
+        c->w[i] = alloc64(wb), c->ws[i] = alloc64(N * G * sizeof(float));
         if (!c->w[i] || !c->ws[i]) goto oom;
-        fill_i8(c->w[i], N * K, &st);
+        fill_i8(c->w[i], wb, &st);
         fill_f32(c->ws[i], N * G, &st, 0.0005f, 0.001f);
     }
     *out = c;
@@ -134,7 +144,7 @@ oom:
 
 size_t ifb_case_weight_bytes(const ifb_case *c) {
     if (c->op == IFB_QUANTIZE) return 0;
-    return c->N * c->K + c->N * (c->K / c->gs) * sizeof(float);
+    return (is_q4(c->op) ? c->N * c->K / 2 : c->N * c->K) + c->N * (c->K / c->gs) * sizeof(float);
 }
 
 /* Pack every weight copy for table t if its GEMM wants a packed layout. */
@@ -169,10 +179,34 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
         t->q8_gemm->run(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], 0, c->N, c->K, c->gs);
         break;
     }
+    case IFB_Q4_GEMV: {
+        const if_q4_gemv_kernel *k = t->q4_gemv ? t->q4_gemv : if_tier_table(0)->q4_gemv;
+        k->run(out, c->xq, c->xs, (const uint8_t *)c->w[i], c->ws[i], c->cb, 0, c->N, c->K,
+               c->gs);
+        break;
+    }
+    case IFB_Q4_GEMM: {
+        const if_q4_gemm_kernel *k = t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
+        k->run(out, c->N, c->xq, c->xs, c->M, (const uint8_t *)c->w[i], c->ws[i], c->cb, 0, c->N,
+               c->K, c->gs);
+        break;
+    }
     case IFB_QUANTIZE:
         for (size_t m = 0; m < c->M; m++)
             t->quantize->run(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
         break;
+    }
+}
+
+/* The name of the kernel t runs for c's op. */
+static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
+    const if_kernel_table *s = if_tier_table(0);
+    switch (c->op) {
+    case IFB_Q8_GEMV: return t->q8_gemv->name;
+    case IFB_Q8_GEMM: return t->q8_gemm->name;
+    case IFB_Q4_GEMV: return (t->q4_gemv ? t->q4_gemv : s->q4_gemv)->name;
+    case IFB_Q4_GEMM: return (t->q4_gemm ? t->q4_gemm : s->q4_gemm)->name;
+    default: return t->quantize->name;
     }
 }
 
@@ -213,7 +247,7 @@ if_status ifb_check(ifb_case *c, const if_kernel_table *t, char *err, size_t err
         memcpy(&b, &c->ref[i], 4);
         if (a != b) {
             snprintf(err, errlen, "%s: out[%zu, %zu] = %.9g, scalar %.9g (bits differ)",
-                     c->op == IFB_Q8_GEMV ? t->q8_gemv->name : t->q8_gemm->name, i / c->N,
+                     kernel_name(c, t), i / c->N,
                      i % c->N, (double)c->out[i], (double)c->ref[i]);
             return IF_EINVAL;
         }
@@ -264,6 +298,25 @@ static void broken_f32_gemv(float *out, const float *x, const float *w, size_t n
     if (n1 > n0) out[n0] = nextafterf(out[n0], INFINITY);
 }
 
+static void broken_q4_gemv(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
+                           const float *ws, const int8_t *cb, size_t n0, size_t n1, size_t K,
+                           size_t gs) {
+    if_tier_table(0)->q4_gemv->run(out, xq, xs, w, ws, cb, n0, n1, K, gs);
+    if (n1 > n0) out[n0] = nextafterf(out[n0], INFINITY);
+}
+
+static void broken_q4_gemm(float *out, size_t ldo, const int8_t *xq, const float *xs, size_t M,
+                           const uint8_t *w, const float *ws, const int8_t *cb, size_t n0,
+                           size_t n1, size_t K, size_t gs) {
+    if_tier_table(0)->q4_gemm->run(out, ldo, xq, xs, M, w, ws, cb, n0, n1, K, gs);
+    if (M && n1 > n0) out[(M - 1) * ldo + n0] = nextafterf(out[(M - 1) * ldo + n0], 0.0f);
+}
+
+static const if_q4_gemv_kernel k_broken_q4_gemv = {
+    .name = "q4_gemv_1x1_broken", .mr = 1, .nr = 1, .run = broken_q4_gemv};
+static const if_q4_gemm_kernel k_broken_q4_gemm = {
+    .name = "q4_gemm_1x1_broken", .mr = 1, .nr = 1, .run = broken_q4_gemm};
+
 static const if_q8_gemv_kernel k_broken_gemv = {
     .name = "q8_gemv_1x1_broken", .mr = 1, .nr = 1, .run = broken_gemv};
 static const if_q8_gemm_kernel k_broken_gemm = {
@@ -300,6 +353,7 @@ static const if_q8_gemm_kernel k_badpack_gemm = {.name = "q8_gemm_1x4_badpack", 
 
 static const if_kernel_table g_broken = {.tier = "broken", .q8_gemv = &k_broken_gemv,
     .q8_gemm = &k_broken_gemm, .quantize = &k_broken_quantize, .f32_gemv = &k_broken_f32_gemv,
+    .q4_gemv = &k_broken_q4_gemv, .q4_gemm = &k_broken_q4_gemm,
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_f32_attn_16x64_scalar,
     .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar};
 

@@ -20,7 +20,13 @@ extern "C" {
 double ifb_now(void);
 
 /* Kernel ops that can be timed. */
-typedef enum ifb_op { IFB_Q8_GEMV = 0, IFB_Q8_GEMM = 1, IFB_QUANTIZE = 2 } ifb_op;
+typedef enum ifb_op {
+    IFB_Q8_GEMV = 0,
+    IFB_Q8_GEMM = 1,
+    IFB_QUANTIZE = 2,
+    IFB_Q4_GEMV = 3, /* 4-bit codebook GEMV (if_q4_gemv_fn's nibble layout) */
+    IFB_Q4_GEMM = 4
+} ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and
  * `copies` copies of the weights; successive calls rotate over the copies (cold mode: copies
@@ -28,12 +34,14 @@ typedef enum ifb_op { IFB_Q8_GEMV = 0, IFB_Q8_GEMM = 1, IFB_QUANTIZE = 2 } ifb_o
 typedef struct ifb_case ifb_case;
 
 /* Create a case for `op`: GEMV (N, K), GEMM (M, N, K), quantize (M rows of K). K must be a
- * multiple of gs; copies >= 1. */
+ * multiple of gs; copies >= 1. The 4-bit ops need cb (their 16-entry int8 codebook, which
+ * picks a kernel's product mode) and gs a multiple of 32; the other ops ignore cb. */
 if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
-                          ifb_case **out, char *err, size_t errlen);
+                          const int8_t *cb, ifb_case **out, char *err, size_t errlen);
 /* Free a case (NULL allowed). */
 void ifb_case_free(ifb_case *c);
-/* Bytes of weights (int8 values + float scales) in one copy (0 for quantize). */
+/* Bytes of weights (int8 values or 4-bit nibbles + float scales) in one copy (0 for
+ * quantize). */
 size_t ifb_case_weight_bytes(const ifb_case *c);
 
 /* The correctness gate: run table t and the scalar tier on the case's first copy and compare

@@ -102,12 +102,33 @@ Q8C_INLINE __m256i q4c_mul16(__m256i u, __m256i x) { return _mm256_maddubs_epi16
 /* int16 pairs summed into int32 lanes. */
 Q8C_INLINE __m256i q4c_widen(__m256i p16) { return _mm256_madd_epi16(p16, _mm256_set1_epi16(1)); }
 
-/* Like q8c_hsum8 for vectors whose two 128-bit lanes belong to two different groups: *a lane
- * r = the sum of v[r]'s lanes 0..3, *b lane r = of its lanes 4..7. */
+/* The first two steps of a transposing reduction of 8 int32 vectors: per 128-bit half,
+ * *lo lane r = the sum of v[r]'s 4 lanes in that half, rows 0-3 (lanes 0-3 of the low half,
+ * 4-7 of the high half); *hi the same for rows 4-7. In-lane unpacks and adds only (no
+ * VPHADDD): 18 instructions for 8 vectors. Integer sums: any order gives the same int32. */
+Q8C_INLINE void q4c_hsum8_halves(const __m256i v[8], __m256i *lo, __m256i *hi) {
+    __m256i t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    /* t[i] per half: [v2i (0+2), v2i+1 (0+2), v2i (1+3), v2i+1 (1+3)] */
+    *lo = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+    *hi = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+}
+
+/* Lane r = the sum of the 8 lanes of v[r] (as q8c_hsum8, 21 instructions). */
+Q8C_INLINE __m256i q4c_hsum8(const __m256i v[8]) {
+    __m256i e, f;
+    q4c_hsum8_halves(v, &e, &f);
+    /* e = [rows 0-3, lanes 0-3 | rows 0-3, lanes 4-7], f the same for rows 4-7 */
+    return _mm256_add_epi32(_mm256_blend_epi32(e, f, 0xF0), _mm256_permute2x128_si256(e, f, 0x21));
+}
+
+/* For vectors whose two 128-bit lanes belong to two different groups: *a lane r = the sum of
+ * v[r]'s lanes 0..3, *b lane r = of its lanes 4..7. */
 Q8C_INLINE void q4c_hsum8x2(const __m256i v[8], __m256i *a, __m256i *b) {
-    const __m256i e = q8c_hquad(q8c_hpair(v[0], v[1]), q8c_hpair(v[2], v[3]));
-    const __m256i f = q8c_hquad(q8c_hpair(v[4], v[5]), q8c_hpair(v[6], v[7]));
-    /* e = [rows 0-3, lane 0 | rows 0-3, lane 1], f the same for rows 4-7 */
+    __m256i e, f;
+    q4c_hsum8_halves(v, &e, &f);
     *a = _mm256_permute2x128_si256(e, f, 0x20);
     *b = _mm256_permute2x128_si256(e, f, 0x31);
 }

@@ -44,29 +44,52 @@ static void Case_dealloc(CaseObject *self) {
 }
 
 static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"op", "M", "N", "K", "gs", "copies", NULL};
+    static char *kwlist[] = {"op", "M", "N", "K", "gs", "copies", "codebook", NULL};
     const char *op;
     Py_ssize_t M, N, K, gs, copies = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "snnnn|n", kwlist, &op, &M, &N, &K, &gs, &copies))
+    PyObject *cbo = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "snnnn|nO", kwlist, &op, &M, &N, &K, &gs, &copies,
+                                     &cbo))
         return -1;
     ifb_op o;
     if (strcmp(op, "q8_gemv") == 0) o = IFB_Q8_GEMV;
     else if (strcmp(op, "q8_gemm") == 0) o = IFB_Q8_GEMM;
     else if (strcmp(op, "quantize") == 0) o = IFB_QUANTIZE;
+    else if (strcmp(op, "q4_gemv") == 0) o = IFB_Q4_GEMV;
+    else if (strcmp(op, "q4_gemm") == 0) o = IFB_Q4_GEMM;
     else {
-        PyErr_Format(PyExc_ValueError, "unknown op '%s' (q8_gemv, q8_gemm, quantize)", op);
+        PyErr_Format(PyExc_ValueError,
+                     "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
         PyErr_SetString(PyExc_ValueError, "sizes must be >= 0");
         return -1;
     }
+    int8_t cb[16];
+    int have_cb = cbo != Py_None;
+    if (have_cb) { /* 16 int8 values: bytes-like (read as int8) */
+        Py_buffer b;
+        if (PyObject_GetBuffer(cbo, &b, PyBUF_C_CONTIGUOUS) != 0) return -1;
+        int ok = b.len == 16;
+        if (ok) memcpy(cb, b.buf, 16);
+        PyBuffer_Release(&b);
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "codebook: 16 int8 values (16 bytes) expected");
+            return -1;
+        }
+    }
+    if ((o == IFB_Q4_GEMV || o == IFB_Q4_GEMM) && !have_cb) {
+        PyErr_Format(PyExc_ValueError, "op '%s' needs a codebook (16 int8 values)", op);
+        return -1;
+    }
     ifb_case_free(self->c);
     self->c = NULL;
     char err[256] = "";
     if_status st;
+    const int8_t *cbp = have_cb ? cb : NULL;
     Py_BEGIN_ALLOW_THREADS st = ifb_case_create(o, (size_t)M, (size_t)N, (size_t)K, (size_t)gs,
-                                                (size_t)copies, &self->c, err, sizeof err);
+                                                (size_t)copies, cbp, &self->c, err, sizeof err);
     Py_END_ALLOW_THREADS if (st != IF_OK) {
         raise_status(st, err);
         return -1;
@@ -133,7 +156,8 @@ static PyTypeObject CaseType = {
     .tp_basicsize = sizeof(CaseObject),
     .tp_dealloc = (destructor)Case_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Case(op, M, N, K, gs, copies=1): one kernel op at one shape, for timing",
+    .tp_doc = "Case(op, M, N, K, gs, copies=1, codebook=None): one kernel op at one shape, for "
+              "timing (q4_gemv / q4_gemm need codebook: 16 int8 values as bytes)",
     .tp_methods = Case_methods,
     .tp_getset = Case_getset,
     .tp_init = (initproc)Case_init,

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..settings import int_at_least
+from .kernels import OPS, Q4_FORMATS
 from .report import README_COMMAND, RENDER, update_readme
 
 DEFAULT_MODEL = "synthetic:smollm2-135m"
@@ -96,7 +97,11 @@ def _kernels_parser() -> _Parser:
                    help="smollm2-135m or a model file whose shapes to use")
     p.add_argument("--m", dest="ms", type=_int_list, default=[64, 512],
                    help="GEMM activation rows (default 64,512)")
-    p.add_argument("--ops", default="q8_gemv,q8_gemm,quantize")
+    p.add_argument("--ops", default=",".join(OPS),
+                   help=f"comma-separated ops (default {','.join(OPS)}; the 4-bit ones run "
+                        f"each of the formats {', '.join(Q4_FORMATS)} at its own group size)")
+    p.add_argument("--q4-formats", default=",".join(Q4_FORMATS),
+                   help=f"4-bit formats of q4_gemv / q4_gemm (default {','.join(Q4_FORMATS)})")
     p.add_argument("--kernel", default="all", help="tiers: all (supported) or a list")
     p.add_argument("-r", dest="reps", type=_pos, default=5, help="samples per tier (default 5)")
     p.add_argument("--group-size", type=_pos, default=32)
@@ -257,13 +262,18 @@ def _run_kernels(argv: list[str]) -> int:
         raise ValueError(f"--min-time must be > 0, got {a.min_time}")
     log = _log(a)
     ops = [x.strip() for x in a.ops.split(",") if x.strip()]
-    bad = [o for o in ops if o not in ("q8_gemv", "q8_gemm", "quantize")]
+    bad = [o for o in ops if o not in OPS]
     if bad:
-        raise ValueError(f"unknown op(s) {', '.join(bad)} (q8_gemv, q8_gemm, quantize)")
+        raise ValueError(f"unknown op(s) {', '.join(bad)} ({', '.join(OPS)})")
+    fmts = [x.strip() for x in a.q4_formats.split(",") if x.strip()]
+    badf = [f for f in fmts if f not in Q4_FORMATS]
+    if badf:
+        raise ValueError(f"unknown 4-bit format(s) {', '.join(badf)} ({', '.join(Q4_FORMATS)})")
     tiers, skipped = _tiers(a.kernel if a.kernel != "auto" else "all")
     if a.test_inject_broken:
         tiers.append("broken")
-    shapes = [s for s in model_shapes(a.model_shapes, a.ms) if s.op in ops]
+    shapes = [s for s in model_shapes(a.model_shapes, a.ms)
+              if s.op in ops and (s.fmt is None or s.fmt in fmts)]
     limits = None
     if not a.no_limits:
         limits = measure_limits([t for t in tiers if t != "broken"],
@@ -285,7 +295,7 @@ def _run_kernels(argv: list[str]) -> int:
         rows += trows
     settings = {"reps": a.reps, "warmup_cycles": 1, "order": "alternating", "cold": a.cold,
                 "min_time": a.min_time, "group_size": a.group_size, "ms": a.ms,
-                "tiers": tiers, "threads": 1}
+                "tiers": tiers, "threads": 1, "q4_formats": fmts}
     doc = _doc("kernels", ["kernels", *argv], a, machine,
                _shape_model_info(a.model_shapes, a.group_size), settings, kernels=rows,
                peers=[peer], skipped=skipped, limits=limits)

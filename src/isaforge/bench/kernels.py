@@ -10,20 +10,52 @@ import math
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
+
 from .limits import bandwidth_at, peak_at
 from .machine import llc_bytes
 from .schedule import run_alternating
 
 SHAPE_MODELS = ("smollm2-135m",)
+Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
+OPS = Q8_OPS + Q4_OPS
+# The 4-bit formats people run, each with its own group size and codebook: CQ4 as
+# `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).
+Q4_FORMATS = ("cq4", "q4_0")
+
+
+def q4_format(fmt: str) -> tuple[int, np.ndarray]:
+    """(group size, int8 codebook (16,)) of a 4-bit format of Q4_FORMATS."""
+    if fmt == "cq4":
+        from ..quant.cq4 import DEFAULT_GROUP, NARROW_AMAX, codebook
+
+        return DEFAULT_GROUP, codebook(DEFAULT_GROUP, NARROW_AMAX)[0]
+    if fmt == "q4_0":
+        return 32, np.arange(-8, 8, dtype=np.int8)
+    raise ValueError(f"unknown 4-bit format {fmt!r} ({', '.join(Q4_FORMATS)})")
+
+
+def codebook_mode(cb) -> str:
+    """How the AVX2 4-bit kernels form the products for codebook cb (q4c_mode in
+    csrc/kernels/q4_avx2_common.h): sign (span > 127), linear (cb[i] = cb[0] + i: no lookup),
+    offset2 (span <= 63: int16 pre-adds) or offset (span <= 127)."""
+    c = [int(v) for v in cb]
+    span = max(c) - min(c)
+    if span > 127:
+        return "sign"
+    if all(v == c[0] + i for i, v in enumerate(c)):
+        return "linear"
+    return "offset2" if span <= 63 else "offset"
 
 
 @dataclass(frozen=True)
 class Shape:
-    op: str  # q8_gemv, q8_gemm, quantize
+    op: str  # q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm
     name: str  # which weight(s): "wq,wo", ...
     M: int
     N: int
-    K: int
+    K: int  # 4-bit ops: padded to a multiple of the format's group size, as at load
+    fmt: str | None = None  # 4-bit ops: the format (Q4_FORMATS)
 
     @property
     def ops(self) -> int:
@@ -34,7 +66,8 @@ class Shape:
         """Bytes a call must move at least: weights + activations (+ output)."""
         if self.op == "quantize":
             return self.M * self.K * 5 + 4 * self.M * (self.K // gs)
-        return (self.N * self.K + 4 * self.N * (self.K // gs) + self.M * self.K
+        w = self.N * self.K // 2 if self.op in Q4_OPS else self.N * self.K
+        return (w + 4 * self.N * (self.K // gs) + self.M * self.K
                 + 4 * self.M * (self.K // gs) + 4 * self.M * self.N)
 
 
@@ -57,6 +90,17 @@ def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
     for m in ms:
         shapes += [Shape("q8_gemm", ",".join(v), m, n, k) for (n, k), v in mats.items()]
     shapes += [Shape("quantize", "x", 1, 0, k) for k in sorted({c.dim, c.hidden_dim})]
+    for fmt in Q4_FORMATS:
+        g = q4_format(fmt)[0]
+
+        def pad(k: int, g: int = g) -> int:  # rows zero-padded to whole groups, as at load
+            return -(-k // g) * g
+
+        shapes += [Shape("q4_gemv", ",".join(v), 1, n, pad(k), fmt) for (n, k), v in mats.items()]
+        shapes.append(Shape("q4_gemv", "wcls", 1, c.vocab_size, pad(c.dim), fmt))
+        for m in ms:
+            shapes += [Shape("q4_gemm", ",".join(v), m, n, pad(k), fmt)
+                       for (n, k), v in mats.items()]
     return shapes
 
 
@@ -81,15 +125,20 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
 
     rows, pending = [], []  # pending: (row, case, iters) to sample
     for sh in shapes:
-        case = _bench.Case(sh.op, sh.M, sh.N, sh.K, gs, 1)
+        g, cb, extra = gs, None, {}
+        if sh.op in Q4_OPS:  # the format's own group size and codebook
+            g, cbv = q4_format(sh.fmt)
+            cb = cbv.astype("int8").tobytes()
+            extra = {"format": sh.fmt, "codebook_mode": codebook_mode(cbv)}
+        case = _bench.Case(sh.op, sh.M, sh.N, sh.K, g, 1, cb)
         copies = _copies(case.weight_bytes, cold)
         if copies > 1:
-            case = _bench.Case(sh.op, sh.M, sh.N, sh.K, gs, copies)
+            case = _bench.Case(sh.op, sh.M, sh.N, sh.K, g, copies, cb)
         ok_tiers, shape_rows = [], {}
         for t in tiers:
             row = {"backend": "isaforge", "tier": t, "op": sh.op, "weights": sh.name, "M": sh.M,
-                   "N": sh.N, "K": sh.K, "gs": gs, "cold": cold, "copies": copies,
-                   "ops_per_call": sh.ops, "bytes_per_call": sh.bytes(gs), "status": "ok",
+                   "N": sh.N, "K": sh.K, "gs": g, **extra, "cold": cold, "copies": copies,
+                   "ops_per_call": sh.ops, "bytes_per_call": sh.bytes(g), "status": "ok",
                    "reason": None, "iters": 0, "samples_s": []}
             why = case.check(t)  # the gate: before any timing
             if why is not None:
@@ -101,7 +150,8 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
         for t in ok_tiers:  # calibrate: about min_time per sample
             one = max(case.time(t, 1), 1e-7)
             iters[t] = max(1, int(min_time / one))
-        log(f"kernels: {sh.op} {sh.name} M={sh.M} N={sh.N} K={sh.K}: "
+        fmt = "" if sh.fmt is None else f" {sh.fmt}"
+        log(f"kernels: {sh.op}{fmt} {sh.name} M={sh.M} N={sh.N} K={sh.K}: "
             f"{', '.join(ok_tiers) or 'no tier passed the gate'}")
         rows += [shape_rows[t] for t in tiers]
         pending += [(shape_rows[t], case, t, iters[t]) for t in ok_tiers]
@@ -134,11 +184,19 @@ def _finish(row: dict, samples: list[float], iters: int, limits: dict | None) ->
 
 def add_limit(row: dict, limits: dict | None) -> None:
     """Attainable GOP/s on one thread: min(peak int8 of the tier, intensity x bandwidth) for a
-    cold GEMV/GEMM; the tier's peak when hot; bandwidth for quantize."""
+    cold GEMV/GEMM; the tier's peak when hot; bandwidth for quantize. Also the bytes moved
+    per second at the median (median_gbps), for a GEMV/GEMM the fraction of the tier's peak
+    int8 rate, and when cold the fraction of the stream probe's read bandwidth."""
     if row.get("status") != "ok" or "median_gops" not in row:
         return
     bw = bandwidth_at(limits, 1)
     ai = row["ops_per_call"] / row["bytes_per_call"]
+    row["median_gbps"] = round(row["median_gops"] / ai, 3)
+    if row["op"] != "quantize":
+        peak = peak_at(limits, row["tier"], 1)
+        row["fraction_of_peak"] = round(row["median_gops"] / peak, 4) if peak else None
+        if row["cold"]:
+            row["fraction_of_stream"] = round(row["median_gbps"] / bw, 4) if bw else None
     limit, kind = None, None
     if row["op"] == "quantize":
         if bw:

@@ -15,9 +15,10 @@ README_COMMAND = "isaforge bench report benchmarks/results/bench.json --update-r
 CSV_FIELDS = ["model", "size_bytes", "params", "backend", "kernel", "threads", "test",
               "mean_tps", "stddev_tps", "limit_tps", "fraction_of_limit", "ttft_ms",
               "ratio_vs_llama_cpp", "status", "samples_tps"]
-KERNEL_CSV_FIELDS = ["backend", "tier", "op", "weights", "M", "N", "K", "gs", "cold", "status",
-                     "best_gops", "median_gops", "min_gops", "max_gops", "limit_gops",
-                     "fraction_of_limit", "iters", "samples_s", "reason"]
+KERNEL_CSV_FIELDS = ["backend", "tier", "op", "format", "codebook_mode", "weights", "M", "N", "K",
+                     "gs", "cold", "status", "best_gops", "median_gops", "min_gops", "max_gops",
+                     "median_gbps", "limit_gops", "fraction_of_limit", "fraction_of_peak",
+                     "fraction_of_stream", "iters", "samples_s", "reason"]
 
 
 def _mib(n: float) -> str:
@@ -57,20 +58,27 @@ def results_table(doc: dict) -> str:
 
 
 def kernels_table(doc: dict) -> str:
-    head = ["op", "weights", "M", "N", "K", "backend", "tier", "GOP/s median", "best",
-            "min-max", "limit", "% of limit", "status"]
+    """One line per kernel row. format: the 4-bit rows' format and codebook product mode
+    (q8 for the Q8 ops); GB/s: bytes a call must move / median time; % of stream: of the
+    stream probe's read bandwidth (cold rows)."""
+    head = ["op", "format", "weights", "M", "N", "K", "backend", "tier", "GOP/s median", "best",
+            "min-max", "GB/s", "limit", "% of limit", "% of peak", "% of stream", "status"]
     lines = ["| " + " | ".join(head) + " |",
-             "| " + " | ".join(["---"] * 2 + ["---:"] * 3 + ["---"] * 2 + ["---:"] * 5 + ["---"])
+             "| " + " | ".join(["---"] * 3 + ["---:"] * 3 + ["---"] * 2 + ["---:"] * 8 + ["---"])
              + " |"]
+    pct = lambda x: _f(None if x is None else 100 * x, ".1f")  # noqa: E731
     for r in doc.get("kernels", []):
         ok = r["status"] == "ok"
-        frac = r.get("fraction_of_limit")
+        fmt = (f"{r['format']} ({r.get('codebook_mode', '?')})" if r.get("format")
+               else "q8" if r["op"].startswith("q8_") else "-")
         lines.append("| " + " | ".join([
-            r["op"], r.get("weights", "-"), str(r["M"]), str(r["N"]), str(r["K"]), r["backend"],
-            r["tier"], _f(r.get("median_gops")) if ok else "-", _f(r.get("best_gops")) if ok
-            else "-", f"{r['min_gops']:.2f}-{r['max_gops']:.2f}" if ok and "min_gops" in r
-            else "-", _f(r.get("limit_gops"), ".1f"),
-            _f(None if frac is None else 100 * frac, ".1f"),
+            r["op"], fmt, r.get("weights", "-"), str(r["M"]), str(r["N"]), str(r["K"]),
+            r["backend"], r["tier"], _f(r.get("median_gops")) if ok else "-",
+            _f(r.get("best_gops")) if ok else "-",
+            f"{r['min_gops']:.2f}-{r['max_gops']:.2f}" if ok and "min_gops" in r else "-",
+            _f(r.get("median_gbps")), _f(r.get("limit_gops"), ".1f"),
+            pct(r.get("fraction_of_limit")), pct(r.get("fraction_of_peak")),
+            pct(r.get("fraction_of_stream")),
             "ok" if ok else f"{r['status']}: {r.get('reason')}"]) + " |")
     return "\n".join(lines)
 
