@@ -112,8 +112,8 @@ def test_kernel_samples_interleave_shapes_when_hot(monkeypatch, cold):
     real, calls = _bench.Case, []
 
     class Recording:
-        def __init__(self, op, M, N, K, gs, copies):
-            self.c, self.N = real(op, M, N, K, gs, copies), N
+        def __init__(self, op, M, N, K, gs, copies, *codebook):
+            self.c, self.N = real(op, M, N, K, gs, copies, *codebook), N
 
         weight_bytes = property(lambda self: self.c.weight_bytes)
 
