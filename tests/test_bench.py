@@ -135,6 +135,55 @@ def test_kernel_samples_interleave_shapes_when_hot(monkeypatch, cold):
         assert [n for n, _, _ in calls] == [16] * 5 + [32] * 5, calls
 
 
+def test_hot_kernel_rows_get_the_peak_probe_sampled_in_the_same_alternation(monkeypatch):
+    """Hot: the tier's peak probe is one more entry of the alternation (one sample per cycle,
+    warm-up dropped); each GEMV/GEMM row gets its median and best and the kernel's fractions of
+    them. Cold rows and rows without a measured peak get none."""
+    order, peaks = [], iter([99.0, 40.0, 60.0, 50.0])  # warm-up, then 3 kept samples
+    real = _bench.Case
+
+    class Recording:
+        def __init__(self, *args):
+            self.c = real(*args)
+
+        weight_bytes = property(lambda self: self.c.weight_bytes)
+
+        def check(self, tier):
+            return self.c.check(tier)
+
+        def time(self, tier, iters):
+            order.append("k")
+            return self.c.time(tier, iters)
+
+    def probe(tier, threads, iters):
+        assert (tier, threads) == ("scalar", 1)
+        order.append("p")
+        return next(peaks)
+
+    monkeypatch.setattr(_bench, "Case", Recording)
+    monkeypatch.setattr(_bench, "peak_int8", probe)
+    monkeypatch.setattr("isaforge.bench.kernels.llc_bytes", lambda: 1 << 12)
+    limits = {"peak_int8": [{"tier": "scalar", "threads": 1, "gops": 123.0}],
+              "bandwidth": [{"threads": 1, "gbps": 10.0}]}
+    shapes = [Shape("q8_gemv", "a", 1, 16, 64), Shape("quantize", "x", 1, 0, 64)]
+    rows = bench_kernels(shapes, ["scalar"], gs=32, reps=3, min_time=1e-4, limits=limits)
+    mv, qz = rows
+    assert mv["peak_same_run"] == {"median_gops": 50.0, "best_gops": 60.0, "samples": 3}
+    assert mv["fraction_of_peak_same_run"] == round(mv["median_gops"] / 50.0, 4)
+    assert mv["best_fraction_of_peak_same_run"] == round(mv["best_gops"] / 60.0, 4)
+    assert mv["fraction_of_peak"] == round(mv["median_gops"] / 123.0, 4)  # the limits' peak
+    assert "peak_same_run" not in qz
+    # calibration (2 shapes), then per cycle: gemv, quantize, peak
+    assert "".join(order[2:]) == "kkp" * 4, order
+    order.clear()
+    cold = bench_kernels(shapes[:1], ["scalar"], gs=32, reps=2, cold=True, min_time=1e-4,
+                         limits=limits)
+    assert "peak_same_run" not in cold[0] and "p" not in order
+    none = bench_kernels(shapes[:1], ["scalar"], gs=32, reps=2, min_time=1e-4,
+                         limits={"peak_int8": [], "bandwidth": []})
+    assert "peak_same_run" not in none[0]
+
+
 def test_case_rejects_bad_shapes():
     with pytest.raises(ValueError, match="multiple of gs"):
         _bench.Case("q8_gemv", 1, 16, 40, 32)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .limits import bandwidth_at, peak_at
+from .limits import PEAK_ITERS, bandwidth_at, peak_at
 from .machine import llc_bytes
 from .schedule import run_alternating
 
@@ -158,19 +158,41 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
         if cold:  # sample this shape now (its copies are freed before the next shape's)
             _sample(pending, reps, limits)
             pending = []
+    if not cold and limits is not None:  # the peak probe, sampled in the same alternation
+        probe = sorted({p[2] for p in pending if p[0]["op"] != "quantize"})
+        pending += [(None, None, t, PEAK_ITERS.get(t, 2_000_000)) for t in probe
+                    if peak_at(limits, t, 1)]
     _sample(pending, reps, limits)
     return rows
 
 
 def _sample(pending: list, reps: int, limits: dict | None) -> None:
-    """Alternate over the (row, case, tier, iters) entries and finish their rows."""
+    """Alternate over the (row, case, tier, iters) entries and finish their rows. An entry
+    with no row samples the tier's peak int8 probe (GOP/s, one thread) in the same cycles:
+    each GEMV/GEMM row of that tier then gets it as peak_same_run and its fractions
+    (median / median, best / best), so contention that moves the kernel's samples moves the
+    peak's too (the limits' peak is the best of 3 samples taken once, before any kernel)."""
+    from .. import _bench
+
     def one_sample(p) -> float:
-        _, case, t, iters = p
+        row, case, t, iters = p
+        if row is None:
+            return _bench.peak_int8(t, 1, iters)
         return case.time(t, iters) / iters
 
     samples = run_alternating(pending, reps, one_sample)
+    peaks = {p[2]: sorted(s) for p, s in zip(pending, samples, strict=True) if p[0] is None}
     for (row, _, _, iters), s in zip(pending, samples, strict=True):
+        if row is None:
+            continue
         _finish(row, s, iters, limits)
+        pk = peaks.get(row["tier"])
+        if pk and row["status"] == "ok" and row["op"] != "quantize":
+            med = statistics.median(pk)
+            row["peak_same_run"] = {"median_gops": round(med, 3), "best_gops": round(pk[-1], 3),
+                                    "samples": len(pk)}
+            row["fraction_of_peak_same_run"] = round(row["median_gops"] / med, 4)
+            row["best_fraction_of_peak_same_run"] = round(row["best_gops"] / pk[-1], 4)
 
 
 def _finish(row: dict, samples: list[float], iters: int, limits: dict | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .machine import llc_bytes
 
-_PEAK_ITERS = {"scalar": 20_000, "amx": 200_000}  # the scalar loop does 256 MACs per iteration
+PEAK_ITERS = {"scalar": 20_000, "amx": 200_000}  # the scalar loop does 256 MACs per iteration
 _MIX_ITERS = {"avx2": 20_000}  # tiers with a kernel-mix probe; 36864 MACs per iteration
 
 
@@ -32,7 +32,7 @@ def measure_limits(tiers: list[str], thread_counts: list[int], reps: int = 3,
         for t in sorted(set(thread_counts)):
             row = {"tier": tier, "threads": t, "gops": None, "status": "ok", "reason": None}
             try:
-                iters = _PEAK_ITERS.get(tier, 2_000_000)
+                iters = PEAK_ITERS.get(tier, 2_000_000)
                 row["gops"] = round(max(_bench.peak_int8(tier, t, iters) for _ in range(reps)), 3)
             except (RuntimeError, ValueError) as e:
                 row.update(status="skipped", reason=str(e))

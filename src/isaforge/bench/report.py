@@ -18,6 +18,7 @@ CSV_FIELDS = ["model", "size_bytes", "params", "backend", "kernel", "threads", "
 KERNEL_CSV_FIELDS = ["backend", "tier", "op", "format", "codebook_mode", "weights", "M", "N", "K",
                      "gs", "cold", "status", "best_gops", "median_gops", "min_gops", "max_gops",
                      "median_gbps", "limit_gops", "fraction_of_limit", "fraction_of_peak",
+                     "fraction_of_peak_same_run", "best_fraction_of_peak_same_run",
                      "fraction_of_stream", "iters", "samples_s", "reason"]
 
 
@@ -60,11 +61,13 @@ def results_table(doc: dict) -> str:
 def kernels_table(doc: dict) -> str:
     """One line per kernel row. format: the 4-bit rows' format and codebook product mode
     (q8 for the Q8 ops); GB/s: bytes a call must move / median time; % of stream: of the
-    stream probe's read bandwidth (cold rows)."""
+    stream probe's read bandwidth (cold rows); % of peak, same run: median / median and best /
+    best against the peak probe sampled in the same alternation (hot rows)."""
     head = ["op", "format", "weights", "M", "N", "K", "backend", "tier", "GOP/s median", "best",
-            "min-max", "GB/s", "limit", "% of limit", "% of peak", "% of stream", "status"]
+            "min-max", "GB/s", "limit", "% of limit", "% of peak", "% of peak, same run",
+            "% of stream", "status"]
     lines = ["| " + " | ".join(head) + " |",
-             "| " + " | ".join(["---"] * 3 + ["---:"] * 3 + ["---"] * 2 + ["---:"] * 8 + ["---"])
+             "| " + " | ".join(["---"] * 3 + ["---:"] * 3 + ["---"] * 2 + ["---:"] * 9 + ["---"])
              + " |"]
     pct = lambda x: _f(None if x is None else 100 * x, ".1f")  # noqa: E731
     for r in doc.get("kernels", []):
@@ -78,6 +81,8 @@ def kernels_table(doc: dict) -> str:
             f"{r['min_gops']:.2f}-{r['max_gops']:.2f}" if ok and "min_gops" in r else "-",
             _f(r.get("median_gbps")), _f(r.get("limit_gops"), ".1f"),
             pct(r.get("fraction_of_limit")), pct(r.get("fraction_of_peak")),
+            (f"{pct(r['fraction_of_peak_same_run'])} / "
+             f"{pct(r['best_fraction_of_peak_same_run'])}" if "peak_same_run" in r else "-"),
             pct(r.get("fraction_of_stream")),
             "ok" if ok else f"{r['status']}: {r.get('reason')}"]) + " |")
     return "\n".join(lines)
