@@ -262,6 +262,12 @@ Q8C_INLINE void q8c_kblock_4x16(float *acc, const int8_t *w, const int8_t *u, si
 }
 #endif
 
+/* Bytes ahead of the group being read that a decode step (M <= 4, each tile read once from
+ * memory) prefetches: the packed tiles are contiguous, so this runs on into the next tiles. */
+#ifndef Q8C_GPFD
+#define Q8C_GPFD 4096
+#endif
+
 /* MT activation rows x 8 * V packed rows (both compile-time) over one K block; u: the rows
  * transformed by q8c_prep_rows (stride su). */
 Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float *out,
@@ -300,6 +306,9 @@ Q8C_INLINE void q8c_gemm_mk(const size_t MT, const size_t V, q8c_pack *pk, float
     for (size_t g = 0; g < gc; g++) {
         const int8_t *wq = pk->w + g * qpg * 64;
         const size_t kg = g * gs;
+        if (!blk) /* decode: the packed tiles are one stream, read once; run Q8C_GPFD ahead */
+            for (size_t b = 0; b < qpg * 64; b += 64)
+                q8c_prefetch(q8c_addr(wq, Q8C_GPFD + b));
         __m256i a[Q8C_MT][2];
 #if !defined(__AVXVNNI__)
         if (MT == 4 && V == 2) {
