@@ -30,14 +30,17 @@ def llc_bytes() -> int | None:
 
 
 def git_commit() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the source tree this package runs from, or (None, None)."""
+    """(commit, dirty) of the source tree this package runs from, or (None, None). Dirty:
+    tracked files differ from the commit, outside benchmarks/results (the harness's own
+    outputs: a run that saves there must not mark the next run of the same tree dirty)."""
     here = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=5)
         if head.returncode != 0:
             return None, None
-        st = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "-uno"],
+        st = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "-uno", "--",
+                             ":/", ":(exclude,top)benchmarks/results"],
                             capture_output=True, text=True, timeout=5)
         return head.stdout.strip(), bool(st.stdout.strip())
     except (OSError, subprocess.SubprocessError):
