@@ -24,6 +24,7 @@ from isaforge.bench.report import (
     limits_lines,
     readme_block,
     readme_current_block,
+    results_table,
     to_csv,
     to_jsonl,
     to_markdown,
@@ -354,6 +355,26 @@ def test_json_output_validates_and_keeps_every_sample(e2e_doc):
     s = doc["settings"]  # stories260K: 5 layers x 512 positions x kv_dim 32 x K and V
     assert (s["kv_cache"], s["ctx"], s["kv_cache_bytes"]) == ("f32", 512, 5 * 512 * 32 * 2 * 4)
     assert s["ubatch_effective"] == 8  # the 8-token prompt is one chunk (default ubatch 512)
+
+
+def test_decode_rows_get_the_stream_probe_of_the_same_run(e2e_doc):
+    """The stream probe is sampled in the alternation too (one sample per decode thread count
+    per cycle, warm-up dropped): each tg row gets its samples, the limit at their median and
+    the fraction of it; prefill rows do not. The markdown table shows the column."""
+    import statistics
+
+    doc, _ = e2e_doc
+    pp, tg = doc["results"]
+    assert "fraction_of_limit_same_run" not in pp
+    gb = tg["stream_same_run_gbps"]
+    assert len(gb) == 2 and all(g > 0 for g in gb)
+    per_token = tg["limit_tps"] / doc["limits"]["bandwidth"][0]["gbps"]  # tokens per GB
+    assert tg["limit_same_run_tps"] == pytest.approx(statistics.median(gb) * per_token, rel=1e-3)
+    assert tg["fraction_of_limit_same_run"] == pytest.approx(
+        tg["mean_tps"] / tg["limit_same_run_tps"], rel=1e-3)
+    table = results_table(doc)
+    assert "% of limit, same run" in table.splitlines()[0]
+    assert f"(of {tg['limit_same_run_tps']:.1f})" in table
 
 
 def test_int8_kv_cache_is_benchmarked_and_reported(stories):

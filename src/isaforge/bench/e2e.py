@@ -4,6 +4,7 @@ cycle; configurations (backend x kernel x threads x test) alternate."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -202,8 +203,19 @@ class E2ERun:
             return toks[key]
 
         calls = [0]
+        # the stream probe (the limits' buffer size), one sample per decode thread count per
+        # cycle in the same alternation: the VM's read bandwidth moved by a third within minutes,
+        # so a probe taken once before the runs is the limit of another moment
+        nbytes = (limits or {}).get("stream_bytes")
+        probes = [("stream", t) for t in sorted({c.threads for c in configs if c.kind == "tg"})
+                  ] if nbytes and limits.get("bandwidth") else []
+        entries = list(configs) + probes
 
-        def measure(c: Config) -> dict:
+        def measure(c) -> dict:
+            if isinstance(c, tuple):  # ("stream", threads)
+                from .. import _bench
+
+                return {"gbps": _bench.stream_read(nbytes, c[1], 1)}
             if calls[0] % len(configs) == 0:
                 cyc = calls[0] // len(configs)
                 self.log(f"bench: cycle {cyc + 1}/{self.reps + 1}" + (" (warm-up, discarded)"
@@ -231,18 +243,22 @@ class E2ERun:
 
         self.log(f"bench: {len(configs)} configurations x ({self.reps} repetitions + 1 warm-up "
                  "cycle), alternating")
-        samples = run_alternating(configs, self.reps, measure, warmup=1)
+        samples = run_alternating(entries, self.reps, measure, warmup=1)
         for r in runners.values():
             if hasattr(r, "close"):
                 r.close()
-        results = [self._result(c, s, limits) for c, s in zip(configs, samples, strict=True)]
+        stream = {p[1]: [x["gbps"] for x in s] for p, s in zip(probes, samples[len(configs):],
+                                                                strict=True)}
+        results = [self._result(c, s, limits, stream.get(c.threads))
+                   for c, s in zip(configs, samples[:len(configs)], strict=True)]
         _add_ratios(results)
         skipped = []
         if self.loaded is None:
             skipped.append({"backend": "isaforge", "reason": self.isaforge_reason})
         return results, peers, skipped
 
-    def _result(self, c: Config, s: list[dict], limits: dict | None) -> dict:
+    def _result(self, c: Config, s: list[dict], limits: dict | None,
+                stream: list[float] | None = None) -> dict:
         tps = [x["tps"] for x in s]
         mean, std = mean_std(tps)
         info = self.info
@@ -272,6 +288,12 @@ class E2ERun:
             "fraction_of_limit": round(mean / limit, 4) if limit else None,
             "ratio_vs_llama_cpp": None,
         }
+        if c.kind == "tg" and stream:  # the limit at the probe sampled between the runs
+            med = statistics.median(stream)
+            same = med * 1e9 / info.weight_bytes_per_token
+            r.update(stream_same_run_gbps=[round(x, 3) for x in stream],
+                     limit_same_run_tps=round(same, 3),
+                     fraction_of_limit_same_run=round(mean / same, 4))
         return r
 
 

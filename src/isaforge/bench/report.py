@@ -36,21 +36,28 @@ def _f(x, spec: str = ".2f", none: str = "-") -> str:
 
 def results_table(doc: dict) -> str:
     """llama-bench's columns (model | size | params | backend | kernel | threads | test | t/s)
-    plus the measured limit, the fraction of it, time to first token and the llama.cpp
-    ratio when llama.cpp ran."""
+    plus the measured limit, the fraction of it (and, for decode rows, of the limit at the
+    stream probe sampled in the same alternation, when the run has it), time to first token
+    and the llama.cpp ratio when llama.cpp ran."""
     m = doc["model"]
     results = doc.get("results", [])
     peer = any(r["backend"] == "llama.cpp" for r in results)
+    same = any("fraction_of_limit_same_run" in r for r in results)
     head = ["model", "size", "params", "backend", "kernel", "threads", "test", "t/s",
-            "limit t/s", "% of limit", "TTFT ms"] + (["vs llama.cpp"] if peer else [])
+            "limit t/s", "% of limit"] + (["% of limit, same run"] if same else []) + [
+            "TTFT ms"] + (["vs llama.cpp"] if peer else [])
     align = ["---"] * 5 + ["---:"] * (len(head) - 5)
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     for r in results:
         frac = r.get("fraction_of_limit")
         row = [m["name"], _mib(m["size_bytes"]), _params(m["params"]), r["backend"], r["kernel"],
                str(r["threads"]), r["test"], f"{r['mean_tps']:.2f} ± {r['stddev_tps']:.2f}",
-               _f(r.get("limit_tps"), ".1f"), _f(None if frac is None else 100 * frac, ".1f"),
-               _f(r.get("ttft_ms"), ".1f")]
+               _f(r.get("limit_tps"), ".1f"), _f(None if frac is None else 100 * frac, ".1f")]
+        if same:  # against the stream probe sampled in the same alternation (decode rows)
+            fs = r.get("fraction_of_limit_same_run")
+            row.append("-" if fs is None else
+                       f"{100 * fs:.1f} (of {r['limit_same_run_tps']:.1f})")
+        row.append(_f(r.get("ttft_ms"), ".1f"))
         if peer:
             ratio = r.get("ratio_vs_llama_cpp")
             row.append("-" if ratio is None else f"{ratio:.2f}x")
