@@ -142,6 +142,8 @@ def render_chat(template: str, messages: list[dict], add_generation_prompt: bool
         compiled = _compile(template, max_chars)
     except jinja2.TemplateSyntaxError as e:
         raise ValueError(f"chat template syntax error (line {e.lineno}): {e.message}") from None
+    except RecursionError:  # e.g. thousands of nested brackets: jinja2's parser recurses
+        raise ValueError("chat template nests too deeply to compile") from None
     try:
         variables = {"tools": None, "documents": None, **extra}  # transformers' defaults
         variables.update(messages=msgs, add_generation_prompt=bool(add_generation_prompt),
@@ -152,7 +154,7 @@ def render_chat(template: str, messages: list[dict], add_generation_prompt: bool
     except jinja2.TemplateError as e:
         raise ChatTemplateError(type(e).__name__, str(e)) from None
     except (TypeError, KeyError, IndexError, AttributeError, ZeroDivisionError,
-            OverflowError, ValueError) as e:
+            OverflowError, ValueError, RecursionError) as e:
         raise ChatTemplateError(type(e).__name__, str(e)) from None
 
 
