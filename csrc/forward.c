@@ -49,6 +49,8 @@ struct if_model {
     size_t packed_bytes; /* their total */
     int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
     int q4_decode_packed; /* likewise for the 4-bit matrices (if_q4_gemm_kernel.decode_packed) */
+    int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
+                   * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
     size_t q_dim;      /* n_heads * head_size (dim for Llama) */
     size_t ub;         /* prefill chunk rows */
@@ -1120,7 +1122,10 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
     const int q8 = k->pack && k->pack_size && m->group_size != 0;
     const int q4 = k4 && k4->pack && k4->pack_size && k4->unpack;
-    if (!q8 && !q4) return 1;
+    /* no 4-bit layout: the row-major nibbles themselves go into the arena when the caller
+     * lets go of its copy (the kernels then read them from 2 MiB pages, as the packed ones) */
+    const int q4copy = !q4 && o->q4_arena;
+    if (!q8 && !q4 && !q4copy) return 1;
     size_t n = m->c.n_layers * N_MATS + 1;
     m->packed = calloc(n, sizeof(int8_t *));
     if (!m->packed) return 0;
@@ -1138,6 +1143,8 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
             total += (packed_size(k, w->rows, w->cols, w->group_size) + 63) & ~(size_t)63;
         else if (w->dtype == IF_Q4 && q4)
             total += q4_packed_size(k4, w);
+        else if (w->dtype == IF_Q4 && q4copy)
+            total += (w->rows * (w->kpad / 2) + 63) & ~(size_t)63;
     }
     if (total == 0) return 1;
     const size_t huge = (size_t)2 << 20;
@@ -1169,6 +1176,18 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
             k4->pack((uint8_t *)m->packed[i], w->q4, w->rows, w->kpad, w->group_size);
             m->packed_bytes += bytes;
             shared = m->q4_decode_packed;
+        } else if (w->dtype == IF_Q4 && q4copy) { /* row-major, as given */
+            const size_t bytes = w->rows * (w->kpad / 2);
+            const uint8_t *was = w->q4;
+            m->packed[i] = next;
+            next += (bytes + 63) & ~(size_t)63;
+            memcpy(m->packed[i], was, bytes);
+            /* the model's own copy of the matrix descriptors (m->layers, m->w.wcls) */
+            if_matrix *mw = (if_matrix *)matrix_at(m, i);
+            mw->q4 = (const uint8_t *)m->packed[i];
+            if (m->emb.t.dtype == IF_Q4 && m->emb.t.q4 == was) m->emb.t.q4 = mw->q4; /* tied */
+            m->q4_arena = 1;
+            shared = 1;
         } else {
             continue;
         }
@@ -1498,9 +1517,14 @@ int if_model_q4_decode_packed(const if_model *m) { return m->q4_decode_packed; }
 if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
     const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
-    if (!m->packed || (!k->unpack && !(k4 && k4->unpack))) return IF_ENOTSUP;
+    if (!m->packed || (!k->unpack && !(k4 && k4->unpack) && !m->q4_arena)) return IF_ENOTSUP;
     if (idx > m->c.n_layers * N_MATS) return IF_EINVAL;
     const if_matrix *w = matrix_at(m, idx);
+    if (w->dtype == IF_Q4 && m->q4_arena) { /* the nibbles as given, in the arena */
+        if (!dst || bytes != w->rows * (w->kpad / 2)) return IF_EINVAL;
+        memcpy(dst, w->q4, bytes);
+        return IF_OK;
+    }
     if (w->dtype == IF_Q4) {
         if (!k4 || !k4->unpack || !m->packed[idx]) return IF_ENOTSUP;
         if (!dst || bytes != w->rows * (w->kpad / 2)) return IF_EINVAL;

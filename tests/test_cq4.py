@@ -416,3 +416,63 @@ def test_generated_calibration_tokens_deterministic():
     a, b = generated_tokens(m, prompt, 64, 2), generated_tokens(m, prompt, 64, 2)
     assert a == b and len(a) == 64 and a[:8] == prompt[:8]
     assert all(0 <= t < m.config.vocab_size for t in a)
+
+
+# ---- the 4-bit weight arena: a converted model's nibbles move into the core ----
+
+def _in_memory_copy(m):
+    """m with every 4-bit matrix's nibbles copied into Python-owned arrays (as a conversion
+    makes them); a tied table stays the classifier's object."""
+    from dataclasses import replace
+
+    from isaforge.types import LAYER_MATRICES
+    w = m.weights
+    for name in LAYER_MATRICES:
+        lst = getattr(w, name)
+        for i, t in enumerate(lst):
+            lst[i] = replace(t, nibbles=np.array(t.nibbles))
+    tied = w.tok_embeddings is w.wcls
+    if isinstance(w.wcls, Q4Tensor):
+        w.wcls = replace(w.wcls, nibbles=np.array(w.wcls.nibbles))
+        if tied:
+            w.tok_embeddings = w.wcls
+    return m
+
+
+@pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in /work/shared/models")
+@pytest.mark.parametrize("classifier", ["q8", "4bit"])
+def test_converted_nibbles_move_into_the_arena(tmp_path, classifier):
+    """In-memory nibbles are copied into the core's arena and released on the Python side
+    (one resident copy, read back unchanged through the model); a mapped file's stay mapped;
+    both give the same bits, a tied 4-bit table included (its rows then come from the arena
+    copy: reading the released array would be a use after free)."""
+    from isaforge.converter import convert
+    from isaforge.runtime.engine import _PackedQ4
+    p = tmp_path / "s.isaf"
+    convert(STORIES, p, quant="cq4-64", classifier=classifier)
+    mapped = read_model(p)
+    mine = _in_memory_copy(read_model(p))
+    was = {i: np.array(t.nibbles) for i, t in enumerate(mine.weights.w2)}
+    cls = np.array(mine.weights.wcls.nibbles) if classifier == "4bit" else None
+    for tier in TIERS:
+        a = Engine(mapped, threads=1, kernel=tier)
+        assert all(type(t) is Q4Tensor for t in mapped.weights.w2)  # a file's: not copied
+        fresh = _in_memory_copy(read_model(p))
+        given = [t.nibbles for t in fresh.weights.w1 + fresh.weights.w2 + [fresh.weights.wcls]
+                 if isinstance(t, Q4Tensor)]
+        b = Engine(fresh, threads=2, kernel=tier)
+        for a4 in given:  # the core must not read the caller's nibbles any more
+            a4[...] = 0x5A
+        packs = b.kernels["prefill"]["q4_gemm_packs"]
+        assert all(type(t) is _PackedQ4 for t in fresh.weights.w2)  # released either way
+        if classifier == "4bit":
+            assert fresh.weights.tok_embeddings is fresh.weights.wcls
+            assert b.embedding["dtype"] == "q4" and b.embedding["tied"]
+        ta = a.prefill(TOKS_S, all_logits=True).copy()
+        tb = b.prefill(TOKS_S, all_logits=True).copy()
+        assert np.array_equal(ta.view(np.uint32), tb.view(np.uint32)), (tier, packs)
+    Engine(mine, threads=1)
+    for i, t in enumerate(mine.weights.w2):  # the nibbles read back from the arena
+        assert type(t) is _PackedQ4 and np.array_equal(t.nibbles, was[i])
+    if cls is not None:
+        assert np.array_equal(mine.weights.wcls.nibbles, cls)

@@ -500,6 +500,12 @@ typedef struct if_model_opts {
      * matmul run them (streaming mode) and the others the non-streaming dotprod (else neon)
      * kernels over the same weights, with the same result bits. 0: no split. */
     size_t sme2_workers;
+    /* 1: when the 4-bit GEMM declares no packed layout, copy each 4-bit matrix's row-major
+     * nibbles into the model's weight arena (2 MiB-aligned, transparent huge pages asked for)
+     * and read that copy; on_packed is then called for each, since the caller's nibbles are
+     * not read again (the caller should set it only for nibbles it can free: a converted
+     * model, not a mapped file). 0: read the caller's nibbles where they are. */
+    int q4_arena;
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */

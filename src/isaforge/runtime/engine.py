@@ -230,6 +230,10 @@ class Engine:
         self._vectors = {name: [None if a is None else _c(a, np.float32) for a in per_layer]
                          for name, per_layer in w.vectors.items() if per_layer is not None}
         self._rope_freqs = None if w.rope_freqs is None else _c(w.rope_freqs, np.float32)
+        # a converted model's nibbles move into the core's weight arena (2 MiB pages; one copy:
+        # these are released as each is copied); a mapped file's stay where they are
+        q4 = [spec[4] for spec in mats if spec[0] == Q4]
+        q4_arena = bool(q4) and all(_in_memory(a) for a in q4)
         native: list = []
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
@@ -237,7 +241,8 @@ class Engine:
                                 _releaser(w, mats, native), vectors=self._vectors,
                                 rope_freqs=self._rope_freqs,
                                 n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
-                                par_min_work=min_work, sme2_workers=sme2)
+                                par_min_work=min_work, sme2_workers=sme2,
+                                q4_arena=q4_arena)
         native.append(self._m)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: no row-major int8 stays resident
