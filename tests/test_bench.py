@@ -211,6 +211,8 @@ def test_q4_gate_accepts_real_tiers_and_refuses_the_broken_kernel(op, M, N, K, f
         assert case.check(tier) is None, tier
     why = case.check("broken")
     assert why is not None and f"{op}_1x1_broken" in why and "scalar" in why
+    if op == "q4_gemm" and "avx2" in {t["name"] for t in _bench.tiers()}:  # x86 build
+        assert case.check("amx_emulated") is None  # the AMX 4-bit GEMM, tiles emulated in C
     assert case.time("scalar", 2) > 0
 
 

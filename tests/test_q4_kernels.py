@@ -22,7 +22,10 @@ def k_set(gs: int) -> list[int]:
 
 
 def tiers() -> list[str]:
-    return [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
+    names = [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
+    if "avx2" in [t["name"] for t in _native.info()["tiers"]]:  # x86 build: the AMX 4-bit GEMM
+        names.append("amx_emulated")  # with tiles, expansion and readout emulated in C
+    return names
 
 
 TIERS = tiers()
@@ -111,6 +114,24 @@ def test_q4_gemv_gemm_equal_scalar_bits(gs):
                     if not np.array_equal(got, want):
                         failures.append((tier, M, N, K, gs))
     assert not failures, failures[:10]
+
+
+@pytest.mark.parametrize(("gs", "K"), [(32, 4800), (96, 4800), (160, 4800), (256, 4864)])
+def test_q4_gemm_long_rows_equal_scalar_bits(gs, K):
+    """Rows longer than the AMX 4-bit GEMM's 2048-value expansion chunk (two whole chunks and a
+    partial one; each chunk's accumulators go through out and the next chunk continues their
+    float chains), group sizes with a tail window past 64 bytes (96, 160) or not dividing 2048,
+    and M / N tails: every tier (amx_emulated on x86) = scalar, bit for bit."""
+    rng = np.random.default_rng(K + gs)
+    failures = []
+    for N in (17, 40):
+        for M in (2, 17, 33):
+            x, xs, _idx, w, ws, cb = make_case(rng, M, N, K, gs)
+            want = run("scalar", x, xs, w, ws, cb, N, gs).view(np.uint32)
+            for tier in TIERS:
+                if not np.array_equal(run(tier, x, xs, w, ws, cb, N, gs).view(np.uint32), want):
+                    failures.append((tier, M, N, K, gs))
+    assert not failures, failures
 
 
 def hadamard_ref(x, signs, kpad, gs):

@@ -133,9 +133,15 @@ def test_objects_contain_their_isa_instructions_and_scalar_none():
     assert "%zmm" in disasm(objs["f32_swiglu_1x1_avx512.c.o"])
     text = disasm(objs["f32_swiglu_1x1_avx2.c.o"])
     assert "%ymm" in text and "%zmm" not in text
+    # the AMX 4-bit GEMM: TDPBSSD on B tiles expanded from the nibbles by a 16-lane dword
+    # gather and a 512-bit VPSHUFB into the codebook
+    text = disasm(objs["q4_gemm_16x16_amx.c.o"])
+    assert "tdpbssd" in text and "vpgatherdd" in text, "q4_gemm_16x16_amx"
+    assert any("vpshufb" in ln and "%zmm" in ln for ln in text.splitlines()), "q4_gemm_16x16_amx"
     for name in ("q8_gemv_1x1_scalar.c.o", "q8_gemm_1x1_scalar.c.o",
                  "q8_quantize_1x1_scalar.c.o", "q8_gemm_16x16_amx_pack.c.o",
-                 "f32_swiglu_1x1_scalar.c.o", "f32_attn_16x64_scalar.c.o"):
+                 "f32_swiglu_1x1_scalar.c.o", "f32_attn_16x64_scalar.c.o",
+                 "q4_gemm_1x1_scalar.c.o"):
         text = disasm(objs[name])
         for insn in ("vpdpbusd", "tdpbssd", "vpmaddubsw", "%ymm", "%zmm"):
             assert insn not in text, (name, insn)

@@ -370,7 +370,8 @@ static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
     .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
     .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
     .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar};
+    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar,
+    .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_16x16_amx_emulated};
 #endif
 
 const if_kernel_table *ifb_test_table(const char *name) {

@@ -57,7 +57,7 @@ static const if_kernel_table g_tiers[] = {
      .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
      .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
-     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x16_amx,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
 #endif
 #if defined(IF_ARM_TIERS)

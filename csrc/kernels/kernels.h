@@ -119,6 +119,8 @@ void if_q8_gemm_4x32_avx512_vnni(IF_GEMM_ARGS);
 size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
 void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
 void if_q8_gemm_16x16_amx(IF_GEMM_ARGS);
+/* the 4-bit GEMM: the row-major nibbles expanded per K chunk into VNNI B tiles, TDPBSSD */
+void if_q4_gemm_16x16_amx(IF_Q4_GEMM_ARGS);
 /* AMX needs the tile configuration loaded on each thread before use; returns 0 on success. */
 int if_amx_thread_init(void);
 #endif

@@ -8,6 +8,7 @@
 
 #if defined(IF_X86_TIERS)
 extern const if_q8_gemm_kernel if_k_q8_gemm_16x16_amx_emulated;
+extern const if_q4_gemm_kernel if_k_q4_gemm_16x16_amx_emulated;
 extern const if_attn_kernel if_k_i8_attn_16x64_amx_emulated;
 void if_i8_attn_16x64_amx_emulated(IF_ATTN_ARGS);
 #endif

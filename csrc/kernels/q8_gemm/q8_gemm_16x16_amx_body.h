@@ -285,6 +285,10 @@ static inline void amx_acc_store(const amx_acc *a, float *o, size_t ldo, size_t 
 }
 #endif /* AMX_USE_PLAIN_C_READOUT */
 
+/* AMX_TILE_MACHINE_ONLY: an including file wants only the pieces above (the tile
+ * configuration, the emulated tile machine, the plain-C readout), not the Q8 body (the 4-bit
+ * AMX GEMM, q4_gemm_16x16_amx_body.h). */
+#if !defined(AMX_TILE_MACHINE_ONLY)
 /* One group g: C tile TC = sum over the group's K windows of A . B, stored to cbuf.
  * Uses the locals of amx_q8_gemm_body (gs, kt, nfull, tail, xa, bw, K). */
 #define AMX_BODY_GROUP(TC, TA, TB, gidx, cbuf)                                             \
@@ -368,5 +372,6 @@ static void amx_q8_gemm_body(float *out, size_t ldo, const int8_t *xq, const flo
     }
     if (cfg_rows) AMX_TILE_RELEASE();
 }
+#endif /* !AMX_TILE_MACHINE_ONLY */
 
 #endif /* IF_Q8_GEMM_16X16_AMX_BODY_H */
