@@ -53,7 +53,7 @@ for k in "${KERNELS[@]}"; do
     run=if_${name}
     # shellcheck disable=SC2086 # the group's flags are a list
     "$CC" "${CFLAGS[@]}" $GROUP_FLAGS_avx512 -c "csrc/kernels/$k.c" -o "$OUT/real-$name.o"
-    "$CC" "${CFLAGS[@]}" -O2 "-I$SIMDE" -include tests/native/simde_avx512_shim.h \
+    "$CC" "${CFLAGS[@]}" -O1 -Wno-psabi "-I$SIMDE" -include tests/native/simde_avx512_shim.h \
         "-Dif_k_${name}=if_k_${name}_simde" "-D${run}=${run}_simde" \
         -c "csrc/kernels/$k.c" -o "$obj/simde-$name.o"
     objs+=("$obj/simde-$name.o")

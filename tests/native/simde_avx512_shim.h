@@ -62,6 +62,11 @@ static inline simde__m512i ifshim_shuffle_i64x2(simde__m512i a, simde__m512i b, 
     return o;
 }
 
+#undef _mm512_cvtepi32_ps
+#undef _mm512_maskz_loadu_epi8
+#undef _mm512_maskz_loadu_ps
+#undef _mm512_mask_storeu_ps
+#undef _mm512_shuffle_i64x2
 #define _mm512_cvtepi32_ps(a) ifshim_cvtepi32_ps(a)
 #define _mm512_maskz_loadu_epi8(k, p) ifshim_maskz_loadu_epi8(k, p)
 #define _mm512_maskz_loadu_ps(k, p) ifshim_maskz_loadu_ps(k, p)
