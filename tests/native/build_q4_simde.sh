@@ -59,7 +59,9 @@ for k in "${KERNELS[@]}"; do
     objs+=("$obj/simde-$name.o")
 done
 # the driver as build.sh compiles it (it defines _DEFAULT_SOURCE itself)
-"$CC" "${CFLAGS[@]/-D_DEFAULT_SOURCE/}" -DIF_Q4_SIMDE -c tests/native/q4_native_test.c -o "$obj/q4_native_test.o"
+drvflags=()
+for f in "${CFLAGS[@]}"; do [ "$f" = -D_DEFAULT_SOURCE ] || drvflags+=("$f"); done
+"$CC" "${drvflags[@]}" -DIF_Q4_SIMDE -c tests/native/q4_native_test.c -o "$obj/q4_native_test.o"
 "$CC" -o "$OUT/q4_simde_test" "${objs[@]}" "$obj/q4_native_test.o" -lm -lpthread
 rm -rf "$obj"
 echo "built $OUT/q4_simde_test" >&2
