@@ -6,8 +6,8 @@
         --save benchmarks/results/quant_ab.json
 
 Each `--quant` loads `--model` that way, each `--isaf` file runs as it is stored;
-`--peer-file` is also loaded by isaforge with each `--peer-quant` (the file's own nibbles: the
-same bytes as llama.cpp) and run by llama.cpp
+each `--peer-file` is also loaded by isaforge with each `--peer-quant` (the file's own nibbles:
+the same bytes as llama.cpp) and run by llama.cpp
 (llama-cpp-python, when installed). Every configuration (engine x threads) runs tg<N> once per
 cycle, cycles alternate, the first is a discarded warm-up; printed: mean ± stddev t/s and the
 ratios of the means. `isaforge bench`'s timing (Engine.forward per token from an empty
@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--quant", default="q8,cq4")
-    ap.add_argument("--peer-file", help="a GGUF that llama.cpp runs too")
+    ap.add_argument("--peer-file", action="append", default=[],
+                    help="a GGUF that llama.cpp runs too; repeatable (e.g. a pure Q4_0 file "
+                    "and one with llama.cpp's default output type)")
     ap.add_argument("--peer-quant", default="q4_0",
                     help="how isaforge holds --peer-file ('' to skip isaforge on it)")
     ap.add_argument("--isaf", action="append", default=[],
@@ -44,14 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save")
     a = ap.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
-    for f in [a.model] + ([a.peer_file] if a.peer_file else []) + a.isaf:
+    for f in [a.model] + a.peer_file + a.isaf:
         if not os.path.isfile(f):
             ap.error(f"{f}: no such file")
     machine = machine_info()
     runs = []  # (label, threads, runner)
     sources = [(a.model, q) for q in a.quant.split(",") if q]
-    if a.peer_file and a.peer_quant:
-        sources += [(a.peer_file, q) for q in a.peer_quant.split(",")]
+    if a.peer_quant:
+        sources += [(f, q) for f in a.peer_file for q in a.peer_quant.split(",")]
     sources += [(f, None) for f in a.isaf]
     for path, q in sources:
         loaded = read_model(path, q) if q else read_model(path)
@@ -63,9 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from isaforge.bench.peers import LlamaCppRunner
 
-            for t in threads:
-                runs.append((f"llama.cpp ({os.path.basename(a.peer_file)})", t,
-                             LlamaCppRunner(a.peer_file, t, a.n + 8, 8)))
+            for f in a.peer_file:
+                for t in threads:
+                    runs.append((f"llama.cpp ({os.path.basename(f)})", t,
+                                 LlamaCppRunner(f, t, a.n + 8, 8)))
         except ImportError as e:
             print(f"quant_ab: llama.cpp skipped: {e}", file=sys.stderr)
     toks = bench_tokens(a.n, vocab, seed=2)

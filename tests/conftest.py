@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,16 @@ def guarded(shape, dtype):
     off = (pages - 1) * PAGE - nbytes
     return np.frombuffer(buf, dtype, int(np.prod(shape)), off).reshape(shape)
 """
+
+
+def simde_include() -> str:
+    """SIMDe's include folder (the folder holding simde/x86/avx512.h) from scripts/simde.sh,
+    which set-up runs: ISAFORGE_SIMDE_INCLUDE, the system's, or Debian's libsimde-dev unpacked
+    into a cache. Unavailable: a skip, or in CI (CI=true) a failure."""
+    r = subprocess.run(["bash", str(Path(__file__).resolve().parents[1] / "scripts" / "simde.sh")],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or not r.stdout.strip():
+        why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(
+            f"SIMDe headers unavailable (scripts/simde.sh: {why})")
+    return r.stdout.strip().splitlines()[-1]

@@ -16,20 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import simde_include
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def simde_include() -> Path | None:
-    for d in (os.environ.get("ISAFORGE_SIMDE_INCLUDE"), "/usr/include", "/usr/local/include"):
-        if d and (Path(d) / "simde" / "x86" / "avx512.h").is_file():
-            return Path(d)
-    return None
 
 
 def test_amx_q4_avx512_half_through_simde_equals_scalar(tmp_path):
-    inc = simde_include()
-    if inc is None:
-        pytest.skip("SIMDe headers not found (libsimde-dev or ISAFORGE_SIMDE_INCLUDE)")
+    inc = Path(simde_include())
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler")

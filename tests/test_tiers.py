@@ -126,6 +126,9 @@ def test_objects_contain_their_isa_instructions_and_scalar_none():
     for name in ("q8_gemv_1x1_avx512_vnni.c.o", "q8_gemm_4x32_avx512_vnni.c.o",
                  "q8_gemv_1x8_avx_vnni.c.o", "q8_gemm_4x16_avx_vnni.c.o"):
         assert "vpdpbusd" in disasm(objs[name]), name
+    for name in ("q4_gemv_1x16_avx512_vnni.c.o", "q4_gemm_8x16_avx512_vnni.c.o"):
+        text = disasm(objs[name])
+        assert "vpdpbusd" in text and "vpshufb" in text and "%zmm" in text, name
     for name in ("q8_gemv_1x8_avx2.c.o", "q8_gemm_4x16_avx2.c.o"):
         text = disasm(objs[name])
         assert "vpmaddubsw" in text and "vpdpbusd" not in text, name

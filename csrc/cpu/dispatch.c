@@ -48,16 +48,18 @@ static const if_kernel_table g_tiers[] = {
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
      .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
-     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
+     .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
-     * the matrix-engine attention (bounded, not exact), float caches the exact one. */
+     * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
+     * the AVX-512 VNNI kernels until an AMX 4-bit GEMM exists (the GEMM decodes from its packed
+     * copy, decode_packed). */
     {.tier = "amx", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni, .q8_gemm = &if_k_q8_gemm_16x16_amx,
      .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
      .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
      .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
-     .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x16_amx,
+     .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
      .hadamard = &if_k_f32_hadamard_1x1_avx2},
 #endif
 #if defined(IF_ARM_TIERS)

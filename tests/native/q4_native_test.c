@@ -282,10 +282,100 @@ static int cmd_q4gen(int argc, char **argv) {
     return 0;
 }
 
-/* Arguments: [--quick] (large GEMMs only at M = 1 and 17, as if_native_test's conformance)
- * [--tier NAME] (only that tier against scalar). The grid is the Q8 conformance grid's with
- * gs a multiple of 32: M x N x K x gs with tails, weights, scales and activations ending at an
- * inaccessible page, outputs with ldo > N and sentinels past N. */
+/* Codebook kinds the grid cycles through (each selects different product modes in the
+ * vector kernels): 0 random over [-127, 127] with both ends present (span 254), 1 GGUF Q4_0's
+ * cb[i] = i - 8, 2 random with span <= 63 and a positive minimum, 3 random with span <= 127
+ * and a negative minimum, 4 cb[i] = cb[0] + i from 100 (all positive). */
+#define CB_KINDS 5
+static void make_cb(int8_t cb[16], int kind) {
+    for (int i = 0; i < 16; i++) {
+        switch (kind) {
+        case 0: cb[i] = (int8_t)((int)(rnd() % 255) - 127); break;
+        case 1: cb[i] = (int8_t)(i - 8); break;
+        case 2: cb[i] = (int8_t)(20 + (int)(rnd() % 64)); break;
+        case 3: cb[i] = (int8_t)(-90 + (int)(rnd() % 128)); break;
+        default: cb[i] = (int8_t)(100 + i); break;
+        }
+    }
+    if (kind == 0) {
+        cb[0] = -127;
+        cb[15] = 127;
+    }
+}
+
+/* One weight shape (N, K, gs, codebook kind) of tier tt against scalar at every M of Ms:
+ * returns the cases run (0 on a failure, g_fail set). */
+static size_t run_shape(const if_kernel_table *sc, const if_kernel_table *tt, const size_t *Ms,
+                        size_t nM, size_t N, size_t K, size_t gs, int kind, int quick) {
+    const size_t ng = K / gs;
+    size_t cases = 0;
+    guarded gw = guarded_alloc(N * K / 2), gws = guarded_alloc(N * ng * 4);
+    uint8_t *w = gw.p;
+    float *ws = gws.p;
+    int8_t cb[16];
+    make_cb(cb, kind);
+    for (size_t i = 0; i < N * K / 2; i++) w[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < N * ng; i++) ws[i] = ((float)(rnd() % 2001) - 1000.0f) * 1e-3f;
+    /* a GEMM with a packed layout runs on its weights packed as at load */
+    guarded gp = {NULL, 0, NULL};
+    const uint8_t *wg = w;
+    if (tt->q4_gemm->pack) {
+        gp = check_packed(tt->q4_gemm, w, N, K, gs);
+        wg = gp.p;
+    }
+    for (size_t mi = 0; mi < nM && !g_fail; mi++) {
+        const size_t M = Ms[mi];
+        if (quick && M * N * K > (1u << 21) && M != 1 && M != 17) continue;
+        const size_t ldo = N + 3;
+        guarded gx = guarded_alloc(M * K), gxs = guarded_alloc(M * ng * 4);
+        int8_t *xq = gx.p;
+        float *xs = gxs.p;
+        float *want = xmalloc(M * N * sizeof(float));
+        float *got = xmalloc(M * ldo * sizeof(float));
+        for (size_t i = 0; i < M * K; i++) xq[i] = (int8_t)((int)(rnd() % 255) - 127);
+        for (size_t i = 0; i < M * ng; i++) xs[i] = (float)(rnd() % 1000) * 1e-3f;
+        sc->q4_gemm->run(want, N, xq, xs, M, w, ws, cb, 0, N, K, gs);
+        for (size_t i = 0; i < M * ldo; i++) memcpy(got + i, &SENTINEL, 4);
+        /* two column ranges split on the tile */
+        const size_t nr = tt->q4_gemm->nr, split = (N / 2) / nr * nr;
+        if (split) tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, 0, split, K, gs);
+        tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, split, N, K, gs);
+        for (size_t m = 0; m < M; m++) {
+            check(got + m * ldo, want + m * N, N, "q4_gemm", tt->tier, M, N, K, gs);
+            check_sentinel(got + m * ldo + N, 3, "q4_gemm", tt->tier, M, N, K, gs);
+        }
+        /* the GEMV on the last row, split at an odd row to test the n0 offset */
+        const size_t last = M - 1, gsplit = N / 2 | 1;
+        for (size_t i = 0; i < N + 3; i++) memcpy(got + i, &SENTINEL, 4);
+        if (gsplit < N)
+            tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb, 0, gsplit, K, gs);
+        tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb, gsplit < N ? gsplit : 0,
+                         N, K, gs);
+        check(got, want + last * N, N, "q4_gemv", tt->tier, 1, N, K, gs);
+        check_sentinel(got + N, 3, "q4_gemv", tt->tier, 1, N, K, gs);
+        if (g_fail) printf("  (codebook kind %d)\n", kind);
+        cases++;
+        guarded_free(gx), guarded_free(gxs), free(want), free(got);
+    }
+    guarded_free(gw), guarded_free(gws);
+    if (gp.base) guarded_free(gp);
+    return g_fail ? 0 : cases;
+}
+
+#ifdef IF_Q4_SIMDE
+/* Test-only (tests/test_q4_avx512_simde.py): the AVX-512 VNNI 4-bit kernels compiled without
+ * AVX-512 flags against SIMDe's portable intrinsics, under renamed descriptors, as one more
+ * table run by this driver on any x86-64 CPU. */
+extern const if_q4_gemv_kernel if_k_q4_gemv_1x16_avx512_vnni_simde;
+extern const if_q4_gemm_kernel if_k_q4_gemm_8x16_avx512_vnni_simde;
+#endif
+
+/* Arguments: [--quick] (large GEMMs only at M = 1 and 17, as if_native_test's conformance;
+ * no extra shapes) [--tier NAME] (only that tier against scalar). The grid is the Q8
+ * conformance grid's with gs a multiple of 32: M x N x K x gs with tails, weights, scales and
+ * activations ending at an inaccessible page, outputs with ldo > N and sentinels past N, the
+ * codebook kinds of make_cb in turn; then (without --quick) long rows and group sizes that are
+ * not powers of two. */
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "q4gen") == 0) return cmd_q4gen(argc - 2, argv + 2);
     int quick = 0;
@@ -303,77 +393,48 @@ int main(int argc, char **argv) {
     static const size_t Ms[] = {1, 2, 3, 15, 16, 17, 64, 129};
     static const size_t Ns[] = {1, 3, 16, 17, 63, 64, 576, 1536};
     static const size_t GSs[] = {32, 64, 128, 256};
+    /* extra shapes (N, K, gs): K up to 8192, rows of 515 groups (more than one pass of the
+     * vector kernels' group buffers), gs 96 / 160 / 192 / 384 */
+    static const size_t XMs[] = {1, 9, 17};
+    static const size_t Xshapes[][3] = {{33, 8192, 32}, {17, 515 * 32, 32}, {19, 515 * 64, 64},
+                                        {35, 96 * 5, 96}, {21, 160 * 3, 160}, {18, 192 * 7, 192},
+                                        {31, 8192, 256}, {16, 384 * 3, 384}, {47, 4096, 4096}};
     const if_kernel_table *sc = if_tier_table(0);
-    for (size_t t = 1; t < if_tier_count(); t++) {
-        if (!if_tier_supported(t, 0, NULL, 0)) continue;
-        const if_kernel_table *tt = if_tier_table(t);
+    size_t ntab = if_tier_count();
+#ifdef IF_Q4_SIMDE
+    if_kernel_table simde = *sc;
+    simde.tier = "avx512_vnni_simde";
+    simde.q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni_simde;
+    simde.q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni_simde;
+    ntab++;
+#endif
+    for (size_t t = 1; t < ntab; t++) {
+        const if_kernel_table *tt;
+#ifdef IF_Q4_SIMDE
+        if (t == ntab - 1) {
+            tt = &simde;
+        } else
+#endif
+        {
+            if (!if_tier_supported(t, 0, NULL, 0)) continue;
+            tt = if_tier_table(t);
+        }
         if (only && strcmp(only, tt->tier) != 0) continue;
         size_t cases = 0;
+        int kind = 0;
         for (size_t gi = 0; gi < sizeof GSs / sizeof *GSs; gi++) {
             const size_t gs = GSs[gi];
             const size_t Ks[] = {gs, 3 * gs, 576, 1536};
             for (size_t ki = 0; ki < 4; ki++) {
-                const size_t K = Ks[ki], ng = K / gs;
+                const size_t K = Ks[ki];
                 int dup = K % gs != 0;
                 for (size_t j = 0; j < ki; j++) dup |= Ks[j] == K;
                 if (dup) continue;
                 for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
-                    const size_t N = Ns[ni];
-                    guarded gw = guarded_alloc(N * K / 2), gws = guarded_alloc(N * ng * 4);
-                    uint8_t *w = gw.p;
-                    float *ws = gws.p;
-                    int8_t cb[16];
-                    for (int i = 0; i < 16; i++) cb[i] = (int8_t)((int)(rnd() % 255) - 127);
-                    cb[0] = -127;
-                    cb[15] = 127;
-                    for (size_t i = 0; i < N * K / 2; i++) w[i] = (uint8_t)rnd();
-                    for (size_t i = 0; i < N * ng; i++)
-                        ws[i] = ((float)(rnd() % 2001) - 1000.0f) * 1e-3f;
-                    /* a GEMM with a packed layout runs on its weights packed as at load */
-                    guarded gp = {NULL, 0, NULL};
-                    const uint8_t *wg = w;
-                    if (tt->q4_gemm->pack) {
-                        gp = check_packed(tt->q4_gemm, w, N, K, gs);
-                        wg = gp.p;
-                    }
-                    for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
-                        const size_t M = Ms[mi];
-                        if (quick && M * N * K > (1u << 21) && M != 1 && M != 17) continue;
-                        const size_t ldo = N + 3;
-                        guarded gx = guarded_alloc(M * K), gxs = guarded_alloc(M * ng * 4);
-                        int8_t *xq = gx.p;
-                        float *xs = gxs.p;
-                        float *want = xmalloc(M * N * sizeof(float));
-                        float *got = xmalloc(M * ldo * sizeof(float));
-                        for (size_t i = 0; i < M * K; i++)
-                            xq[i] = (int8_t)((int)(rnd() % 255) - 127);
-                        for (size_t i = 0; i < M * ng; i++) xs[i] = (float)(rnd() % 1000) * 1e-3f;
-                        sc->q4_gemm->run(want, N, xq, xs, M, w, ws, cb, 0, N, K, gs);
-                        for (size_t i = 0; i < M * ldo; i++) memcpy(got + i, &SENTINEL, 4);
-                        /* two column ranges split on the tile */
-                        const size_t nr = tt->q4_gemm->nr, split = (N / 2) / nr * nr;
-                        if (split) tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, 0, split, K, gs);
-                        tt->q4_gemm->run(got, ldo, xq, xs, M, wg, ws, cb, split, N, K, gs);
-                        for (size_t m = 0; m < M; m++) {
-                            check(got + m * ldo, want + m * N, N, "q4_gemm", tt->tier, M, N, K, gs);
-                            check_sentinel(got + m * ldo + N, 3, "q4_gemm", tt->tier, M, N, K, gs);
-                        }
-                        /* the GEMV on the last row, split at an odd row to test the n0 offset */
-                        const size_t last = M - 1, gsplit = N / 2 | 1;
-                        for (size_t i = 0; i < N + 3; i++) memcpy(got + i, &SENTINEL, 4);
-                        if (gsplit < N)
-                            tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb, 0,
-                                             gsplit, K, gs);
-                        tt->q4_gemv->run(got, xq + last * K, xs + last * ng, w, ws, cb,
-                                         gsplit < N ? gsplit : 0, N, K, gs);
-                        check(got, want + last * N, N, "q4_gemv", tt->tier, 1, N, K, gs);
-                        check_sentinel(got + N, 3, "q4_gemv", tt->tier, 1, N, K, gs);
-                        cases++;
-                        guarded_free(gx), guarded_free(gxs), free(want), free(got);
-                        if (g_fail) return 1;
-                    }
-                    guarded_free(gw), guarded_free(gws);
-                    if (gp.base) guarded_free(gp);
+                    cases += run_shape(sc, tt, Ms, sizeof Ms / sizeof *Ms, Ns[ni], K, gs, kind,
+                                       quick);
+                    kind = (kind + 1) % CB_KINDS;
+                    if (g_fail) return 1;
                 }
                 /* the rotation of a row of K - 3 values padded to K */
                 float *x = xmalloc(K * sizeof(float)), *sg = xmalloc(K * sizeof(float));
@@ -388,6 +449,12 @@ int main(int argc, char **argv) {
                 free(x), free(sg), free(a), free(b);
             }
         }
+        for (size_t xi = 0; !quick && xi < sizeof Xshapes / sizeof *Xshapes; xi++)
+            for (int kd = 0; kd < CB_KINDS; kd += xi % 2 ? 1 : 2) {
+                cases += run_shape(sc, tt, XMs, sizeof XMs / sizeof *XMs, Xshapes[xi][0],
+                                   Xshapes[xi][1], Xshapes[xi][2], kd, 0);
+                if (g_fail) return 1;
+            }
         printf("tier %s: %s %s %s: %zu cases\n", tt->tier, tt->q4_gemv->name, tt->q4_gemm->name,
                tt->hadamard->name, cases);
         fflush(stdout);
