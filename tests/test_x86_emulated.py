@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import struct
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,10 +40,33 @@ COMMANDS = {"info": "/if_native_test info",
             "conformance": "/if_native_test conformance --quick",
             "lanes": "/detmath_test lanes 9973",  # every 9973rd float (~430k), not every 61st
             "q4": "/q4_native_test --quick"}
+# attention shapes (n_heads, n_kv_heads, head_size, pos0, n, window, n_sinks, cap), from
+# tests/test_attention.py's CASES: a prefill, a rolled window with sinks, a window from
+# position 0, partial tiles, a decode row, head size 6; each with f32 (0) and f16 (1) caches
+ATTN = [(9, 3, 64, 100, 37, 0, 0, 200), (9, 3, 64, 300, 20, 48, 4, 71),
+        (8, 4, 8, 0, 30, 12, 2, 43), (8, 4, 8, 70, 21, 0, 0, 91), (9, 3, 64, 130, 1, 0, 0, 131),
+        (4, 2, 6, 5, 20, 0, 0, 25)]
+ATTN_INPUTS = {f"attn{i}_{kv}.in": (shape, kv) for i, shape in enumerate(ATTN) for kv in (0, 1)}
 
 pytestmark = pytest.mark.skipif(
     not ENABLED, reason="the Bochs x86 emulation tests are slow: set ISAFORGE_X86EMU_TESTS=1 "
     "(scripts/x86_emulator.sh fetches Bochs and a kernel from Debian)")
+
+
+def _fnv(data: bytes) -> str:
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _attn_input(shape, kv: int) -> bytes:
+    """attn_native_test's input: the header, then q, k, v standard normal float32."""
+    nh, nkv, hs, pos0, n = shape[:5]
+    rng = np.random.default_rng(len(ATTN) * kv + ATTN.index(shape))
+    q, k, v = (rng.normal(size=s).astype(np.float32)
+               for s in ((n, nh * hs), (pos0 + n, nkv * hs), (pos0 + n, nkv * hs)))
+    return struct.pack("<9Q", *shape, kv) + q.tobytes() + k.tobytes() + v.tobytes()
 
 
 def _cpio(files: dict[str, tuple[int, bytes]]) -> bytes:
@@ -91,11 +116,13 @@ def boot(emulator, drivers) -> dict[str, tuple[str, str]]:
                         str(d / "init"), str(REPO / "tests" / "native" / "x86emu_init.c")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
+    attn = [f"/attn_native_test avx512_vnni /{a} /{a}.out\n@fnv /{a}.out\n" for a in ATTN_INPUTS]
     files = {"init": (0o100755, (d / "init").read_bytes()),
-             "cmds": (0o100644, "".join(c + "\n" for c in COMMANDS.values()).encode())}
-    for c in COMMANDS.values():
-        name = c.split()[0].lstrip("/")
+             "cmds": (0o100644, "".join([*(c + "\n" for c in COMMANDS.values()), *attn]).encode())}
+    for name in {c.split()[0].lstrip("/") for c in COMMANDS.values()} | {"attn_native_test"}:
         files[name] = (0o100755, (d / f"{name}-x86_64-musl").read_bytes())
+    for a, (shape, kv) in ATTN_INPUTS.items():
+        files[a] = (0o100644, _attn_input(shape, kv))
     initrd = _cpio(files)
     kernel = Path(emulator["ISAFORGE_X86EMU_KERNEL"])
 
@@ -141,6 +168,12 @@ def boot(emulator, drivers) -> dict[str, tuple[str, str]]:
         m = re.search(rf"^@@run {re.escape(cmd)}\n(.*?)^@@exit (\S+) ", text, re.M | re.S)
         assert m, f"no section for {cmd}:\n{text[-4000:]}"
         out[key] = (m.group(1), m.group(2))
+    for a in ATTN_INPUTS:
+        e = re.escape(a)
+        m = re.search(rf"^@@run /attn_native_test \S+ /{e} .*?\n(.*?)^@@exit (\S+) .*?\n"
+                      rf"@@fnv (\S+) /{e}\.out$", text, re.M | re.S)
+        assert m, f"no section for {a}:\n{text[-4000:]}"
+        out[a] = (m.group(1), m.group(2), m.group(3))
     print("\n".join(f"{c}: exit {out[k][1]}" for k, c in COMMANDS.items()))
     return out
 
@@ -172,6 +205,20 @@ def test_conformance_digest_equals_this_machines(boot, drivers):
     native, emulated = digest.search(r.stdout), digest.search(boot["conformance"][0])
     assert native and emulated and native.group(1) == emulated.group(1), \
         (r.stdout, boot["conformance"][0])
+
+
+def test_avx512_attention_equals_scalar_bit_for_bit(boot, drivers, tmp_path):
+    """f32_attn_16x64_avx512 (the avx512_vnni tier's fp32 attention, f32 and f16 caches) in the
+    guest against the scalar kernel run here on the same input: equal output file hashes."""
+    for a, (shape, kv) in ATTN_INPUTS.items():
+        text, status, digest = boot[a]
+        assert status == "0" and "kernel f32_attn_16x64_avx512" in text, (a, text)
+        (tmp_path / a).write_bytes(_attn_input(shape, kv))
+        r = subprocess.run([str(drivers / "attn_native_test-x86_64-musl"), "scalar",
+                            str(tmp_path / a), str(tmp_path / "out")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "f32_attn_16x64_scalar" in r.stdout, r.stdout + r.stderr
+        assert digest == _fnv((tmp_path / "out").read_bytes()), (a, shape, kv)
 
 
 def test_detmath_avx512_exp_lanes(boot):

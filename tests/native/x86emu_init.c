@@ -1,6 +1,8 @@
 /* x86emu_init.c - /init of the emulated x86-64 guest (tests/test_x86_emulated.py): runs each
  * line of /cmds ("/PROGRAM ARG...", split at spaces) with stdout and stderr on the console,
- * framed by "@@run LINE" and "@@exit STATUS SECONDS" lines, then "@@done" and powers off. */
+ * framed by "@@run LINE" and "@@exit STATUS SECONDS" lines, then "@@done" and powers off.
+ * A line "@fnv PATH" prints "@@fnv HEX PATH", the 64-bit FNV-1a hash of the file (how a test
+ * reads back an output file). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,19 @@
 #include <time.h>
 #include <unistd.h>
 
+static void fnv(const char *path) {
+    FILE *f = fopen(path, "rb");
+    unsigned long long h = 0xcbf29ce484222325ull;
+    int c;
+    if (!f) {
+        printf("@@fnv missing %s\n", path);
+        return;
+    }
+    while ((c = getc(f)) != EOF) h = (h ^ (unsigned)c) * 0x100000001b3ull;
+    fclose(f);
+    printf("@@fnv %016llx %s\n", h, path);
+}
+
 int main(void) {
     static char line[4096];
     FILE *f = fopen("/cmds", "r");
@@ -19,6 +34,10 @@ int main(void) {
     while (f && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (!line[0]) continue;
+        if (strncmp(line, "@fnv ", 5) == 0) {
+            fnv(line + 5);
+            continue;
+        }
         char *argv[64], *save = NULL;
         int argc = 0;
         char copy[4096];
@@ -47,6 +66,6 @@ int main(void) {
     tcdrain(1);
     sleep(1);
     sync();
-    reboot(RB_POWER_OFF);
+    if (getpid() == 1) reboot(RB_POWER_OFF);
     return 0;
 }
