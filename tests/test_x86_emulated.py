@@ -33,8 +33,8 @@ EMULATED = ["avx_vnni", "avx512_vnni"]  # the tiers this file exists for
 # (their CR4 bits fail Bochs 3.0's SMM-restore check when the BIOS enters SMM)
 CPU = ('model=sapphire_rapids, count=1, ips=200000000, reset_on_triple_fault=0, '
        'exclude_features="amx amx_int8 amx_bf16 la57 umip pks cet uintr"')
-# 580 = X86_FEATURE_FSRM: with it the kernel's memcpy is a bare REP MOVSB, and Bochs 3.0 then
-# corrupts the kernel text while alternatives are applied (the boot hangs in a #UD loop)
+# 580 = X86_FEATURE_FSRM: with it the boot hangs in a #UD loop after the alternatives are
+# applied (kernel text patched with a REP MOVSB memcpy; Bochs 3.0's fault, most likely)
 CMDLINE = "console=ttyS0,115200 quiet hpet=disable panic=0 clearcpuid=580"
 COMMANDS = {"info": "/if_native_test info",
             "conformance": "/if_native_test conformance --quick",
