@@ -12,7 +12,13 @@
     } while (0)
 #define TILE_RELEASE() _tile_release()
 #define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
+/* GCC's _tile_loadd asm declares no memory input, so plain stores to the staged Q / P planes
+ * could be moved past it: an empty asm with a memory clobber first orders them. */
+#define TILE_LOAD(t, p, s)                                                                 \
+    do {                                                                                   \
+        __asm__ volatile("" : : : "memory");                                               \
+        _tile_loadd(t, p, s);                                                              \
+    } while (0)
 #define TILE_STORE(t, p, s) _tile_stored(t, p, s)
 #define TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
 #define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
