@@ -230,6 +230,9 @@ def test_detmath_avx512_exp_lanes(boot):
 
 def test_q4_conformance_under_emulation(boot):
     text, status = boot["q4"]
-    for tier in ["avx2", *EMULATED]:  # (the VNNI tiers' tables may hold avx2's 4-bit kernels)
+    for tier in ["avx2", *EMULATED]:  # (avx_vnni's table holds avx2's 4-bit kernels)
         assert re.search(rf"^tier {tier}: .*: [1-9]\d* cases$", text, re.M), text
+    # the AVX-512 VNNI tier ran its own 4-bit GEMV and GEMM (VPDPBUSD zmm), not avx2's
+    line = re.search(r"^tier avx512_vnni: (.*)$", text, re.M).group(1)
+    assert "q4_gemv_1x16_avx512_vnni" in line and "q4_gemm_8x16_avx512_vnni" in line, line
     assert status == "0" and text.rstrip().endswith("ok") and "FAIL" not in text, text
