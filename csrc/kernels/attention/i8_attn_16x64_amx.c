@@ -4,24 +4,16 @@
  * at its end (AMX permission: if_amx_thread_init / features.c). */
 #include <immintrin.h>
 
-#define TILE_STATE ((void)0)
-#define TILE_CONFIG(cfg)                                                                   \
-    do {                                                                                   \
-        __asm__ volatile("" : : "r"(cfg) : "memory");                                      \
-        _tile_loadconfig(cfg);                                                             \
-    } while (0)
-#define TILE_RELEASE() _tile_release()
-#define TILE_ZERO(t) _tile_zero(t)
-/* GCC's _tile_loadd asm declares no memory input, so plain stores to the staged Q / P planes
- * could be moved past it: an empty asm with a memory clobber first orders them. */
-#define TILE_LOAD(t, p, s)                                                                 \
-    do {                                                                                   \
-        __asm__ volatile("" : : : "memory");                                               \
-        _tile_loadd(t, p, s);                                                              \
-    } while (0)
-#define TILE_STORE(t, p, s) _tile_stored(t, p, s)
-#define TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
-#define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+#include "../amx_tiles.h" /* the tile ops with the compiler barriers GCC's lack */
+
+#define TILE_STATE AMX_TILE_STATE
+#define TILE_CONFIG(cfg) AMX_TILE_CONFIG(cfg)
+#define TILE_RELEASE() AMX_TILE_RELEASE()
+#define TILE_ZERO(t) AMX_TILE_ZERO(t)
+#define TILE_LOAD(t, p, s) AMX_TILE_LOAD(t, p, s)
+#define TILE_STORE(t, p, s) AMX_TILE_STORE(t, p, s)
+#define TILE_DPBSSD(c, a, b) AMX_TILE_DPBSSD(c, a, b)
+#define TILE_DPBUSD(c, a, b) AMX_TILE_DPBUSD(c, a, b)
 #define ATTN_AMX_FN if_i8_attn_16x64_amx
 #include "attn_i8_matrix_body.h"
 

@@ -10,30 +10,8 @@
 
 #include "../kernels.h"
 
-/* GCC's _tile_loadconfig tells the compiler it reads only 8 bytes of the config, and its tile
- * loads / stores declare no memory operands: the empty asm statements with memory clobbers
- * make the config, the expanded scratch and the stored C tiles be ordered with the plain code
- * that writes or reads them. */
-#define AMX_TILE_STATE ((void)0)
-#define AMX_TILE_CONFIG(cfgp)                                                              \
-    do {                                                                                   \
-        __asm__ volatile("" : : "r"(cfgp) : "memory");                                     \
-        _tile_loadconfig(cfgp);                                                            \
-    } while (0)
-#define AMX_TILE_RELEASE() _tile_release()
-#define AMX_TILE_ZERO(t) _tile_zero(t)
-#define AMX_TILE_LOAD(t, p, s)                                                             \
-    do {                                                                                   \
-        __asm__ volatile("" : : : "memory");                                               \
-        _tile_loadd(t, p, s);                                                              \
-    } while (0)
-#define AMX_TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
-#define AMX_TILE_STORE(t, p, s)                                                            \
-    do {                                                                                   \
-        _tile_stored(t, p, s);                                                             \
-        __asm__ volatile("" : : : "memory");                                               \
-    } while (0)
-#define AMXQ4_BARRIER() __asm__ volatile("" : : : "memory")
+#include "../amx_tiles.h"
+#define AMXQ4_BARRIER() AMX_BARRIER()
 
 #include "q4_gemm_16x16_amx_avx512.h"
 #include "q4_gemm_16x16_amx_body.h"

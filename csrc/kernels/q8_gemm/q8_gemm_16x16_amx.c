@@ -14,19 +14,7 @@
 #include <unistd.h>
 #endif
 
-/* GCC's _tile_loadconfig tells the compiler it reads only 8 bytes of the config; the empty
- * asm with the config's address and a memory clobber makes all 64 bytes be stored first. */
-#define AMX_TILE_STATE ((void)0)
-#define AMX_TILE_CONFIG(cfgp)                                                              \
-    do {                                                                                   \
-        __asm__ volatile("" : : "r"(cfgp) : "memory");                                     \
-        _tile_loadconfig(cfgp);                                                            \
-    } while (0)
-#define AMX_TILE_RELEASE() _tile_release()
-#define AMX_TILE_ZERO(t) _tile_zero(t)
-#define AMX_TILE_LOAD(t, p, s) _tile_loadd(t, p, s)
-#define AMX_TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
-#define AMX_TILE_STORE(t, p, s) _tile_stored(t, p, s)
+#include "../amx_tiles.h" /* the tile ops with the compiler barriers GCC's lack */
 
 /* AVX-512 readout: one zmm per activation row, lanes = the 16 output rows of the block. */
 typedef struct amx_acc {

@@ -63,10 +63,10 @@
  * 2 ports) against ~16 cycles per TDPBSSD: small groups are readout-bound, gs >= 128 is
  * tile-bound.
  *
- * GCC note: its _tile_loadd asm declares no memory input, so the compiler does not order
- * it after plain stores; that is fine here because xq and the packed weights are never
- * written during a call (a future variant that stages A in a scratch buffer needs a
- * compiler barrier before the tile loads).
+ * GCC note: its _tile_loadd asm declares no memory input, so the compiler would not order
+ * it after plain stores; the real kernels take their tile ops from amx_tiles.h, which puts
+ * a compiler barrier before each tile load (here xq and the packed weights are never written
+ * during a call, but the 4-bit GEMM and the attention stage tiles in scratch buffers).
  *
  * ---------------------------------------------------------------------------------------
  * What the including file provides, before #include:
