@@ -1271,7 +1271,10 @@ static int alloc_cache(if_model *m, if_kv_type type) {
                           cap,
                           m->kv_dim,
                           group,
-                          layer_window(c, layer) ? c->n_sinks : 0};
+                          layer_window(c, layer) ? c->n_sinks : 0,
+                          0};
+        /* float32 keys block-transposed where the SIMD kernels can read them in place */
+        kv.keys_t = type == IF_KV_F32 && cap % IF_ATTN_KEY_BLOCK == 0 && !kv.n_sinks;
         m->kv[l] = kv;
         off += cap * m->kv_dim;
     }

@@ -111,7 +111,11 @@ static uint16_t f32_to_f16(float x) {
 void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
     size_t off = if_kv_slot(kv, pos) * kv->kv_dim, n = kv->kv_dim;
     void *base = which ? kv->v : kv->k;
-    if (kv->type == IF_KV_F32) {
+    if (kv->type == IF_KV_F32 && !which && kv->keys_t) { /* block-transposed keys */
+        const size_t slot = off / n, B = IF_ATTN_KEY_BLOCK;
+        float *d = (float *)base + (slot / B) * n * B + slot % B;
+        for (size_t i = 0; i < n; i++) d[i * B] = x[i];
+    } else if (kv->type == IF_KV_F32) {
         memcpy((float *)base + off, x, n * sizeof(float));
     } else if (kv->type == IF_KV_F16) {
         uint16_t *h = (uint16_t *)base + off;

@@ -219,6 +219,42 @@ def test_fp32_kernels_equal_scalar_on_unrolled_paths(case, kv):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), tier
 
 
+# float32 caches whose cap is a multiple of B, as a model stores keys block-transposed
+# (if_kv_layer.keys_t): plain arrays (decode, prefill, partial tiles), a rolled ring without
+# sinks (the SIMD kernels read the transposed blocks in place, slots wrapping) and a rolled
+# ring with sinks (every kernel gathers the rows back)
+KEYS_T_CASES = [
+    ("decode_row_keys_t", 9, 3, 64, 130, 1, 0, 0, 192),
+    ("global_mid_prefill_keys_t", 9, 3, 64, 100, 37, 0, 0, 192),
+    ("partial_tiles_keys_t", 8, 4, 8, 70, 21, 0, 0, 128),
+    ("head6_keys_t", 4, 2, 6, 5, 20, 0, 0, 64),
+    ("ring_no_sinks_keys_t", 4, 1, 32, 150, 9, 70, 0, 128),
+    ("ring_sinks_keys_t", 9, 3, 64, 300, 20, 48, 4, 128),
+]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("case", KEYS_T_CASES, ids=[c[0] for c in KEYS_T_CASES])
+def test_block_transposed_keys_equal_row_keys_bit_for_bit(case, tier):
+    _, nh, nkv, hs, pos0, n, window, sinks, cap = case
+    q, k, v = case_data(case, seed=3)
+    rows = np.full((n, nh * hs), np.nan, np.float32)
+    _bench.attention(q, k, v, pos0, nh, nkv, hs, window, sinks, cap, 0, rows, "scalar")
+    got = np.full_like(rows, np.nan)
+    _bench.attention(q, k, v, pos0, nh, nkv, hs, window, sinks, cap, 0, got, tier, True)
+    assert np.isfinite(rows).all()
+    assert np.array_equal(got.view(np.uint32), rows.view(np.uint32))
+
+
+def test_block_transposed_keys_need_a_float32_cache_of_whole_blocks():
+    q, k, v = case_data(KEYS_T_CASES[0])
+    out = np.zeros_like(q)
+    with pytest.raises(ValueError, match="keys_t"):
+        _bench.attention(q, k, v, 130, 9, 3, 64, 0, 0, 191, 0, out, None, True)
+    with pytest.raises(ValueError, match="keys_t"):
+        _bench.attention(q, k, v, 130, 9, 3, 64, 0, 0, 192, 1, out, None, True)
+
+
 def test_window_changes_the_answer():
     """The window and the sinks matter (a test that ignored them would still pass above if the
     oracle ignored them too): dropping either changes the oracle's output."""

@@ -46,7 +46,13 @@ COMMANDS = {"info": "/if_native_test info",
 ATTN = [(9, 3, 64, 100, 37, 0, 0, 200), (9, 3, 64, 300, 20, 48, 4, 71),
         (8, 4, 8, 0, 30, 12, 2, 43), (8, 4, 8, 70, 21, 0, 0, 91), (9, 3, 64, 130, 1, 0, 0, 131),
         (4, 2, 6, 5, 20, 0, 0, 25)]
-ATTN_INPUTS = {f"attn{i}_{kv}.in": (shape, kv) for i, shape in enumerate(ATTN) for kv in (0, 1)}
+# and float32 caches with the keys block-transposed (kv 3: if_kv_layer.keys_t, cap a multiple
+# of 64): a decode row, a prefill, a rolled ring without sinks (read in place)
+ATTN_T = [(9, 3, 64, 130, 1, 0, 0, 192), (9, 3, 64, 100, 37, 0, 0, 192),
+          (4, 1, 32, 150, 9, 70, 0, 128)]
+ATTN_INPUTS = {**{f"attn{i}_{kv}.in": (shape, kv) for i, shape in enumerate(ATTN)
+                  for kv in (0, 1)},
+               **{f"attnt{i}_3.in": (shape, 3) for i, shape in enumerate(ATTN_T)}}
 
 pytestmark = pytest.mark.skipif(
     not ENABLED, reason="the Bochs x86 emulation tests are slow: set ISAFORGE_X86EMU_TESTS=1 "
@@ -63,7 +69,7 @@ def _fnv(data: bytes) -> str:
 def _attn_input(shape, kv: int) -> bytes:
     """attn_native_test's input: the header, then q, k, v standard normal float32."""
     nh, nkv, hs, pos0, n = shape[:5]
-    rng = np.random.default_rng(len(ATTN) * kv + ATTN.index(shape))
+    rng = np.random.default_rng(len(ATTN) * kv + (ATTN + ATTN_T).index(shape))
     q, k, v = (rng.normal(size=s).astype(np.float32)
                for s in ((n, nh * hs), (pos0 + n, nkv * hs), (pos0 + n, nkv * hs)))
     return struct.pack("<9Q", *shape, kv) + q.tobytes() + k.tobytes() + v.tobytes()
@@ -208,8 +214,9 @@ def test_conformance_digest_equals_this_machines(boot, drivers):
 
 
 def test_avx512_attention_equals_scalar_bit_for_bit(boot, drivers, tmp_path):
-    """f32_attn_16x64_avx512 (the avx512_vnni tier's fp32 attention, f32 and f16 caches) in the
-    guest against the scalar kernel run here on the same input: equal output file hashes."""
+    """f32_attn_16x64_avx512 (the avx512_vnni tier's fp32 attention, f32 and f16 caches, and f32
+    with block-transposed keys) in the guest against the scalar kernel run here on the same
+    input: equal output file hashes."""
     for a, (shape, kv) in ATTN_INPUTS.items():
         text, status, digest = boot[a]
         assert status == "0" and "kernel f32_attn_16x64_avx512" in text, (a, text)

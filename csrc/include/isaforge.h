@@ -113,7 +113,11 @@ typedef enum if_kv_type {
 
 /* One layer's KV cache. Position t lives in slot t if t < n_sinks, else in slot
  * n_sinks + (t - n_sinks) % (cap - n_sinks): a plain array when cap covers the context, a ring
- * buffer behind n_sinks fixed slots for sliding-window attention. */
+ * buffer behind n_sinks fixed slots for sliding-window attention.
+ * Keys are rows (slot, kv_dim) unless keys_t is set: then (float32 caches only, cap a multiple
+ * of IF_ATTN_KEY_BLOCK = B) they are stored transposed per block of B slots, element c of slot
+ * s at k[((s / B) * kv_dim + c) * B + s % B], the layout the SIMD fp32 attention kernels score
+ * from directly (no per-step transposition); the values stay rows. Same floats either way. */
 typedef struct if_kv_layer {
     if_kv_type type;
     void *k, *v;        /* (cap, kv_dim) elements of `type` */
@@ -121,6 +125,7 @@ typedef struct if_kv_layer {
     size_t cap, kv_dim; /* slots, n_kv_heads * head_size */
     size_t group;       /* IF_KV_I8 scale group along a head (divides head_size), else 0 */
     size_t n_sinks;     /* attention sinks: slots [0, n_sinks) are never overwritten */
+    int keys_t;         /* keys stored block-transposed (see above); 0: rows */
 } if_kv_layer;
 
 /* One attention call: query rows r (position pos0 + r) against the cache. Query head h reads

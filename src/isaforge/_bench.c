@@ -308,16 +308,22 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
  * rows q (n, n_heads*head_size) at positions pos0.. attend, all heads in one kernel call
  * (tiles of rows and kv groups inside), with the kernel a model of that tier would use (the
  * matrix-engine one for an int8 cache when the tier has it). out: (n, n_heads*head_size)
- * float32. */
+ * float32. keys_t: the keys stored block-transposed (if_kv_layer.keys_t; a float32 cache whose
+ * cap is a multiple of IF_ATTN_KEY_BLOCK), as a model stores them where it can. */
 static PyObject *py_attention(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *qo, *ko, *vo, *out;
     Py_ssize_t pos0, nh, nkv, hsz, window, sinks, cap;
-    int kv_type;
+    int kv_type, keys_t = 0;
     const char *tier = NULL;
-    if (!PyArg_ParseTuple(args, "OOOnnnnnnniO|z", &qo, &ko, &vo, &pos0, &nh, &nkv, &hsz,
-                          &window, &sinks, &cap, &kv_type, &out, &tier))
+    if (!PyArg_ParseTuple(args, "OOOnnnnnnniO|zp", &qo, &ko, &vo, &pos0, &nh, &nkv, &hsz,
+                          &window, &sinks, &cap, &kv_type, &out, &tier, &keys_t))
         return NULL;
+    if (keys_t && (kv_type != IF_KV_F32 || cap <= 0 || cap % IF_ATTN_KEY_BLOCK)) {
+        PyErr_SetString(PyExc_ValueError, "attention: keys_t needs a float32 cache whose cap "
+                                          "is a multiple of IF_ATTN_KEY_BLOCK");
+        return NULL;
+    }
     const if_kernel_table *t = table_for(tier, 1);
     if (!t) return NULL;
     Py_buffer v[4];
@@ -370,7 +376,7 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
         goto done;
     }
     if_kv_layer kv = {(if_kv_type)kv_type, kc, vc, ks, vs, (size_t)cap, kv_dim, group,
-                      window ? (size_t)sinks : 0};
+                      window ? (size_t)sinks : 0, keys_t};
     if_attn_job j = {v[0].buf, v[3].buf, (size_t)nh * hs, (size_t)nh * hs, (size_t)pos0,
                      (size_t)nh, (size_t)nkv, hs, (size_t)window, (size_t)sinks, &kv};
     Py_BEGIN_ALLOW_THREADS for (size_t p = 0; p < total; p++) {
@@ -577,7 +583,8 @@ static PyMethodDef module_methods[] = {
     {"now", py_now, METH_NOARGS, "now() -> monotonic seconds"},
     {"attention", py_attention, METH_VARARGS,
      "attention(q, k, v, pos0, n_heads, n_kv_heads, head_size, window, n_sinks, cap, kv_type, "
-     "out, tier=None): one attention kernel call over a cache filled with k, v (tests)."},
+     "out, tier=None, keys_t=False): one attention kernel call over a cache filled with k, v "
+     "(tests)."},
     {"swiglu", py_swiglu, METH_VARARGS, "swiglu(x, g, tier=None): x = silu(x) * g in place"},
     {"geglu", py_geglu, METH_VARARGS, "geglu(x, g, tier=None): x = gelu_tanh(x) * g in place"},
     {"quantize_q8", py_quantize_q8, METH_VARARGS,

@@ -4,7 +4,9 @@
  *   attn_native_test TIER IN OUT
  *
  * IN: 9 little-endian uint64 (n_heads, n_kv_heads, head_size, pos0, n, window, n_sinks, cap,
- * kv_type), then q (n, n_heads*head_size), k and v (pos0 + n, n_kv_heads*head_size) float32.
+ * kv_type; 3: float32 with the keys block-transposed, if_kv_layer.keys_t, cap a multiple of
+ * IF_ATTN_KEY_BLOCK), then q (n, n_heads*head_size), k and v (pos0 + n, n_kv_heads*head_size)
+ * float32.
  * The k/v rows of positions 0 .. pos0+n-1 are stored in order into a cache of `cap` slots of
  * kv_type, then TIER's kernel runs (its matrix-engine one for an int8 cache, as a model
  * would). OUT: (n, n_heads*head_size) float32. Prints the kernel's name; exits 2 on bad input
@@ -31,6 +33,9 @@ int main(int argc, char **argv) {
     if (fread(h, sizeof h, 1, f) != 1) return fail("short header");
     size_t nh = h[0], nkv = h[1], hs = h[2], pos0 = h[3], n = h[4], window = h[5];
     size_t sinks = h[6], cap = h[7], kv_type = h[8];
+    const int keys_t = kv_type == 3;
+    if (keys_t && cap % IF_ATTN_KEY_BLOCK) return fail("keys_t: cap not a multiple of the block");
+    if (keys_t) kv_type = IF_KV_F32;
     if (!nh || !nkv || nh % nkv || !hs || hs % 2 || !n || !cap || kv_type > 2 || nh > 4096 ||
         hs > 4096 || n > (1u << 20) || pos0 > (1u << 20) || cap > (1u << 21))
         return fail("bad header");
@@ -53,7 +58,7 @@ int main(int argc, char **argv) {
     float *scratch = malloc(if_attn_scratch_floats(hs, nh, nh / nkv, cap) * sizeof(float));
     if (!kc || !vc || !scratch || (group && (!ks || !vs))) return fail("out of memory");
     if_kv_layer kv = {(if_kv_type)kv_type, kc, vc, ks, vs, cap, kv_dim, group,
-                      window ? sinks : 0};
+                      window ? sinks : 0, keys_t};
     if_attn_job j = {q, out, nh * hs, nh * hs, pos0, nh, nkv, hs, window, sinks, &kv};
     for (size_t p = 0; p < T; p++) {
         if_kv_store(&kv, 0, p, k + p * kv_dim);

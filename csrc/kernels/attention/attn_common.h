@@ -109,6 +109,12 @@ static inline const float *attn_slot_row(const if_kv_layer *kv, int which, size_
                                          size_t g, size_t hs, float *dst) {
     const size_t off = slot * kv->kv_dim + g * hs;
     const void *base = which ? kv->v : kv->k;
+    if (!which && kv->keys_t) { /* block-transposed float32 keys (if_kv_layer): gathered */
+        const size_t B = IF_ATTN_KEY_BLOCK;
+        const float *k = (const float *)base + ((slot / B) * kv->kv_dim + g * hs) * B + slot % B;
+        for (size_t i = 0; i < hs; i++) dst[i] = k[i * B];
+        return dst;
+    }
     if (kv->type == IF_KV_F32) return (const float *)base + off;
     if (kv->type == IF_KV_F16) {
         const uint16_t *h = (const uint16_t *)base + off;

@@ -4,7 +4,10 @@
  * vectorized, in ways that keep each output's order:
  *   keys    the block's keys are transposed once per (tile, kv group) into kt[i][t], in 8x8
  *           tiles (KT8X8), whole W-key chunks (a chunk's keys past the ones the tile sees are
- *           copies of its nearest seen key, so every lane read below holds a real key);
+ *           copies of its nearest seen key, so every lane read below holds a real key); a
+ *           cache whose keys are stored block-transposed (if_kv_layer.keys_t, no sinks) is
+ *           read in place instead (lanes past the keys a row sees hold other slots' keys or
+ *           the zeros the cache started with: computed, never used);
  *   scores  W keys per vector: s[t..t+W-1] = ((0 + q0*k0) + q1*k1) + ... head dim by head
  *           dim, exactly the scalar loop for each key, then one IEEE division by
  *           sqrt(head_size); up to 8 chunks at once, each its own accumulator (independent
@@ -124,8 +127,15 @@ void ATTN_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, f
                 size_t lo, hi, iv[4], ns, w0;
                 attn_tile_span(j, rt, re, bs, be, &lo, &hi);
                 if (lo >= hi) continue;
-                attn_rows(j->kv, 0, lo, hi, g, hs, kb + (lo - bs) * hs, kr + (lo - bs));
-                const size_t t1 = (hi - bs + W - 1) / W * W;
+                /* block-transposed float32 keys without sinks (if_kv_layer.keys_t): the
+                 * block is already kt's layout, in slots (bs % cap) .. + B - 1 */
+                const int direct = j->kv->keys_t && !j->kv->n_sinks;
+                const float *ktb = direct ? (const float *)j->kv->k +
+                                                ((bs % j->kv->cap) / B * j->kv->kv_dim + g * hs) * B
+                                          : kt;
+                if (!direct)
+                    attn_rows(j->kv, 0, lo, hi, g, hs, kb + (lo - bs) * hs, kr + (lo - bs));
+                const size_t t1 = direct ? 0 : (hi - bs + W - 1) / W * W;
                 for (size_t t = (lo - bs) / W * W; t < t1; t += 8) {
                     const float *k8[8];
                     for (size_t m = 0; m < 8; m++) {
@@ -147,10 +157,10 @@ void ATTN_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, f
                         float *row = sc + ((r - rt) * G + (h - ha)) * ld;
                         size_t c = (a - bs) / W;
                         const size_t c1 = (z - bs + W - 1) / W;
-                        for (; c + 8 <= c1; c += 8) attn_scores_n(q, kt, hs, vsq, bsc, c, 8);
-                        if (c + 4 <= c1) attn_scores_n(q, kt, hs, vsq, bsc, c, 4), c += 4;
-                        if (c + 2 <= c1) attn_scores_n(q, kt, hs, vsq, bsc, c, 2), c += 2;
-                        if (c < c1) attn_scores_n(q, kt, hs, vsq, bsc, c, 1);
+                        for (; c + 8 <= c1; c += 8) attn_scores_n(q, ktb, hs, vsq, bsc, c, 8);
+                        if (c + 4 <= c1) attn_scores_n(q, ktb, hs, vsq, bsc, c, 4), c += 4;
+                        if (c + 2 <= c1) attn_scores_n(q, ktb, hs, vsq, bsc, c, 2), c += 2;
+                        if (c < c1) attn_scores_n(q, ktb, hs, vsq, bsc, c, 1);
                         if (iv[1] > iv[0]) /* sinks: ordinal t */
                             memcpy(row + iv[0], bsc + (iv[0] - bs),
                                    (iv[1] - iv[0]) * sizeof(float));
