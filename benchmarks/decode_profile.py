@@ -3,6 +3,7 @@ decode loop only (loading and quantizing are outside the sampled window), groupe
 
     python3 benchmarks/decode_profile.py --model SmolLM2...Q4_1.gguf --threads 1,2 \
         --save benchmarks/results/decode_profile.json
+    python3 benchmarks/decode_profile.py --model ... --prefill 512 --steps 8   # prefill instead
 
 Software clock sampling needs no PMU (it works in VMs whose perf counters are unsupported).
 Each thread count runs in its own process: `--steps` decode steps (Engine.forward) at
@@ -61,8 +62,13 @@ def child(a) -> int:
         ctl.write("enable\n")
         ctl.flush()
     t = time.perf_counter()
-    for s in range(a.steps):
-        e.forward(1 + s % 50, s % 128)
+    if a.prefill:  # --prefill P: steps prefills of P tokens from position 0 (pp<P>'s work)
+        toks = [1 + i % 50 for i in range(a.prefill)]
+        for _ in range(a.steps):
+            e.prefill(toks, 0)
+    else:
+        for s in range(a.steps):
+            e.forward(1 + s % 50, s % 128)
     dt = time.perf_counter() - t
     if ctl:
         ctl.write("disable\n")
@@ -77,6 +83,7 @@ def profile(a, threads: int, tmp: str) -> dict:
     cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(HZ), "-D", "-1",
            f"--control=fifo:{ctl}", "-o", data, "--", sys.executable, os.path.abspath(__file__),
            "--model", a.model, "--quant", a.quant, "--steps", str(a.steps),
+           "--prefill", str(a.prefill),
            "--child", str(threads), "--ctl", ctl]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
@@ -114,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quant", default="q8", help="how the model is held (q8, cq4, ...)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=1024)
+    ap.add_argument("--prefill", type=int, default=0,
+                    help="profile prefills of this many tokens instead (--steps of them)")
     ap.add_argument("--save")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--ctl", help=argparse.SUPPRESS)
@@ -144,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             run["matmul_gbps_per_thread"] = streamed / mm / 1e9 if mm else None  # per matmul-second
             run["stream_gbps_per_thread"] = bw / t if bw else None
             run["limit_steps_per_s"] = bw * 1e9 / info.weight_bytes_per_token if bw else None
+            if a.prefill:  # a bandwidth limit and stream rate are decode's figures
+                run["limit_steps_per_s"] = run["matmul_gbps_per_thread"] = None
+                run["prefill_tokens"] = a.prefill
             doc["runs"].append(run)
     print(f"{doc['model']} ({a.quant}), {info.weight_bytes_per_token / 2**20:.1f} MiB of "
           f"weights per step; {doc['machine'].get('cpu', '')}")
