@@ -42,7 +42,10 @@ def main() -> None:
     if a.tiers != "all":
         tiers = a.tiers.split(",")
     ctxs = [int(c) for c in a.ctx.split(",")]
-    model = random_q8_model(SMOLLM2_135M, group_size=32, seq_len=max(ctxs) + a.decode + 1)
+    # a context of whole 64-slot blocks, as --ctx's usual powers of two are (the float32
+    # cache then stores its keys block-transposed: if_kv_layer.keys_t)
+    model = random_q8_model(SMOLLM2_135M, group_size=32,
+                            seq_len=(max(ctxs) + a.decode + 64) // 64 * 64)
     rng = np.random.default_rng(0)
     for tier in tiers:
         select_kernel(tier)
