@@ -21,6 +21,7 @@ from isaforge.bench.kernels import Shape, bench_kernels
 from isaforge.bench.report import (
     CSV_FIELDS,
     KERNEL_CSV_FIELDS,
+    footer_lines,
     limits_lines,
     readme_block,
     readme_current_block,
@@ -377,6 +378,23 @@ def test_decode_rows_get_the_stream_probe_of_the_same_run(e2e_doc):
     table = results_table(doc)
     assert "% of limit, same run" in table.splitlines()[0]
     assert f"(of {tg['limit_same_run_tps']:.1f})" in table
+
+
+def test_each_sample_records_the_hypervisor_steal(e2e_doc, monkeypatch):
+    """Linux's /proc/stat steal (time a hypervisor gave this VM's CPUs to something else)
+    is read around every timed sample: one non-negative figure per sample, summed per thread
+    count in the footer; no steal column, no figures."""
+    from isaforge.bench import machine
+
+    doc, _ = e2e_doc
+    for r in doc["results"]:
+        assert len(r["samples_steal_ms"]) == len(r["samples_tps"])
+        assert all(x >= 0 for x in r["samples_steal_ms"])
+    line = [x for x in footer_lines(doc) if x.startswith("hypervisor steal")]
+    assert line and "over 4 samples at 1 thr" in line[0]
+    assert machine.steal_ms() is not None
+    monkeypatch.setattr("builtins.open", lambda *a, **k: (_ for _ in ()).throw(OSError("no")))
+    assert machine.steal_ms() is None
 
 
 def test_int8_kv_cache_is_benchmarked_and_reported(stories):

@@ -15,6 +15,7 @@ import numpy as np
 from ..types import LAYER_MATRICES, table_bytes
 from .energy import Rapl
 from .limits import bandwidth_at, peak_at
+from .machine import steal_ms
 from .schedule import mean_std, run_alternating
 
 SYNTHETIC = {"smollm2-135m": "SMOLLM2_135M"}
@@ -224,6 +225,7 @@ class E2ERun:
             r = runners[c.key]
             tok = tokens_for(c)
             e0 = self.rapl.read() if (self.rapl.available and c.kind == "tg") else None
+            st0 = steal_ms()
             if c.backend == "isaforge":
                 t0 = time.perf_counter()
                 if c.kind == "pp":
@@ -235,6 +237,9 @@ class E2ERun:
             else:
                 dt = r.pp(tok) if c.kind == "pp" else r.tg(tok)
             s = {"tps": c.n_tokens / dt, "seconds": dt}
+            st1 = steal_ms()
+            if st0 is not None and st1 is not None:
+                s["steal_ms"] = st1 - st0
             if c.kind == "pp":
                 s["ttft_ms"] = dt * 1000
             if e0 is not None:
@@ -288,6 +293,8 @@ class E2ERun:
             "fraction_of_limit": round(mean / limit, 4) if limit else None,
             "ratio_vs_llama_cpp": None,
         }
+        if all("steal_ms" in x for x in s):  # the hypervisor's steal during each sample
+            r["samples_steal_ms"] = [round(x["steal_ms"], 1) for x in s]
         if c.kind == "tg" and stream:  # the limit at the probe sampled between the runs
             med = statistics.median(stream)
             same = med * 1e9 / info.weight_bytes_per_token

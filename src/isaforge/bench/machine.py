@@ -54,6 +54,17 @@ def loadavg() -> list[float] | None:
         return None
 
 
+def steal_ms() -> float | None:
+    """Milliseconds of CPU time the hypervisor has stolen from this VM's CPUs since boot (the
+    `steal` column of /proc/stat's cpu line, all CPUs summed), None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def machine_info() -> dict:
     """The machine section of a bench JSON document."""
     import numpy as np

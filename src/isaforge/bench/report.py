@@ -136,6 +136,14 @@ def footer_lines(doc: dict) -> list[str]:
             out.append(f"KV cache: {s['kv_cache']}, {s['kv_cache_bytes'] / 2**20:.1f} MiB per "
                        f"isaforge engine (context {s['ctx']})")
     out += limits_lines(doc)
+    steal: dict = {}
+    for r in doc.get("results") or []:
+        if r.get("samples_steal_ms") is not None:
+            steal.setdefault(r["threads"], []).extend(r["samples_steal_ms"])
+    if steal:  # time the hypervisor ran something else on this VM's CPUs while timing
+        out.append("hypervisor steal during the timed samples (/proc/stat): " + ", ".join(
+            f"{sum(v):.0f} ms over {len(v)} samples at {t} thr, most {max(v):.0f}"
+            for t, v in sorted(steal.items())))
     for p in doc.get("peers", []):
         out.append(f"peer {p['name']}: " + (f"ran (version {p.get('version')})"
                                             if p["status"] == "ok" else
