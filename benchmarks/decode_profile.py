@@ -110,7 +110,7 @@ def profile(a, threads: int, tmp: str) -> dict:
                      **{f"{p}_s": c[p] / HZ for p in
                         ("matmul", "attention", "elementwise", "wait", "other")}})
     total = sum(sum(per[t].values()) for t in team)
-    top = [{"symbol": k, "share": v / total} for k, v in syms.most_common(12)]
+    top = [{"symbol": k, "share": v / total} for k, v in syms.most_common(24)]
     return {"threads": threads, "steps": a.steps, "steps_per_s": run["steps_per_s"],
             "wall_s": wall, "per_thread": rows, "top_symbols": top}
 
