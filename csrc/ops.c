@@ -108,13 +108,17 @@ static uint16_t f32_to_f16(float x) {
     return (uint16_t)(sign | (((uint32_t)he << 10) + q));
 }
 
+size_t if_kv_key_t_index(const if_kv_layer *kv, size_t slot, size_t c) {
+    const size_t B = IF_ATTN_KEY_BLOCK;
+    return ((slot / B) * kv->kv_dim + c) * B + slot % B;
+}
+
 void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
-    size_t off = if_kv_slot(kv, pos) * kv->kv_dim, n = kv->kv_dim;
+    const size_t slot = if_kv_slot(kv, pos), off = slot * kv->kv_dim, n = kv->kv_dim;
     void *base = which ? kv->v : kv->k;
     if (kv->type == IF_KV_F32 && !which && kv->keys_t) { /* block-transposed keys */
-        const size_t slot = off / n, B = IF_ATTN_KEY_BLOCK;
-        float *d = (float *)base + (slot / B) * n * B + slot % B;
-        for (size_t i = 0; i < n; i++) d[i * B] = x[i];
+        float *d = (float *)base + if_kv_key_t_index(kv, slot, 0);
+        for (size_t i = 0; i < n; i++) d[i * IF_ATTN_KEY_BLOCK] = x[i];
     } else if (kv->type == IF_KV_F32) {
         memcpy((float *)base + off, x, n * sizeof(float));
     } else if (kv->type == IF_KV_F16) {

@@ -557,6 +557,9 @@ const char *if_model_attn_name(const if_model *m);
 void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x);
 /* Slot of position pos in a cache (see if_kv_layer). */
 size_t if_kv_slot(const if_kv_layer *kv, size_t pos);
+/* Index, in floats from kv->k, of key element c of slot `slot` in a block-transposed cache
+ * (if_kv_layer.keys_t); the slot's next element is IF_ATTN_KEY_BLOCK floats further on. */
+size_t if_kv_key_t_index(const if_kv_layer *kv, size_t slot, size_t c);
 
 /* Free the run state (not the weights). NULL is allowed. */
 void if_model_free(if_model *m);

@@ -110,9 +110,8 @@ static inline const float *attn_slot_row(const if_kv_layer *kv, int which, size_
     const size_t off = slot * kv->kv_dim + g * hs;
     const void *base = which ? kv->v : kv->k;
     if (!which && kv->keys_t) { /* block-transposed float32 keys (if_kv_layer): gathered */
-        const size_t B = IF_ATTN_KEY_BLOCK;
-        const float *k = (const float *)base + ((slot / B) * kv->kv_dim + g * hs) * B + slot % B;
-        for (size_t i = 0; i < hs; i++) dst[i] = k[i * B];
+        const float *k = (const float *)base + if_kv_key_t_index(kv, slot, g * hs);
+        for (size_t i = 0; i < hs; i++) dst[i] = k[i * IF_ATTN_KEY_BLOCK];
         return dst;
     }
     if (kv->type == IF_KV_F32) return (const float *)base + off;

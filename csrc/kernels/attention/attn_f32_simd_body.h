@@ -134,28 +134,30 @@ void ATTN_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, f
                  * needs into kt first (scoring 16 rows from the cache in place was 3-4 %
                  * slower at a 2048-token prefill than from the scratch, AVX2, 1 thread) */
                 const int direct = j->kv->keys_t && !j->kv->n_sinks;
-                const float *ktb = direct ? (const float *)j->kv->k +
-                                                ((bs % j->kv->cap) / B * j->kv->kv_dim + g * hs) * B
-                                          : kt;
-                if (direct && re - rt > 1) {
-                    const size_t c0 = (lo - bs) / W * W, c9 = (hi - bs + W - 1) / W * W;
-                    for (size_t i = 0; i < hs; i++)
-                        memcpy(kt + i * B + c0, ktb + i * B + c0, (c9 - c0) * sizeof(float));
-                    ktb = kt;
-                }
-                if (!direct)
-                    attn_rows(j->kv, 0, lo, hi, g, hs, kb + (lo - bs) * hs, kr + (lo - bs));
-                const size_t t1 = direct ? 0 : (hi - bs + W - 1) / W * W;
-                for (size_t t = (lo - bs) / W * W; t < t1; t += 8) {
-                    const float *k8[8];
-                    for (size_t m = 0; m < 8; m++) {
-                        const size_t k = bs + t + m;
-                        k8[m] = kr[(k < lo ? lo : k >= hi ? hi - 1 : k) - bs];
+                const float *ktb = kt;
+                if (direct) {
+                    ktb = (const float *)j->kv->k +
+                          if_kv_key_t_index(j->kv, bs % j->kv->cap, g * hs);
+                    if (re - rt > 1) {
+                        const size_t c0 = (lo - bs) / W * W, c9 = (hi - bs + W - 1) / W * W;
+                        for (size_t i = 0; i < hs; i++)
+                            memcpy(kt + i * B + c0, ktb + i * B + c0, (c9 - c0) * sizeof(float));
+                        ktb = kt;
                     }
-                    size_t i = 0;
-                    for (; i + 8 <= hs; i += 8) KT8X8(k8, i, kt + i * B + t, B);
-                    for (; i < hs; i++)
-                        for (size_t m = 0; m < 8; m++) kt[i * B + t + m] = k8[m][i];
+                } else {
+                    attn_rows(j->kv, 0, lo, hi, g, hs, kb + (lo - bs) * hs, kr + (lo - bs));
+                    const size_t t1 = (hi - bs + W - 1) / W * W;
+                    for (size_t t = (lo - bs) / W * W; t < t1; t += 8) {
+                        const float *k8[8];
+                        for (size_t m = 0; m < 8; m++) {
+                            const size_t k = bs + t + m;
+                            k8[m] = kr[(k < lo ? lo : k >= hi ? hi - 1 : k) - bs];
+                        }
+                        size_t i = 0;
+                        for (; i + 8 <= hs; i += 8) KT8X8(k8, i, kt + i * B + t, B);
+                        for (; i < hs; i++)
+                            for (size_t m = 0; m < 8; m++) kt[i * B + t + m] = k8[m][i];
+                    }
                 }
                 for (size_t r = rt; r < re; r++) {
                     if (!attn_visible(j, j->pos0 + r, bs, be, iv)) continue;
