@@ -365,14 +365,17 @@ static void gemm_tiles(const fw *f, size_t M, size_t rows, size_t mr, size_t nr,
 static void resid_row(float *o, float *xn, const float *xr, const float *yr, const float *post,
                       const float *nw, size_t n, float eps, size_t i0, size_t i1) {
     const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
-    float ss = 0.0f; /* rms_scale's sum over the new residual */
-    for (size_t j = 0; j < n; j++) {
-        const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-        ss += t * t;
+    float ss = 0.0f; /* rms_scale's sum over the new residual (only o needs it: a step that
+                      * writes just xn skips this sequential chain of n adds) */
+    if (o) {
+        for (size_t j = 0; j < n; j++) {
+            const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
+            ss += t * t;
+        }
+        ss /= (float)n;
+        ss += eps;
+        ss = 1.0f / sqrtf(ss);
     }
-    ss /= (float)n;
-    ss += eps;
-    ss = 1.0f / sqrtf(ss);
     for (size_t j = i0; j < i1; j++) {
         const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
         if (xn) xn[j] = t;

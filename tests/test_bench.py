@@ -243,7 +243,7 @@ def test_q4_shapes_are_smollm2s_at_each_format():
     for fmt in ("cq4", "q4_0"):
         want += [("q4_gemv", fmt, name, 1, n, k) for name, n, k in mats]
         want.append(("q4_gemv", fmt, "wcls", 1, 49152, 576))
-        for m in (64, 512):
+        for m in (1, 64, 512):  # M = 1: a packing tier's decode path
             want += [("q4_gemm", fmt, name, m, n, k) for name, n, k in mats]
     assert [(s.op, s.fmt, s.name, s.M, s.N, s.K) for s in sh] == want
     q8 = [s for s in model_shapes("smollm2-135m", [64]) if not s.op.startswith("q4_")]

@@ -56,10 +56,10 @@ def make_case(rng, M, N, K, gs):
     return x, xs, idx, pack_nibbles(idx), ws, cb
 
 
-def run(tier, x, xs, w, ws, cb, N, gs):
+def run(tier, x, xs, w, ws, cb, N, gs, gemm=False):
     M, K = x.shape
     out = np.full((M, N), np.nan, np.float32)
-    _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, out, tier)
+    _bench.q4_gemm(x, xs, M, w, ws, cb, N, K, gs, out, tier, gemm)
     return out
 
 
@@ -111,6 +111,38 @@ def test_q4_gemv_gemm_equal_scalar_bits(gs):
                 want = run("scalar", x, xs, w, ws, cb, N, gs).view(np.uint32)
                 for tier in TIERS:
                     got = run(tier, x, xs, w, ws, cb, N, gs).view(np.uint32)
+                    if not np.array_equal(got, want):
+                        failures.append((tier, M, N, K, gs))
+    assert not failures, failures[:10]
+
+
+# codebooks of each product mode of the x86 kernels (q4_avx2_common.h): a span over 127 (the
+# sign trick), CQ4's +-63 (offset, 126), a span of 63 (offset2) and Q4_0's -8..7 (linear)
+MODE_CBS = {
+    "sign": None,  # make_case's -127..127
+    "offset": np.array([-63, -55, -46, -38, -30, -22, -14, -5, 5, 14, 22, 30, 38, 46, 55, 63]),
+    "offset2": np.array([-31, -27, -23, -19, -15, -11, -7, -3, 1, 5, 9, 13, 17, 21, 25, 32]),
+    "linear": np.arange(-8, 8),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODE_CBS))
+@pytest.mark.parametrize("gs", GS_SET)
+def test_q4_gemm_at_m1_and_every_mode_equal_scalar_bits(mode, gs):
+    """The GEMM at M = 1 over its packed copy (a decode_packed tier's decode path: AVX2's
+    row-interleaved tiles, i8mm's pairs) and at M > 1, for each product mode's codebook: every
+    tier = scalar, bit for bit, with N tails (partial last tiles)."""
+    rng = np.random.default_rng(100 + gs)
+    failures = []
+    for K in k_set(gs):
+        for N in (1, 8, 9, 17, 64, 576):
+            for M in (1, 2, 17):
+                x, xs, _idx, w, ws, cb = make_case(rng, M, N, K, gs)
+                if MODE_CBS[mode] is not None:
+                    cb = MODE_CBS[mode].astype(np.int8)
+                want = run("scalar", x, xs, w, ws, cb, N, gs).view(np.uint32)
+                for tier in TIERS:
+                    got = run(tier, x, xs, w, ws, cb, N, gs, gemm=True).view(np.uint32)
                     if not np.array_equal(got, want):
                         failures.append((tier, M, N, K, gs))
     assert not failures, failures[:10]

@@ -147,20 +147,30 @@ size_t ifb_case_weight_bytes(const ifb_case *c) {
     return (is_q4(c->op) ? c->N * c->K / 2 : c->N * c->K) + c->N * (c->K / c->gs) * sizeof(float);
 }
 
-/* Pack every weight copy for table t if its GEMM wants a packed layout. */
+/* The 4-bit GEMM table t runs (the scalar one when t has none). */
+static const if_q4_gemm_kernel *q4_gemm_of(const if_kernel_table *t) {
+    return t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
+}
+
+/* Pack every weight copy for table t if its GEMM wants a packed layout (as at model load). */
 static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen) {
     const if_q8_gemm_kernel *g = t->q8_gemm;
-    if (c->op != IFB_Q8_GEMM || !g->pack || c->packed_for == t) return IF_OK;
-    size_t bytes = g->pack_size(c->N, c->K, c->gs);
+    const if_q4_gemm_kernel *g4 = q4_gemm_of(t);
+    const int q8 = c->op == IFB_Q8_GEMM && g->pack, q4 = c->op == IFB_Q4_GEMM && g4->pack;
+    if (!(q8 || q4) || c->packed_for == t) return IF_OK;
+    size_t bytes = q8 ? g->pack_size(c->N, c->K, c->gs) : g4->pack_size(c->N, c->K, c->gs);
     for (size_t i = 0; i < c->copies; i++) {
         free(c->packed[i]);
         c->packed[i] = alloc64(bytes);
         if (!c->packed[i]) {
             c->packed_for = NULL;
-            snprintf(err, errlen, "out of memory packing weights for %s", g->name);
+            snprintf(err, errlen, "out of memory packing weights for %s", q8 ? g->name : g4->name);
             return IF_ENOMEM;
         }
-        g->pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
+        if (q8)
+            g->pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
+        else
+            g4->pack((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N, c->K, c->gs);
     }
     c->packed_for = t;
     return IF_OK;
@@ -186,9 +196,9 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
         break;
     }
     case IFB_Q4_GEMM: {
-        const if_q4_gemm_kernel *k = t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
-        k->run(out, c->N, c->xq, c->xs, c->M, (const uint8_t *)c->w[i], c->ws[i], c->cb, 0, c->N,
-               c->K, c->gs);
+        const if_q4_gemm_kernel *k = q4_gemm_of(t);
+        const uint8_t *w = (const uint8_t *)(k->pack ? c->packed[i] : c->w[i]);
+        k->run(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], c->cb, 0, c->N, c->K, c->gs);
         break;
     }
     case IFB_QUANTIZE:

@@ -133,6 +133,25 @@ Q8C_INLINE void q4c_hsum8x2(const __m256i v[8], __m256i *a, __m256i *b) {
     *b = _mm256_permute2x128_si256(e, f, 0x31);
 }
 
+/* acc += ((float)(isum + *msx) * st) * xs for one group (lane = row). */
+Q8C_INLINE __m256 q4c_fold(__m256 acc, __m256i is, const int32_t *msx, __m256 st, float xs,
+                           const int mode) {
+    if (mode != Q4C_SIGN) is = _mm256_add_epi32(is, _mm256_set1_epi32(*msx));
+    const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), st), _mm256_set1_ps(xs));
+    return _mm256_add_ps(acc, p);
+}
+
+/* acc after the float chain of the gb groups from g0 whose integer sums are is[] (lane = row;
+ * sr the tile's rows' scales; msx, xs from group g0): q4c_fold in group order. */
+Q8C_INLINE __m256 q4c_fold_block(__m256 acc, const __m256i is[8], const float *const sr[8],
+                                 const int32_t *msx, const float *xs, size_t g0, size_t gb,
+                                 const int mode) {
+    __m256 st[8];
+    q8c_load_scales(st, sr, g0, gb);
+    for (size_t j = 0; j < gb; j++) acc = q4c_fold(acc, is[j], msx + j, st[j], xs[j], mode);
+    return acc;
+}
+
 /* The 8 row pointers (nibbles and scales) of a tile starting at row n with nr valid rows;
  * rows past the end repeat the last valid one (computed, never stored). */
 Q8C_INLINE void q4c_rows(const uint8_t *wr[8], const float *sr[8], const uint8_t *w,

@@ -497,19 +497,22 @@ static int get_views(PyObject *const *objs, const size_t *need, int n, int writa
     return 1;
 }
 
-/* q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None): out (M, N) with the 4-bit GEMM
- * kernel of `tier` (M == 1: its 4-bit GEMV). w: (N, K/2) nibbles, ws: (N, K/gs), cb: (16). */
+/* q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None, gemm=0): out (M, N) with the 4-bit
+ * GEMM kernel of `tier` (M == 1: its 4-bit GEMV; gemm = 1: the GEMM at M = 1 too, over its
+ * packed copy when it packs, as a decode_packed model's decode). w: (N, K/2) nibbles, ws:
+ * (N, K/gs), cb: (16). */
 static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *objs[6];
     Py_ssize_t M, N, K, gs;
     const char *tier = NULL;
-    if (!PyArg_ParseTuple(args, "OOnOOOnnnO|z", &objs[0], &objs[1], &M, &objs[2], &objs[3],
-                          &objs[4], &N, &K, &gs, &objs[5], &tier))
+    int gemm = 0;
+    if (!PyArg_ParseTuple(args, "OOnOOOnnnO|zp", &objs[0], &objs[1], &M, &objs[2], &objs[3],
+                          &objs[4], &N, &K, &gs, &objs[5], &tier, &gemm))
         return NULL;
     if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || gs % 32 || K % gs)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
-    const if_kernel_table *t = table_for(tier, M > 1);
+    const if_kernel_table *t = table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
     size_t need[6] = {m * k, m * k / g * sizeof(float), n * k / 2, n * k / g * sizeof(float), 16,
@@ -521,7 +524,7 @@ static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
     /* a GEMM with a packed layout gets its weights packed here, as at model load */
     uint8_t *packed = NULL;
     const uint8_t *wq = v[2].buf;
-    if (m > 1 && gm->pack) {
+    if ((m > 1 || gemm) && gm->pack) {
         packed = malloc(gm->pack_size(n, k, g) + 1);
         if (!packed) {
             for (int i = 0; i < 6; i++) PyBuffer_Release(&v[i]);
@@ -531,7 +534,7 @@ static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
         wq = packed;
     }
     Py_BEGIN_ALLOW_THREADS
-    if (m == 1) gv->run(v[5].buf, v[0].buf, v[1].buf, wq, v[3].buf, v[4].buf, 0, n, k, g);
+    if (m == 1 && !gemm) gv->run(v[5].buf, v[0].buf, v[1].buf, wq, v[3].buf, v[4].buf, 0, n, k, g);
     else gm->run(v[5].buf, n, v[0].buf, v[1].buf, m, wq, v[3].buf, v[4].buf, 0, n, k, g);
     Py_END_ALLOW_THREADS
     free(packed);
@@ -569,7 +572,8 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"q4_gemm", py_q4_gemm, METH_VARARGS,
-     "q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None): 4-bit codebook matmul (tests)."},
+     "q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None, gemm=0): 4-bit codebook matmul "
+     "(tests)."},
     {"hadamard", py_hadamard, METH_VARARGS,
      "hadamard(x, signs, kpad, gs, out, tier=None): activation rotation (tests)."},
     {"tiers", py_tiers, METH_VARARGS,

@@ -65,25 +65,6 @@ Q8C_INLINE void q4v_blk32(__m256i v[8], const uint8_t *const wr[8], const int8_t
     }
 }
 
-/* acc += ((float)(isum + *msx) * st) * xs for one group (lane = row). */
-Q8C_INLINE __m256 q4v_fold(__m256 acc, __m256i is, const int32_t *msx, __m256 st, float xs,
-                           const int mode) {
-    if (mode != Q4C_SIGN) is = _mm256_add_epi32(is, _mm256_set1_epi32(*msx));
-    const __m256 p = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(is), st), _mm256_set1_ps(xs));
-    return _mm256_add_ps(acc, p);
-}
-
-/* acc after the float chain of the gb groups from g0 whose integer sums are is[] (lane = row;
- * sr the tile's rows' scales; msx, xs from group g0): q4v_fold in group order. */
-Q8C_INLINE __m256 q4v_fold_block(__m256 acc, const __m256i is[8], const float *const sr[8],
-                                 const int32_t *msx, const float *xs, size_t g0, size_t gb,
-                                 const int mode) {
-    __m256 st[8];
-    q8c_load_scales(st, sr, g0, gb);
-    for (size_t j = 0; j < gb; j++) acc = q4v_fold(acc, is[j], msx + j, st[j], xs[j], mode);
-    return acc;
-}
-
 /* Groups [ga, gb_end) of output rows [n0, n1); msx[g - ga] = min * sum(x of group g). */
 Q8C_INLINE void q4v_pass(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
                          const float *ws, __m256i lut, const int32_t *msx, size_t n0, size_t n1,
@@ -122,7 +103,7 @@ Q8C_INLINE void q4v_pass(float *out, const int8_t *xq, const float *xs, const ui
                     for (int r = 0; r < 8; r++) v[r] = q4c_widen(v[r]);
                 is[j] = q4c_hsum8(v);
             }
-            acc = q4v_fold_block(acc, is, sr, msx + (g0 - ga), xs + g0, g0, gb, mode);
+            acc = q4c_fold_block(acc, is, sr, msx + (g0 - ga), xs + g0, g0, gb, mode);
         }
         q8c_store_out(out + n, acc, nr);
     }
@@ -237,7 +218,7 @@ Q8C_INLINE void q4v_pass_tiles(float *out, const int8_t *xq, const float *xs, co
                 q8c_prefetch(pf + 4 * k + 64);
                 is[j] = q4v_tile32(wt + k / 2, rs, xq + k, lut, mode);
             }
-            acc = q4v_fold_block(acc, is, sr, msx + (g0 - ga), xs + g0, g0, gb, mode);
+            acc = q4c_fold_block(acc, is, sr, msx + (g0 - ga), xs + g0, g0, gb, mode);
         }
         _mm256_storeu_ps(out + n, acc);
     }

@@ -98,7 +98,8 @@ def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
 
         shapes += [Shape("q4_gemv", ",".join(v), 1, n, pad(k), fmt) for (n, k), v in mats.items()]
         shapes.append(Shape("q4_gemv", "wcls", 1, c.vocab_size, pad(c.dim), fmt))
-        for m in ms:
+        # the GEMM at M = 1 over its packed copy: a decode_packed tier's decode path
+        for m in ([1] if 1 not in ms else []) + list(ms):
             shapes += [Shape("q4_gemm", ",".join(v), m, n, pad(k), fmt)
                        for (n, k), v in mats.items()]
     return shapes
