@@ -5,6 +5,8 @@ per prefill, never a Python loop over layers."""
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from .. import _native, settings
@@ -140,13 +142,33 @@ class _PackedQ4(Q4Tensor):
         return (self._nshape[0], self.cols)
 
 
-def _releaser(w, mats: list, native: list):
+def _drop_mapped(a: np.ndarray, maps: list) -> None:
+    """madvise(MADV_DONTNEED) the whole pages of array a where it lies in one of the read-only
+    file mappings `maps`: they leave this process's resident set now, not at the end of the
+    load (a page read again faults back in from the file, so nothing is lost)."""
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    addr, n = a.__array_interface__["data"][0], a.nbytes
+    for mm in maps:
+        if advice is None or mm.closed:
+            continue
+        view = np.frombuffer(mm, np.uint8)
+        base = view.__array_interface__["data"][0]
+        del view  # no export left on the mapping
+        if base <= addr and addr + n <= base + len(mm):
+            lo = -(-(addr - base) // mmap.PAGESIZE) * mmap.PAGESIZE
+            hi = (addr - base + n) // mmap.PAGESIZE * mmap.PAGESIZE
+            if hi > lo:
+                mm.madvise(advice, lo, hi - lo)
+            return
+
+
+def _releaser(w, mats: list, native: list, maps: list):
     """released(idx) for the C model: matrix idx is packed and its row-major int8 never read
     again, so drop this side's references now, before the next matrix is packed (the peak then
     holds one matrix twice, not the whole model). An in-memory Q8 matrix of w becomes a
-    _PackedQ8 over the packed copy, an in-memory 4-bit one (its nibbles) a _PackedQ4; mmapped
-    file-backed ones stay (their pages are not read again, so they leave the resident set by
-    themselves)."""
+    _PackedQ8 over the packed copy, an in-memory 4-bit one (its nibbles) a _PackedQ4; a
+    file-mapped one stays, its pages dropped from the resident set (_drop_mapped: without it a
+    mapped .isaf's packed matrices were resident twice until the load ended)."""
     n = len(LAYER_MATRICES)
 
     def released(idx: int) -> None:
@@ -169,6 +191,9 @@ def _releaser(w, mats: list, native: list):
         elif type(t) is Q4Tensor and _in_memory(t.nibbles):
             put(_PackedQ4(native, idx, t))
         else:
+            a = t.nibbles if type(t) is Q4Tensor else getattr(t, "q", None)
+            if isinstance(a, np.ndarray) and maps:
+                _drop_mapped(a, maps)
             return
         del t
         if idx % n == n - 1:  # once per layer: the freed heap pages back to the system
@@ -235,10 +260,11 @@ class Engine:
         q4 = [spec[4] for spec in mats if spec[0] == Q4]
         q4_arena = bool(q4) and all(_in_memory(a) for a in q4)
         native: list = []
+        maps = [mm for mm in model.keepalive if isinstance(mm, mmap.mmap)]
         self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
                                 threads or default_threads(), ubatch, kv_type,
                                 chosen_tier(kernel), disabled_features(),
-                                _releaser(w, mats, native), vectors=self._vectors,
+                                _releaser(w, mats, native, maps), vectors=self._vectors,
                                 rope_freqs=self._rope_freqs,
                                 n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
                                 par_min_work=min_work, sme2_workers=sme2,
