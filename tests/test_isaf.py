@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import struct
 from dataclasses import replace
@@ -365,3 +366,44 @@ def test_hf_folder_round_trip(tmp_path):
         assert packed.metadata["tokenizer.huggingface.json"] == \
             (folder / "tokenizer.json").read_text()
         assert packed.metadata["tokenizer.chat_template"] == "{{ messages }}"
+
+
+def _mapping_rss_kib(addr: int) -> int:
+    """Rss (KiB) of the mapping holding address addr, from /proc/self/smaps."""
+    rss, inside = None, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and all(c in "0123456789abcdef-" for c in head):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and line.startswith("Rss:"):
+                rss = int(line.split()[1])
+    assert rss is not None, "no mapping holds the address"
+    return rss
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_released_mapped_matrix_pages_leave_the_resident_set(tmp_path):
+    """_drop_mapped (the engine's release of a packed, file-mapped matrix): the array's whole
+    pages leave the resident set, its partial edge pages and the rest of the file stay, and
+    the values read back unchanged (a dropped page faults in from the file)."""
+    from isaforge.runtime.engine import _drop_mapped
+
+    page = mmap.PAGESIZE
+    data = np.random.default_rng(0).integers(0, 256, 64 * page, dtype=np.uint8)
+    p = tmp_path / "m.bin"
+    p.write_bytes(data.tobytes())
+    with open(p, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    a = np.frombuffer(mm, np.uint8)
+    assert int(a.sum(dtype=np.int64)) == int(data.sum(dtype=np.int64))  # every page resident
+    addr = a.__array_interface__["data"][0]
+    before = _mapping_rss_kib(addr)
+    assert before >= 64 * page // 1024
+    part = a[page // 2: 40 * page + page // 2]  # 39 whole pages inside, two partial ones
+    _drop_mapped(part, [mm])
+    assert before - _mapping_rss_kib(addr) == 39 * page // 1024
+    assert np.array_equal(a, data)
+    del a, part
+    mm.close()
