@@ -83,6 +83,23 @@ def test_q8_gemv_gemm_equal_scalar_bits(gs):
     assert not failures, "\n".join(failures[:20])
 
 
+@pytest.mark.parametrize(("gs", "K"), [(4, 3072), (32, 4800), (64, 4608), (128, 3200)])
+def test_q8_gemm_k_blocked_rows_equal_scalar_bits(gs, K):
+    """Rows longer than the GEMMs' K blocks (AVX2: blocks of about 1536 bytes at M > 4, so a
+    tile's weights stay in L1; 2-4 equal blocks here, and group counts that do not divide
+    evenly), with M and N tails: every tier = scalar, bit for bit."""
+    rng = np.random.default_rng(K + gs)
+    failures = []
+    for N in (17, 40):
+        for M in (1, 5, 33):
+            x, xs, w, ws = make_case(rng, M, N, K, gs)
+            want = gemm("scalar", x, xs, w, ws, gs)
+            for tier in TIERS:
+                if not np.array_equal(gemm(tier, x, xs, w, ws, gs), want):
+                    failures.append((tier, M, N, K, gs))
+    assert not failures, failures
+
+
 @pytest.mark.parametrize("gs", GS_SET + [1, 2, 12])
 def test_quantize_equals_scalar_bits(gs):
     rng = np.random.default_rng(100 + gs)
