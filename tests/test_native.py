@@ -297,7 +297,7 @@ def test_released_4bit_matrices_are_read_from_the_packed_copy(tmp_path):
             return want[idx].tobytes()
 
     mats = [engine_mod._matrix_spec(at(idx)) for idx in q4] + [engine_mod._matrix_spec(w.wcls)]
-    released = engine_mod._releaser(w, mats, [Unpacks()])
+    released = engine_mod._releaser(w, mats, [Unpacks()], [])
     for idx in q4:
         ref_nib = weakref.ref(at(idx).nibbles)
         released(idx)
