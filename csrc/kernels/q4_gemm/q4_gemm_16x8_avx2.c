@@ -13,9 +13,10 @@
  * identity lookup): the same int32 per group as q4_gemv_1x1_scalar, then each output adds
  * ((float)isum * ws) * xs in group order, so the bits are the scalar kernel's.
  * M = 1 (decode, decode_packed) walks the tiles directly: 8 groups' integer sums, then their
- * float chain (q4c_fold_block), with the stream prefetched Q4P_PF_BYTES ahead (cold at
- * SmolLM2's shapes, 2-core Zen 3 VM: 72 -> 76 GOP/s at K = 576, 64 -> 83 at K = 1536 against
- * the row-major GEMV; hot 82 -> 96). M > 1 expands a tile's group once (looked-up bytes, in
+ * float chain (q4c_fold_block), with the stream prefetched Q4P_PF_BYTES ahead (against the
+ * row-major GEMV at SmolLM2's shapes, 1 thread, 2-core Zen 3 VM, alternating in one process:
+ * cold, 88 MB of weights, 65-70 -> 69-73 GOP/s at K = 576 and 60 -> 75-76 at K = 1536; hot
+ * 81 -> 87). M > 1 expands a tile's group once (looked-up bytes, in
  * the packed order) into a small buffer that each of the tile's activation rows then dots.
  * Groups are taken Q4G_GCH at a time (the sums' buffer); a later pass continues each
  * output's float chain from out. Other group sizes (gs % 32, K % gs, gs > 256): pack copies
@@ -102,12 +103,6 @@ Q8C_INLINE __m256i q4p_dot(__m256i s, __m256i wl, __m256i wh, const int8_t *x, c
     return _mm256_add_epi32(s, q4c_widen(_mm256_add_epi16(q4c_mul16(wl, xl), q4c_mul16(wh, xh))));
 }
 
-/* The scale pointers of the tile at row n (rows past n1 - 1 repeat it: computed, never
- * stored). */
-Q8C_INLINE void q4p_scales(const float *sr[8], const float *ws, size_t n, size_t n1, size_t ng) {
-    for (size_t r = 0; r < 8; r++) sr[r] = ws + (n + r < n1 ? n + r : n1 - 1) * ng;
-}
-
 /* M = 1: output rows [n0, n1) (n0 a multiple of 8) over groups [ga, gend). */
 Q8C_INLINE void q4p_gemv(float *out, const int8_t *xq, const float *xs, const uint8_t *w,
                          const float *ws, __m256i lut, const int32_t *msx, size_t n0, size_t n1,
@@ -115,9 +110,9 @@ Q8C_INLINE void q4p_gemv(float *out, const int8_t *xq, const float *xs, const ui
     const size_t ng = K / gs;
     for (size_t n = n0; n < n1; n += 8) {
         const size_t nr = n1 - n < 8 ? n1 - n : 8;
-        const uint8_t *wt = w + n * (K / 2);
+        const uint8_t *wt = w + n * (K / 2), *wr[8];
         const float *sr[8];
-        q4p_scales(sr, ws, n, n1, ng);
+        q4c_rows(wr, sr, w, ws, n, nr, 0, ng); /* scales only */
         __m256 acc = ga ? q8c_load_out(out + n, nr) : _mm256_setzero_ps();
         for (size_t g0 = ga; g0 < gend; g0 += 8) {
             const size_t gb = gend - g0 < 8 ? gend - g0 : 8;
@@ -151,9 +146,9 @@ Q8C_INLINE void q4g_pass(float *out, size_t ldo, const int8_t *xq, const float *
     __m256i buf[2 * Q4G_MAX_GS / 8]; /* a group's blocks: wl, wh per 8 values */
     for (size_t n = n0; n < n1; n += 8) {
         const size_t nr = n1 - n < 8 ? n1 - n : 8;
-        const uint8_t *wt = w + n * (K / 2);
+        const uint8_t *wt = w + n * (K / 2), *wr[8];
         const float *sr[8];
-        q4p_scales(sr, ws, n, n1, ng);
+        q4c_rows(wr, sr, w, ws, n, nr, 0, ng); /* scales only */
         __m256 acc[Q4G_MR];
         for (size_t i = 0; i < mb; i++)
             acc[i] = ga ? q8c_load_out(out + (m0 + i) * ldo + n, nr) : _mm256_setzero_ps();
@@ -203,19 +198,10 @@ void if_q4_gemm_16x8_avx2(float *out, size_t ldo, const int8_t *xq, const float 
         for (size_t ga = 0; ga < ng; ga += 8 * Q4G_GCH) {
             const size_t gend = ng - ga < 8 * Q4G_GCH ? ng : ga + 8 * Q4G_GCH;
             if (mode != Q4C_SIGN) q4c_xsums(msx1, xq + ga * gs, gend - ga, gs, cmin);
-            /* group sizes 32 and 64 as constants: the block loop unrolls (hot 87 -> 96 GOP/s
-             * at GS 64) */
-#define Q4P_RUN(GS, MODE) q4p_gemv(out, xq, xs, w, ws, lut, msx1, n0, n1, K, GS, ga, gend, MODE)
-#define Q4P_MODES(GS)                                     \
-    do {                                                  \
-        if (mode == Q4C_SIGN) Q4P_RUN(GS, Q4C_SIGN);      \
-        else if (mode == Q4C_OFFSET) Q4P_RUN(GS, Q4C_OFFSET); \
-        else Q4P_RUN(GS, Q4C_OFFSET2);                    \
-    } while (0)
-            if (gs == 64) Q4P_MODES(64);
-            else if (gs == 32) Q4P_MODES(32);
-            else Q4P_MODES(gs);
-#undef Q4P_MODES
+#define Q4P_RUN(MODE) q4p_gemv(out, xq, xs, w, ws, lut, msx1, n0, n1, K, gs, ga, gend, MODE)
+            if (mode == Q4C_SIGN) Q4P_RUN(Q4C_SIGN);
+            else if (mode == Q4C_OFFSET) Q4P_RUN(Q4C_OFFSET);
+            else Q4P_RUN(Q4C_OFFSET2);
 #undef Q4P_RUN
         }
         return;
