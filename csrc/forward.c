@@ -813,22 +813,6 @@ static void qkv_task(if_model *m, const if_layer_weights *L, size_t l, size_t po
     }
 }
 
-/* Prefetch the cache lines a decode step's key and value rows will be stored into (the
- * block-transposed key row is kv_dim lines, one element each), at the start of the layer:
- * by the time the step after the q, k, v projections stores them they are cached, not
- * fetched from memory one store at a time while the other threads wait (SmolLM2, 2 threads,
- * 2-core Zen 3: the waits after that step 167-190 -> 124-132 Mcycles per 1024 steps, 6
- * alternating runs). Only a hint: no result depends on it. */
-static void kv_prefetch_row(const if_kv_layer *kv, size_t pos) {
-    if (kv->type != IF_KV_F32) return;
-    const size_t slot = if_kv_slot(kv, pos), n = kv->kv_dim;
-    const float *k = (const float *)kv->k, *v = (const float *)kv->v + slot * n;
-    if (kv->keys_t)
-        for (size_t i = 0; i < n; i++)
-            __builtin_prefetch(k + if_kv_key_t_index(kv, slot, i), 1, 3);
-    for (size_t i = 0; i < n; i += 16) __builtin_prefetch(v + i, 1, 3);
-}
-
 /* Runs the layers for rows already embedded in m->x and leaves the final-normed rows in
  * m->x, on every thread of the region (f's walker), steps split as the file's header says.
  * Caller checked tokens and positions. A layer is the Llama layer plus what the config and its
@@ -861,7 +845,10 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
-        if (M == 1 && w->tid == 0) kv_prefetch_row(kv_of(m, l, 0), pos_of(m, pos0, 0));
+        /* the cache lines the step after q, k, v stores into, fetched while the projections
+         * stream (SmolLM2, 2 threads, 2-core Zen 3: the waits after that step 167-190 ->
+         * 124-132 Mcycles per 1024 steps, 6 alternating runs) */
+        if (M == 1 && w->tid == 0) if_kv_prefetch_row(kv_of(m, l, 0), pos_of(m, pos0, 0));
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
 

@@ -113,6 +113,17 @@ size_t if_kv_key_t_index(const if_kv_layer *kv, size_t slot, size_t c) {
     return ((slot / B) * kv->kv_dim + c) * B + slot % B;
 }
 
+void if_kv_prefetch_row(const if_kv_layer *kv, size_t pos) {
+    if (kv->type != IF_KV_F32) return;
+    const size_t slot = if_kv_slot(kv, pos), n = kv->kv_dim;
+    if (kv->keys_t) { /* if_kv_store's addresses: one line per element */
+        const float *d = (const float *)kv->k + if_kv_key_t_index(kv, slot, 0);
+        for (size_t i = 0; i < n; i++) __builtin_prefetch(d + i * IF_ATTN_KEY_BLOCK, 1, 3);
+    }
+    const float *v = (const float *)kv->v + slot * n;
+    for (size_t i = 0; i < n; i += 16) __builtin_prefetch(v + i, 1, 3);
+}
+
 void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
     const size_t slot = if_kv_slot(kv, pos), off = slot * kv->kv_dim, n = kv->kv_dim;
     void *base = which ? kv->v : kv->k;

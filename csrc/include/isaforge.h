@@ -555,6 +555,10 @@ const char *if_model_attn_name(const if_model *m);
 /* Store row x (kv_dim floats) of position pos into a cache's key (which 0) or value (which 1)
  * array, converting to the cache type. */
 void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x);
+/* A hint: prefetch the float32 cache lines if_kv_store(kv, 0 / 1, pos, ...) will write for a
+ * block-transposed key row (one line per element) and the value row; nothing for other
+ * types. No result depends on it. */
+void if_kv_prefetch_row(const if_kv_layer *kv, size_t pos);
 /* Slot of position pos in a cache (see if_kv_layer). */
 size_t if_kv_slot(const if_kv_layer *kv, size_t pos);
 /* Index, in floats from kv->k, of key element c of slot `slot` in a block-transposed cache
