@@ -3,5 +3,5 @@
  * accumulators. */
 #include "peak_dpbusd.h"
 
-IFB_PEAK_DPBUSD(ifb_peak_loop_avx512_vnni, __m512i, _mm512, _mm512_dpbusd_epi32,
+IFB_PEAK_DPBUSD(ifb_peak_loop_avx512_vnni, __m512i, _mm512, "vpdpbusd",
                 _mm512_setzero_si512, 64, "+v", _mm512_reduce_add_epi32)

@@ -3,5 +3,5 @@
 #include "peak_dpbusd.h"
 
 #define SUM8(s) (_mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7))
-IFB_PEAK_DPBUSD(ifb_peak_loop_avx_vnni, __m256i, _mm256, _mm256_dpbusd_avx_epi32,
+IFB_PEAK_DPBUSD(ifb_peak_loop_avx_vnni, __m256i, _mm256, "%{vex%} vpdpbusd",
                 _mm256_setzero_si256, 32, "+x", SUM8)
