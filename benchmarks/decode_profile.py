@@ -30,7 +30,8 @@ import time
 
 HZ = 4000  # samples per second per thread
 
-MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv", "q8c_", "q4c_")
+MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv", "q8c_", "q4c_",
+          "ifz_gemv", "q4z_", "q4w_", "gm_")  # the AVX-512 kernels' static helpers too
 # scheduler and syscall paths a waiting thread runs (besides any symbol naming futex or yield)
 WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_syscall_64",
         "entry_SYSCALL_64", "syscall_exit_to_user_mode", "_raw_spin_unlock_irqrestore",
