@@ -1,6 +1,10 @@
 /* bench_limits.c - measured limits: read-only memory bandwidth and peak int8 throughput per
  * tier, each on 1..n threads released together. */
+#if defined(__linux__)
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
+#else
 #define _POSIX_C_SOURCE 200809L
+#endif
 #define _DARWIN_C_SOURCE 1
 #include <pthread.h>
 #include <sched.h>
@@ -161,6 +165,7 @@ typedef struct peak_ctx {
     peak_loop_fn fn;
     size_t iters;
     spin_barrier start;      /* the timed loops start together */
+    int pin;                 /* threads <= allowed CPUs: one CPU each (Linux) */
     uint64_t macs[MAX_THREADS];
     int64_t sink[MAX_THREADS];
     double t0[MAX_THREADS], t1[MAX_THREADS];
@@ -171,6 +176,23 @@ typedef struct peak_ctx {
  * thread creation and a late-scheduled thread's wake-up are not counted as compute. */
 static void peak_body(void *p, size_t tid) {
     peak_ctx *c = p;
+#if defined(__linux__)
+    /* each thread on its own CPU of the allowed set (the caller's mask restored after): left to
+     * the scheduler, a new thread often started on the caller's CPU and the ~3 ms loops ran one
+     * after the other (2-core VM: the 2-thread rate read as the 1-thread one in about half the
+     * calls) */
+    cpu_set_t was, one;
+    int pinned = 0;
+    if (c->pin && pthread_getaffinity_np(pthread_self(), sizeof was, &was) == 0) {
+        size_t k = 0;
+        for (int cpu = 0; cpu < CPU_SETSIZE && !pinned; cpu++)
+            if (CPU_ISSET(cpu, &was) && k++ == tid) {
+                CPU_ZERO(&one);
+                CPU_SET(cpu, &one);
+                pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+            }
+    }
+#endif
     int64_t warm = 0;
     (void)c->fn(c->iters / 8 + 1, &warm);
     spin_barrier_wait(&c->start);
@@ -178,6 +200,9 @@ static void peak_body(void *p, size_t tid) {
     c->macs[tid] = c->fn(c->iters, &c->sink[tid]);
     c->t1[tid] = ifb_now();
     c->sink[tid] ^= warm;
+#if defined(__linux__)
+    if (pinned) (void)pthread_setaffinity_np(pthread_self(), sizeof was, &was);
+#endif
 }
 
 static peak_loop_fn peak_fn(const char *tier) {
@@ -232,6 +257,13 @@ static if_status run_probe(const char *what, peak_loop_fn (*fn_of)(const char *)
     }
     c->fn = fn, c->iters = iters;
     spin_barrier_init(&c->start, threads);
+#if defined(__linux__)
+    {
+        cpu_set_t cur;
+        c->pin = threads > 1 && sched_getaffinity(0, sizeof cur, &cur) == 0 &&
+                 (size_t)CPU_COUNT(&cur) >= threads;
+    }
+#endif
     int rc = run_threads(threads, peak_body, c);
     double lo = c->t0[0], hi = c->t1[0];
     for (size_t i = 1; rc == 0 && i < threads; i++) {
