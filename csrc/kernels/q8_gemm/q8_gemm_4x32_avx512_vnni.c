@@ -166,20 +166,23 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
     const size_t nblk = (ng + gpb - 1) / gpb;
     gpb = (ng + nblk - 1) / nblk; /* even blocks */
     gm_scratch S;
-    for (size_t nb = n0; nb < n1; nb += 16 * GM_NV) {
-        const size_t nr = n1 - nb < 16 * GM_NV ? n1 - nb : 16 * GM_NV;
-        const int nv = (int)((nr + 15) / 16);
-        const int32_t *t = (const int32_t *)(const void *)w + nb / (16 * GM_NV) * ti;
-        const float *wsr[GM_NV][16];
-        for (int v = 0; v < nv; v++)
-            for (size_t s = 0; s < 16; s++) {
-                size_t r = (size_t)v * 16 + s;
-                wsr[v][s] = ws + (nb + (r < nr ? r : nr - 1)) * ng;
-            }
-        for (size_t gb = 0; gb < ng; gb += gpb) {
-            const size_t gcnt = ng - gb < gpb ? ng - gb : gpb;
-            const size_t kb0 = gb * gs, klen = gcnt * gs;
-            const int first = gb == 0;
+    /* K blocks outer, tiles inner: a block's activation rows (M x klen bytes) stay in L2 while
+     * every tile reads them (tiles outer cycled all of K through L2 per tile); each output
+     * still adds its groups in order (block by block, through out) */
+    for (size_t gb = 0; gb < ng; gb += gpb) {
+        const size_t gcnt = ng - gb < gpb ? ng - gb : gpb;
+        const size_t kb0 = gb * gs, klen = gcnt * gs;
+        const int first = gb == 0;
+        for (size_t nb = n0; nb < n1; nb += 16 * GM_NV) {
+            const size_t nr = n1 - nb < 16 * GM_NV ? n1 - nb : 16 * GM_NV;
+            const int nv = (int)((nr + 15) / 16);
+            const int32_t *t = (const int32_t *)(const void *)w + nb / (16 * GM_NV) * ti;
+            const float *wsr[GM_NV][16];
+            for (int v = 0; v < nv; v++)
+                for (size_t s = 0; s < 16; s++) {
+                    size_t r = (size_t)v * 16 + s;
+                    wsr[v][s] = ws + (nb + (r < nr ? r : nr - 1)) * ng;
+                }
             for (int v = 0; v < nv; v++) gm_prepare(&S, v, t, wsr[v], kb0, gb, gcnt, K);
             size_t m0 = 0;
 #define GM_TILE(A, B, V0, LC) \
