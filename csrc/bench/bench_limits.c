@@ -81,6 +81,16 @@ static void spin_barrier_wait(spin_barrier *b) {
     while (atomic_load(&b->generation) == gen) sched_yield();
 }
 
+/* Seconds from the first of n threads' start times t0 to the last of their end times t1. */
+static double span(const double *t0, const double *t1, size_t n) {
+    double lo = t0[0], hi = t1[0];
+    for (size_t i = 1; i < n; i++) {
+        if (t0[i] < lo) lo = t0[i];
+        if (t1[i] > hi) hi = t1[i];
+    }
+    return hi - lo;
+}
+
 /* ---- read-only stream ---- */
 
 typedef struct stream_ctx {
@@ -141,12 +151,8 @@ if_status ifb_stream_read(size_t bytes, size_t threads, size_t reps, double *gbp
     size_t per = words / threads / 8 * 8;
     double best = 0;
     for (size_t r = 0; r < reps; r++) {
-        double lo = t0[r * threads], hi = t1[r * threads];
-        for (size_t i = 1; i < threads; i++) {
-            if (t0[r * threads + i] < lo) lo = t0[r * threads + i];
-            if (t1[r * threads + i] > hi) hi = t1[r * threads + i];
-        }
-        double g = (double)(per * 8 * threads) / (hi - lo) / 1e9;
+        const double dt = span(t0 + r * threads, t1 + r * threads, threads);
+        double g = (double)(per * 8 * threads) / dt / 1e9;
         if (g > best) best = g;
     }
     volatile uint64_t keep = 0;
@@ -265,12 +271,6 @@ static if_status run_probe(const char *what, peak_loop_fn (*fn_of)(const char *)
     }
 #endif
     int rc = run_threads(threads, peak_body, c);
-    double lo = c->t0[0], hi = c->t1[0];
-    for (size_t i = 1; rc == 0 && i < threads; i++) {
-        if (c->t0[i] < lo) lo = c->t0[i];
-        if (c->t1[i] > hi) hi = c->t1[i];
-    }
-    double dt = hi - lo;
     if (rc != 0) {
         free(c);
         snprintf(err, errlen, "%s: could not start %zu threads", what, threads);
@@ -278,6 +278,7 @@ static if_status run_probe(const char *what, peak_loop_fn (*fn_of)(const char *)
     }
     uint64_t macs = 0;
     for (size_t i = 0; i < threads; i++) macs += c->macs[i];
+    const double dt = span(c->t0, c->t1, threads);
     free(c);
     if (macs == 0) {
         snprintf(err, errlen, "%s: the %s probe could not run (permission refused?)", what,
