@@ -17,7 +17,7 @@
 #   ISAFORGE_ZIG_CC          "<python3> -m ziglang cc" (pip install ziglang if missing)
 #
 # Why Bochs 3.0 and not unstable's 3.1: the 3.1 build stops the guest kernel with a divide
-# error in __clocksource_update_freq_scale (benchmarks/x86_emulation_notes.md).
+# error in __clocksource_update_freq_scale (docs/emulation.md).
 #
 # Idempotent: a second run finds everything in the cache and downloads nothing. The machine's
 # apt configuration and installed packages are never changed (private lists folder and sources

@@ -6,7 +6,7 @@ cloud kernel boots it in Bochs 3.0 emulating a Sapphire Rapids CPU (scripts/x86_
 provides both). One boot per test session runs every driver; each test reads its driver's
 section of the serial console and asserts that the emulated tiers ran and matched scalar bit
 for bit. AMX is left out of the emulated CPU: Bochs has no XSAVE-XFD, and Linux does not enable
-AMX state without it (benchmarks/x86_emulation_notes.md).
+AMX state without it (docs/emulation.md).
 
 Slow (the boot is ~15 s, the drivers take minutes under emulation), so opt-in:
 ISAFORGE_X86EMU_TESTS=1 runs them (and a missing tool is then a failure, not a skip).
