@@ -58,7 +58,9 @@ _nonneg, _pos = int_at_least(0), int_at_least(1)
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md",
                    help="output format on stdout (default md)")
-    p.add_argument("--save", metavar="FILE", help="also write the JSON document to FILE")
+    p.add_argument("--save", metavar="FILE", nargs="?", const="",
+                   help="also write the JSON document to FILE ({machine} in it: this "
+                        "machine's slug); bare --save: benchmarks/results/<machine>/<name>.json")
     p.add_argument("--plot", metavar="PNG", help="draw t/s and a roofline chart (matplotlib)")
     p.add_argument("--no-limits", action="store_true",
                    help="skip measuring memory bandwidth and peak int8 throughput")
@@ -167,11 +169,12 @@ def _doc(kind: str, argv: list[str], a, machine: dict, model: dict, settings: di
     return doc
 
 
-def _emit(doc: dict, a) -> None:
+def _emit(doc: dict, a, path: Path | None) -> None:
+    """Print the report; write the JSON to `path` (save_path of --save) unless None."""
     sys.stdout.write(RENDER[a.fmt](doc))
     sys.stdout.flush()
-    if a.save:
-        Path(a.save).write_text(json.dumps(doc, indent=1) + "\n")
+    if path is not None:
+        path.write_text(json.dumps(doc, indent=1) + "\n")
     if a.plot:
         from .plot import plot
 
@@ -188,9 +191,10 @@ def _run_e2e(argv: list[str]) -> int:
     from ..settings import default_threads
     from .e2e import E2ERun, load_model
     from .limits import measure_limits
-    from .machine import machine_info
+    from .machine import machine_info, save_path
 
     a = _e2e_parser().parse_args(argv)
+    out = save_path(a.save, "e2e")  # checked before the run, not after it
     if a.n_prompt == 0 and a.n_gen == 0:
         raise ValueError("nothing to run: -p and -n are both 0")
     log = _log(a)
@@ -229,7 +233,7 @@ def _run_e2e(argv: list[str]) -> int:
                 if loaded else None}
     doc = _doc("e2e", argv, a, machine, asdict(info), settings, results=results,
                peers=peers, skipped=skipped + skipped_backends, limits=limits)
-    _emit(doc, a)
+    _emit(doc, a, out)
     return 0
 
 
@@ -253,10 +257,11 @@ def _shape_model_info(spec: str, gs: int) -> dict:
 def _run_kernels(argv: list[str]) -> int:
     from .kernels import bench_kernels, model_shapes
     from .limits import measure_limits
-    from .machine import machine_info
+    from .machine import machine_info, save_path
     from .peers import torch_kernel_rows, torch_status
 
     a = _kernels_parser().parse_args(argv)
+    out = save_path(a.save, "kernels_cold" if a.cold else "kernels")
     machine = machine_info()
     if not a.min_time > 0:
         raise ValueError(f"--min-time must be > 0, got {a.min_time}")
@@ -299,7 +304,7 @@ def _run_kernels(argv: list[str]) -> int:
     doc = _doc("kernels", ["kernels", *argv], a, machine,
                _shape_model_info(a.model_shapes, a.group_size), settings, kernels=rows,
                peers=[peer], skipped=skipped, limits=limits)
-    _emit(doc, a)
+    _emit(doc, a, out)
     return 0
 
 
