@@ -187,6 +187,13 @@ def save_path(arg: str | None, name: str) -> Path | None:
     return path
 
 
+def script_command(script: str, argv: list[str]) -> str:
+    """The command line of a script under benchmarks/ as one retypes it."""
+    import shlex
+
+    return shlex.join(["python3", script, *argv])
+
+
 def provenance(command: str, conditions: str | None = None) -> dict:
     """The record every results file carries: machine slug, command, commit, time, conditions
     (the bench documents hold the same in their own fields)."""

@@ -42,7 +42,8 @@ def provenance(doc: dict) -> dict:
     if doc.get("schema") == SCHEMA_ID:
         m = doc["machine"]
         return {"machine": m.get("slug"), "command": doc["command"],
-                "commit": m.get("git_commit"), "created": doc.get("created"),
+                "commit": m.get("git_commit"), "dirty": m.get("git_dirty"),
+                "created": doc.get("created"),
                 "conditions": doc.get("conditions")}
     return doc.get("provenance") or {}
 
@@ -84,7 +85,7 @@ def _when(p: dict) -> str:
 
 def provenance_line(slug: str, name: str, doc: dict) -> str:
     p = provenance(doc)
-    commit = (p.get("commit") or "unknown")[:12]
+    commit = (p.get("commit") or "unknown")[:12] + ("+dirty" if p.get("dirty") else "")
     parts = [f"Machine `{slug}`, commit `{commit}`, {_when(p)}"]
     if p.get("conditions"):
         parts.append(f"conditions: {p['conditions']}")

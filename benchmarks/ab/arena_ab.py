@@ -3,7 +3,7 @@ process, one reading the converted nibbles copied into the core's 2 MiB-page are
 default), the other reading them where the converter left them (as a mapped file's would be),
 tg<N> alternating, the first round a discarded warm-up.
 
-    python3 benchmarks/arena_ab.py THREADS ROUNDS N [MODEL]      # env Q: the quant (cq4)
+    python3 benchmarks/ab/arena_ab.py THREADS ROUNDS N [MODEL]      # env Q: the quant (cq4)
 
 Prints each engine's median / mean t/s and the paired ratio."""
 

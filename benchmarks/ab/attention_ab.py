@@ -2,7 +2,7 @@
 long prompt (TTFT) and decode steps right after it, per kernel tier, on a random-weight Q8
 model at SmolLM2-135M shapes (9 heads, 3 kv heads, head 64).
 
-    python benchmarks/attention_ab.py [--ctx 512,2048] [--decode 32] [--threads 2] [--reps 3]
+    python benchmarks/ab/attention_ab.py [--ctx 512,2048] [--decode 32] [--threads 2] [--reps 3]
 
 Prints one JSON object per (tier, ctx): the best-of-reps seconds to prefill ctx tokens in
 chunks (`prefill_s`) and the mean seconds per decode step right after them (`decode_s`, over
@@ -10,10 +10,10 @@ chunks (`prefill_s`) and the mean seconds per decode step right after them (`dec
 change), install each in its own virtual environment and alternate them in one loop:
 
     for i in 1 2 3; do for py in /tmp/venv_a/bin/python /tmp/venv_b/bin/python; do
-        $py benchmarks/attention_ab.py --reps 1; done; done
+        $py benchmarks/ab/attention_ab.py --reps 1; done; done
 
-and compare the best of each build's runs (benchmarks/results/attention_ab.json holds such a
-run with the command that made it)."""
+and compare the best of each build's runs (benchmarks/results/zen3-avx2/ab/attention.json
+holds such a run with the command that made it)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 """Old commit vs this tree, in one run, alternating: `isaforge bench` pp512 and tg128 at 1 and
 2 threads with the best tier (auto), and the peak RSS of `isaforge run` on the same model.
 
-  python3 benchmarks/old_vs_new.py --old-rev a39de5e [--model PATH] [--rounds 3]
-        [--save benchmarks/results/old_vs_new.json]
+  python3 benchmarks/ab/old_vs_new.py --old-rev REV [--model PATH] [--rounds 3] [--save]
+
+A bare --save writes benchmarks/results/<machine>/ab/old_vs_new.json.
 
 The old commit is exported with `git archive`, built as a wheel and installed with
 `pip install --target` into a scratch folder (nothing replaces the editable install); it runs
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # every site folder this interpreter imports from (a venv's and, with
 # --system-site-packages, the base interpreter's, where numpy may live), minus this tree
 SITE = ":".join(dict.fromkeys(
@@ -89,10 +90,14 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "isaforge-old-vs-new"))
-    p.add_argument("--save")
+    p.add_argument("--save", nargs="?", const="", metavar="FILE.json",
+                   help="also write the JSON (bare: benchmarks/results/<machine>/ab/)")
     p.add_argument("--rss-only", action="store_true",
                    help="only the peak RSS of `isaforge run` (no timing: fine on a busy machine)")
     a = p.parse_args()
+    from isaforge.bench.machine import provenance, save_path
+
+    out = save_path(a.save, "ab/old_vs_new")
     work = Path(a.work) / a.old_rev
     pkg = build_old(a.old_rev, work)
     new_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -114,8 +119,11 @@ def main() -> int:
                      "new_tps": round(n, 2), "new_over_old": round(n / o, 3),
                      "old_samples": samples["old"].get((test, threads)),
                      "new_samples": samples["new"][(test, threads)]})
-    doc = {"kind": "old_vs_new", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    command = " ".join(["python3 benchmarks/ab/old_vs_new.py", *sys.argv[1:]])
+    doc = {"what": f"build {a.old_rev} vs build {new_rev}: isaforge bench pp512 and tg128 with "
+                   "the best tier, and the peak RSS of isaforge run, alternating",
+           "provenance": provenance(command), "kind": "old_vs_new",
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command,
            "old_rev": a.old_rev, "new_rev": new_rev, "model": a.model,
            "machine": {"cpu": platform.processor() or platform.machine(),
                        "nproc": os.cpu_count()},
@@ -129,8 +137,8 @@ def main() -> int:
               f"{r['new_over_old']} |")
     pr = doc["peak_rss_mib"]
     print(f"\npeak RSS of `isaforge run` (MiB): old {pr['old']:.1f}, new {pr['new']:.1f}")
-    if a.save:
-        Path(a.save).write_text(json.dumps(doc, indent=1) + "\n")
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 
