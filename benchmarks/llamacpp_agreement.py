@@ -10,7 +10,7 @@ then both engines score the whole sequence teacher-forced (one batch each) and w
 the positions that predict the continuation, how often isaforge's argmax equals llama.cpp's.
 isaforge runs twice: the fp32-activation path (read_gguf(quant="f32"): every matrix
 dequantized to float32) and the Q8 path (Q8_0 kept, other types requantized to Q8 groups).
-The issue's bar is >= 97% for the fp32 path. Where the fp32 path and llama.cpp disagree, the
+The bar (BAR) is >= 97% for the fp32 path. Where the fp32 path and llama.cpp disagree, the
 float64 numpy reference (isaforge.reference) on the same dequantized weights referees: its
 argmax is reported (llama.cpp quantizes activations to 8 bits for quantized weights, so near
 ties can flip there)."""

@@ -1,6 +1,5 @@
 """Peak resident memory of one generation, isaforge against llama.cpp, at the same context
-(issue 15's "peak RSS of `isaforge run` on SmolLM2 with CQ4, below llama.cpp's on its Q4_0
-file at the same context").
+(`isaforge run` on SmolLM2 held as CQ4 against llama.cpp on its Q4_0 file, say).
 
     python3 benchmarks/peak_rss.py --isaforge smol-cq4.isaf --llama SmolLM2...Q4_0.gguf \
         --ctx 4096 -n 32 -r 3 --save

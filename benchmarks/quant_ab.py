@@ -1,5 +1,5 @@
 """One run, alternating: isaforge's weight formats against each other and against llama.cpp
-(issue 15's "tg128 of CQ4 vs Q8 ... and vs llama.cpp on a Q4_0 GGUF").
+(tg128 of CQ4 and Q8 from one GGUF, and of Q4_0 against llama.cpp on the same Q4_0 file).
 
     python3 benchmarks/quant_ab.py --model SmolLM2...Q4_1.gguf --quant q8,cq4 \
         --peer-file SmolLM2...Q4_0.gguf --peer-quant q4_0 -n 128 -r 5 --threads 1,2 \
