@@ -6,10 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import shlex
 import textwrap
 from pathlib import Path
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+UPDATE_COMMAND = "isaforge bench report --update-readme"
 _README_WIDTH = 110
 
 CSV_FIELDS = ["model", "size_bytes", "params", "backend", "kernel", "threads", "test",
@@ -201,12 +204,40 @@ def to_json(doc: dict) -> str:
 RENDER = {"md": to_markdown, "csv": to_csv, "jsonl": to_jsonl, "json": to_json}
 
 
+def e2e_rows(doc: dict) -> tuple[list[str], list[tuple[str, str, int, dict]]]:
+    """(tests in order, [(backend, kernel, threads, {test: result row})])."""
+    tests = list(dict.fromkeys(r["test"] for r in doc["results"]))
+    rows: dict = {}
+    for r in doc["results"]:
+        rows.setdefault((r["backend"], r["kernel"], r["threads"]), {})[r["test"]] = r
+    return tests, [(b, k, t, v) for (b, k, t), v in rows.items()]
+
+
+def regen_command(command: str) -> str:
+    """A recorded `isaforge bench` command as one reruns it on any machine: the home folder
+    as ~, without --conditions, --plot, -o and -q, and a bare --save (this machine's results
+    folder) in place of --save FILE."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    out, i = [], 0
+    while i < len(words):
+        w = words[i]
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if w in ("--conditions", "--plot", "-o") or (w == "--save" and nxt.endswith(".json")):
+            i += 2
+            continue
+        if w not in ("-q", "--quiet", "--save"):
+            out.append(re.sub(r"^(/root|/home/[^/]+)/", "~/", w))
+        i += 1
+    return " ".join(w if w.startswith("~/") else shlex.quote(w) for w in out) + " --save"
+
+
 def readme_block(doc: dict) -> str:
     """The README's performance block, a pure function of one machine's e2e.json: one row per
     kernel and thread count, prefill and decode side by side, then where the data is and the
     commands that regenerate it."""
-    from .results import UPDATE_COMMAND, e2e_rows, regen_command
-
     m, s = doc["model"], doc.get("settings", {})
     slug = doc["machine"].get("slug") or "unknown"
     tests, rows = e2e_rows(doc)
@@ -242,11 +273,25 @@ def readme_block(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def replace_block(path: Path, begin: str, end: str, body: str, check: bool) -> bool:
+    """Put `body` between the markers of `path`. True when it was already there; with
+    check=True nothing is written."""
+    text = path.read_text()
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"{path}: needs exactly one {begin} ... {end} block")
+    head, rest = text.split(begin, 1)
+    old, tail = rest.split(end, 1)
+    new = "\n" + body + "\n"
+    if old == new:
+        return True
+    if not check:
+        path.write_text(head + begin + new + end + tail)
+    return False
+
+
 def update_readme(readme: Path, doc: dict, check: bool = False) -> bool:
     """Replace the text between the bench markers with readme_block(doc). Returns True when
     the README already matched. With check=True, never writes."""
-    from .results import replace_block
-
     return replace_block(readme, BEGIN, END, readme_block(doc), check)
 
 

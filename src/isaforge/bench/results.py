@@ -9,15 +9,21 @@ A/B records (the `ab/` folder of a machine) are listed, not tabled."""
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import textwrap
 from pathlib import Path
 
+from .report import (
+    BEGIN,
+    END,
+    UPDATE_COMMAND,
+    e2e_rows,
+    limits_lines,
+    readme_block,
+    replace_block,
+)
 from .schema import SCHEMA_ID
 
 DOC_BEGIN, DOC_END = "<!-- results:begin -->", "<!-- results:end -->"
-UPDATE_COMMAND = "isaforge bench report --update-readme"
 # the order of a machine's sections; a file of another name still gets its provenance line
 ORDER = ["e2e", "kernels", "kernels_cold", "quant", "peak_rss", "decode_profile",
          "prefill_ttft", "serve_load", "agreement", "eval"]
@@ -55,27 +61,6 @@ def readme_machine(results: dict[str, dict[str, dict]]) -> str | None:
     return max(dated)[1] if dated else None
 
 
-def regen_command(command: str) -> str:
-    """A recorded `isaforge bench` command as one reruns it on any machine: the home folder
-    as ~, without --conditions, --plot, -o and -q, and a bare --save (this machine's results
-    folder) in place of --save FILE."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return command
-    out, i = [], 0
-    while i < len(words):
-        w = words[i]
-        nxt = words[i + 1] if i + 1 < len(words) else ""
-        if w in ("--conditions", "--plot", "-o") or (w == "--save" and nxt.endswith(".json")):
-            i += 2
-            continue
-        if w not in ("-q", "--quiet", "--save"):
-            out.append(re.sub(r"^(/root|/home/[^/]+)/", "~/", w))
-        i += 1
-    return " ".join(w if w.startswith("~/") else shlex.quote(w) for w in out) + " --save"
-
-
 def _when(p: dict) -> str:
     t = p.get("created")
     if t:
@@ -111,15 +96,6 @@ def _pct(x) -> str:
 
 # ---- end to end ----
 
-def e2e_rows(doc: dict) -> tuple[list[str], list[tuple[str, str, int, dict]]]:
-    """(tests in order, [(backend, kernel, threads, {test: result row})])."""
-    tests = list(dict.fromkeys(r["test"] for r in doc["results"]))
-    rows: dict = {}
-    for r in doc["results"]:
-        rows.setdefault((r["backend"], r["kernel"], r["threads"]), {})[r["test"]] = r
-    return tests, [(b, k, t, v) for (b, k, t), v in rows.items()]
-
-
 def _tps(r: dict | None, digits: int = 1) -> str:
     return "-" if r is None else f"{r['mean_tps']:.{digits}f} ± {r['stddev_tps']:.{digits}f}"
 
@@ -153,8 +129,6 @@ def e2e_table(doc: dict) -> list[str]:
 
 
 def e2e_notes(doc: dict) -> list[str]:
-    from .report import limits_lines
-
     m, s = doc["model"], doc.get("settings", {})
     out = [f"Model {m['name']} ({m['params'] / 1e6:.1f} M parameters, "
            f"{m['weight_bytes_per_token'] / 2**20:.1f} MiB of weights read per decoded token), "
@@ -387,28 +361,10 @@ def performance_section(results: dict[str, dict[str, dict]]) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
-def replace_block(path: Path, begin: str, end: str, body: str, check: bool) -> bool:
-    """Put `body` between the markers of `path`. True when it was already there; with
-    check=True nothing is written."""
-    text = path.read_text()
-    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-        raise ValueError(f"{path}: needs exactly one {begin} ... {end} block")
-    head, rest = text.split(begin, 1)
-    old, tail = rest.split(end, 1)
-    new = "\n" + body + "\n"
-    if old == new:
-        return True
-    if not check:
-        path.write_text(head + begin + new + end + tail)
-    return False
-
-
 def update_pages(root: Path, check: bool = False) -> list[Path]:
     """Regenerate README.md's bench block (the README machine's e2e.json) and
     docs/performance.md's results block under `root`, from root/benchmarks/results. Returns
     the files that were out of date (with check=True, nothing is written)."""
-    from .report import BEGIN, END, readme_block
-
     results = load(root / "benchmarks" / "results")
     slug = readme_machine(results)
     if slug is None:
