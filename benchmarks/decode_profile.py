@@ -1,8 +1,7 @@
 """Where a decode step's time goes, per thread: `perf record -e cpu-clock` samples of the
 decode loop only (loading and quantizing are outside the sampled window), grouped by phase.
 
-    python3 benchmarks/decode_profile.py --model SmolLM2...Q4_1.gguf --threads 1,2 \
-        --save benchmarks/results/decode_profile.json
+    python3 benchmarks/decode_profile.py --model SmolLM2...Q4_1.gguf --threads 1,2 --save
     python3 benchmarks/decode_profile.py --model ... --prefill 512 --steps 8   # prefill instead
 
 Software clock sampling needs no PMU (it works in VMs whose perf counters are unsupported).
@@ -124,12 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1024)
     ap.add_argument("--prefill", type=int, default=0,
                     help="profile prefills of this many tokens instead (--steps of them)")
-    ap.add_argument("--save")
+    ap.add_argument("--save", nargs="?", const="", metavar="FILE.json",
+                    help="also write the JSON ({machine} in FILE: this machine's slug; bare: "
+                    "benchmarks/results/<machine>/decode_profile[_QUANT].json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--ctl", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         return child(a)
+    from isaforge.bench.machine import provenance, save_path, script_command
+
+    name = "decode_profile" + ("" if a.quant == "q8" else f"_{a.quant}") + (
+        f"_prefill{a.prefill}" if a.prefill else "")
+    out = save_path(a.save, name)
     if not os.path.isfile(a.model):
         ap.error(f"{a.model}: no such file")
     if shutil.which("perf") is None:
@@ -142,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     threads = [int(t) for t in a.threads.split(",")]
     info = model_info(read_model(a.model, a.quant), os.path.basename(a.model))
     limits = measure_limits([], threads)
-    doc = {"machine": machine_info(), "model": os.path.basename(a.model), "quant": a.quant,
+    command = script_command("benchmarks/decode_profile.py",
+                             sys.argv[1:] if argv is None else argv)
+    doc = {"provenance": provenance(command, a.conditions),
+           "machine": machine_info(), "model": os.path.basename(a.model), "quant": a.quant,
            "weight_bytes_per_step": info.weight_bytes_per_token, "hz": HZ,
            "bandwidth": limits["bandwidth"], "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,9 +186,8 @@ def main(argv: list[str] | None = None) -> int:
               f"while in a matmul; the read-only stream gives "
               f"{run['stream_gbps_per_thread'] or 0:.2f} GB/s per thread at "
               f"{run['threads']} thread(s)")
-    if a.save:
-        with open(a.save, "w") as f:
-            json.dump(doc, f, indent=1)
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

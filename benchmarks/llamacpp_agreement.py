@@ -1,13 +1,16 @@
 """Teacher-forced top-1 agreement between isaforge and llama.cpp on a GGUF model.
 
-    python benchmarks/llamacpp_agreement.py [--model M.gguf] [--new 64] [-o results.json]
+    python benchmarks/llamacpp_agreement.py [--model M.gguf] [--new 64] [-o FILE.json]
+
+The JSON goes to benchmarks/results/<machine>/agreement.json unless -o says otherwise
+({machine} in FILE: this machine's slug).
 
 For each of 3 fixed prompts llama.cpp (llama-cpp-python) continues greedily to --new tokens;
 then both engines score the whole sequence teacher-forced (one batch each) and we count, over
 the positions that predict the continuation, how often isaforge's argmax equals llama.cpp's.
 isaforge runs twice: the fp32-activation path (read_gguf(quant="f32"): every matrix
 dequantized to float32) and the Q8 path (Q8_0 kept, other types requantized to Q8 groups).
-The issue's bar is >= 97% for the fp32 path. Where the fp32 path and llama.cpp disagree, the
+The bar (BAR) is >= 97% for the fp32 path. Where the fp32 path and llama.cpp disagree, the
 float64 numpy reference (isaforge.reference) on the same dequantized weights referees: its
 argmax is reported (llama.cpp quantizes activations to 8 bits for quantized weights, so near
 ties can flip there)."""
@@ -18,10 +21,10 @@ import argparse
 import json
 import platform
 import sys
-from pathlib import Path
 
 import numpy as np
 
+from isaforge.bench.machine import provenance, save_path, script_command
 from isaforge.formats import read_gguf, with_context
 from isaforge.reference import Reference
 from isaforge.runtime.engine import Engine
@@ -63,12 +66,17 @@ def main() -> int:
     ap.add_argument("--model", default=str(default_model_path()))
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" /
-                                               "llamacpp_agreement.json"))
+    ap.add_argument("-o", "--out", default="", metavar="FILE.json",
+                    help="where the JSON goes (default benchmarks/results/<machine>/"
+                    "agreement.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args()
+    out = save_path(a.out, "agreement")
     n_ctx = 256
     seqs, theirs = llama_cpp_sequences(a.model, a.new, n_ctx, a.threads)
-    result = {"model": a.model, "new_tokens": a.new, "bar_percent_f32": BAR,
+    command = script_command("benchmarks/llamacpp_agreement.py", sys.argv[1:])
+    result = {"provenance": provenance(command, a.conditions),
+              "model": a.model, "new_tokens": a.new, "bar_percent_f32": BAR,
               "machine": platform.machine(), "prompts": []}
     for i, (ids, seq, text) in enumerate(seqs):
         result["prompts"].append({"prompt": PROMPTS[i], "prompt_tokens": len(ids),
@@ -108,9 +116,8 @@ def main() -> int:
     print(f"fp32 path {'meets' if result['pass_f32'] else 'MISSES'} the {BAR}% bar")
     for i, p in enumerate(result["prompts"]):
         print(f"prompt {i} continuation (llama.cpp): {p['continuation'][:80]!r}")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,9 +1,8 @@
 """Peak resident memory of one generation, isaforge against llama.cpp, at the same context
-(issue 15's "peak RSS of `isaforge run` on SmolLM2 with CQ4, below llama.cpp's on its Q4_0
-file at the same context").
+(`isaforge run` on SmolLM2 held as CQ4 against llama.cpp on its Q4_0 file, say).
 
     python3 benchmarks/peak_rss.py --isaforge smol-cq4.isaf --llama SmolLM2...Q4_0.gguf \
-        --ctx 4096 -n 32 -r 3 --save benchmarks/results/peak_rss.json
+        --ctx 4096 -n 32 -r 3 --save
 
 Each run is its own process (so the figure is that process's peak, `ru_maxrss` from wait4):
 isaforge through its CLI (`isaforge run FILE PROMPT -n N -t 0 --ctx C`), llama.cpp through
@@ -49,8 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3, help="rounds")
-    ap.add_argument("--save")
+    ap.add_argument("--save", nargs="?", const="", metavar="FILE.json",
+                    help="also write the JSON ({machine} in FILE: this machine's slug; bare: "
+                    "benchmarks/results/<machine>/peak_rss.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args(argv)
+    from isaforge.bench.machine import machine_info, provenance, save_path, script_command
+
+    out = save_path(a.save, "peak_rss")
     for f in a.isaforge + a.llama:
         if not os.path.isfile(f):
             ap.error(f"{f}: no such file")
@@ -63,22 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     texts = {}
     for _ in range(a.r):
         for k, c in cmds:
-            mib, out = run(c)
+            mib, text = run(c)
             peaks[k].append(round(mib, 1))
-            texts[k] = out.strip()[:200]
-    from isaforge.bench.machine import machine_info
-
+            texts[k] = text.strip()[:200]
     print(f"peak RSS (MiB), {a.r} rounds alternating, ctx {a.ctx}, {a.n} tokens")
     print("| command | peaks | min |")
     print("|---|---|---:|")
     for k in peaks:
         print(f"| {k} | {' / '.join(f'{p:.1f}' for p in peaks[k])} | {min(peaks[k]):.1f} |")
-    if a.save:
-        doc = {"machine": machine_info(), "ctx": a.ctx, "n": a.n, "prompt": PROMPT,
+    if out is not None:
+        argv = sys.argv[1:] if argv is None else argv
+        doc = {"provenance": provenance(script_command("benchmarks/peak_rss.py", argv),
+                                        a.conditions),
+               "machine": machine_info(), "ctx": a.ctx, "n": a.n, "prompt": PROMPT,
                "argv": sys.argv, "peaks_mib": peaks, "texts": texts,
                "commands": {k: c for k, c in cmds}}
-        with open(a.save, "w") as f:
-            json.dump(doc, f, indent=1)
+        out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

@@ -1,5 +1,5 @@
 """Make a GGUF of another type with llama-cpp-python's own quantize API (the peer's quantizer,
-so both engines read the same bytes): the Q8_0 file of issue 18's comparison and the Q4_0 file
+so both engines read the same bytes): the Q8_0 file of the 8-bit comparison and the Q4_0 file
 of the 4-bit comparison.
 
     python3 benchmarks/peer_gguf.py SRC.gguf OUT.gguf --type q8_0   # or q4_0

@@ -2,7 +2,7 @@
 random-weight Q8 model at SmolLM2-135M shapes.
 
     python benchmarks/prefill_ttft.py [--prompt 512] [--ubatch 512] [--threads 2]
-                                      [--tiers all] [--kv f32] [--reps 1] [-o out.json]
+                                      [--tiers all] [--kv f32] [--reps 1] [-o [FILE.json]]
 
 Per tier, in the same run: TTFT token by token (one decode step per prompt token: GEMV and
 one-row attention) and chunked (GEMM over ubatch rows and tiled attention), the ratio, and
@@ -16,11 +16,13 @@ import argparse
 import json
 import platform
 import resource
+import sys
 import time
 
 import numpy as np
 
 import isaforge
+from isaforge.bench.machine import provenance, save_path, script_command
 from isaforge.runtime.engine import Engine, select_kernel
 from isaforge.synthetic import SMOLLM2_135M, random_q8_model
 
@@ -50,8 +52,12 @@ def main() -> None:
     ap.add_argument("--tiers", default="all")
     ap.add_argument("--kv", default="f32", choices=["f32", "f16", "int8"])
     ap.add_argument("--reps", type=int, default=1, help="timed runs per mode (min is kept)")
-    ap.add_argument("-o", "--output", default=None)
+    ap.add_argument("-o", "--output", nargs="?", const="", default=None, metavar="FILE.json",
+                    help="also write the JSON ({machine} in FILE: this machine's slug; bare: "
+                    "benchmarks/results/<machine>/prefill_ttft.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args()
+    out = save_path(a.output, "prefill_ttft")
     info = isaforge.runtime_info()
     tiers = [t["name"] for t in info["tiers"] if t["supported"]]
     if a.tiers != "all":
@@ -83,11 +89,12 @@ def main() -> None:
               f"{row['kv_cache_mb']:.1f} | {row['peak_rss_mb']:.0f} |", flush=True)
         del eng
     select_kernel(None)
-    if a.output:
-        with open(a.output, "w") as f:
-            json.dump(dict(cpu=info["cpu"], features=info["features"], machine=platform.machine(),
-                           prompt=a.prompt, ubatch=a.ubatch, threads=a.threads, kv=a.kv,
-                           results=rows), f, indent=2)
+    if out is not None:
+        command = script_command("benchmarks/prefill_ttft.py", sys.argv[1:])
+        out.write_text(json.dumps(dict(
+            provenance=provenance(command, a.conditions), cpu=info["cpu"],
+            features=info["features"], machine=platform.machine(), prompt=a.prompt,
+            ubatch=a.ubatch, threads=a.threads, kv=a.kv, results=rows), indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """One run, alternating: isaforge's weight formats against each other and against llama.cpp
-(issue 15's "tg128 of CQ4 vs Q8 ... and vs llama.cpp on a Q4_0 GGUF").
+(tg128 of CQ4 and Q8 from one GGUF, and of Q4_0 against llama.cpp on the same Q4_0 file).
 
     python3 benchmarks/quant_ab.py --model SmolLM2...Q4_1.gguf --quant q8,cq4 \
         --peer-file SmolLM2...Q4_0.gguf --peer-quant q4_0 -n 128 -r 5 --threads 1,2 \
-        --save benchmarks/results/quant_ab.json
+        --save
 
 Each `--quant` loads `--model` that way, each `--isaf` file runs as it is stored;
 each `--peer-file` is also loaded by isaforge with each `--peer-quant` (the file's own nibbles:
@@ -24,7 +24,7 @@ import time
 
 def main(argv: list[str] | None = None) -> int:
     from isaforge.bench.e2e import bench_tokens
-    from isaforge.bench.machine import machine_info
+    from isaforge.bench.machine import machine_info, provenance, save_path, script_command
     from isaforge.bench.schedule import mean_std, run_alternating
     from isaforge.model import read_model
     from isaforge.runtime.engine import Engine
@@ -43,8 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=128, help="decode steps (tg<N>)")
     ap.add_argument("-r", type=int, default=5, help="repetitions after one warm-up cycle")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--save")
+    ap.add_argument("--save", nargs="?", const="", metavar="FILE.json",
+                    help="also write the JSON ({machine} in FILE: this machine's slug; bare: "
+                    "benchmarks/results/<machine>/quant.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args(argv)
+    out = save_path(a.save, "quant")
     threads = [int(t) for t in a.threads.split(",")]
     for f in [a.model] + a.peer_file + a.isaf:
         if not os.path.isfile(f):
@@ -103,16 +107,15 @@ def main(argv: list[str] | None = None) -> int:
                                    "a_over_b": round(by[(x, t)] / by[(y, t)], 3)})
     for q in ratios:
         print(f"{q['threads']} thread(s): {q['a']} / {q['b']} = {q['a_over_b']:.3f}x")
-    doc = {"command": "python3 benchmarks/quant_ab.py " + " ".join(argv or sys.argv[1:]),
+    command = script_command("benchmarks/quant_ab.py", sys.argv[1:] if argv is None else argv)
+    doc = {"provenance": provenance(command, a.conditions), "command": command,
            "machine": {k: machine.get(k) for k in ("cpu", "logical_cores", "features")},
            "loadavg_start": [round(x, 2) for x in load0],
            "loadavg_end": [round(x, 2) for x in os.getloadavg()],
            "reps": a.r, "warmup_cycles": 1, "order": "alternating", "results": rows,
            "ratios": ratios}
-    if a.save:
-        with open(a.save, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
 

@@ -11,6 +11,9 @@ event as it arrives.
 
     python3 benchmarks/serve_load.py                        # SmolLM2, levels 1 4 8 16
     python3 benchmarks/serve_load.py --levels 1,8 --max-tokens 32 --no-peer
+
+The JSON goes to benchmarks/results/<machine>/serve_load.json unless -o says otherwise
+({machine} in FILE: this machine's slug).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 NAMES = ["a dragon", "the sea", "a robot", "a small town", "the moon", "a cat", "winter",
          "a library", "a train", "the forest", "a baker", "music", "a storm", "a garden",
@@ -232,10 +234,15 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads of each server")
     ap.add_argument("--no-peer", action="store_true", help="skip llama_cpp.server")
-    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" /
-                                               "serve_load.json"))
+    ap.add_argument("-o", "--out", default="", metavar="FILE.json",
+                    help="where the JSON goes (default benchmarks/results/<machine>/"
+                    "serve_load.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args(argv)
+    from isaforge.bench.machine import provenance, save_path, script_command
     from isaforge.settings import default_model_path
+
+    out = save_path(a.out, "serve_load")
 
     model = a.model or str(default_model_path())
     levels = [int(x) for x in a.levels.split(",")]
@@ -266,12 +273,13 @@ def main(argv=None) -> int:
                 port, levels, a.max_tokens, {"logit_bias": {str(eos): -100}}, a.rounds)
         except ImportError as e:
             print(f"# llama_cpp.server not available ({e}); skipped", file=sys.stderr)
-    res = {"model": model, "max_tokens": a.max_tokens, "threads": a.threads,
+    command = script_command("benchmarks/serve_load.py", sys.argv[1:] if argv is None else argv)
+    res = {"provenance": provenance(command, a.conditions),
+           "model": model, "max_tokens": a.max_tokens, "threads": a.threads,
            "ctx_per_slot": a.ctx, "rounds": a.rounds, "machine": platform.processor() or
            platform.machine(), "cpu_count": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(res, indent=2) + "\n")
+    out.write_text(json.dumps(res, indent=1) + "\n")
     print("| server | streams | aggregate tok/s | TTFT p50 (s) | TTFT p99 (s) | "
           "per-stream tok/s |\n| --- | --- | --- | --- | --- | --- |")
     for name, rows in runs.items():

@@ -31,6 +31,7 @@ from isaforge.bench.report import (
     to_markdown,
     update_readme,
 )
+from isaforge.bench.results import load, readme_machine
 from isaforge.bench.schema import validate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -450,25 +451,123 @@ def test_kernels_cli_json_validates_with_the_broken_kernel_injected():
 
 # ---- README block == the committed JSON ----
 
+RESULTS = REPO / "benchmarks/results"
+
+
+def readme_doc() -> dict:
+    """The e2e.json the README shows: the newest one (results.readme_machine)."""
+    results = load(RESULTS)
+    return results[readme_machine(results)]["e2e"]
+
+
 def test_readme_block_is_generated_from_the_committed_json():
-    doc = json.loads((REPO / "benchmarks/results/bench.json").read_text())
+    doc = readme_doc()
     validate(doc)
     assert readme_current_block(REPO / "README.md") == readme_block(doc)
 
 
+def pages_tree(root: Path, readme: str, performance: str) -> Path:
+    """A tree for `report --update-readme --root`: README.md, docs/performance.md and the
+    committed results."""
+    (root / "docs").mkdir(parents=True)
+    (root / "README.md").write_text(readme)
+    (root / "docs" / "performance.md").write_text(performance)
+    shutil.copytree(RESULTS, root / "benchmarks" / "results")
+    return root
+
+
 def test_update_readme_check_and_rewrite(tmp_path):
-    readme = tmp_path / "README.md"
-    shutil.copy(REPO / "README.md", readme)
-    js = str(REPO / "benchmarks/results/bench.json")
-    assert bench("report", js, "--update-readme", str(readme), "--check")[0] == 0
-    readme.write_text(readme.read_text().replace("| t/s |", "| tok/s |", 1))
-    rc, _, err = bench("report", js, "--update-readme", str(readme), "--check")
+    root = pages_tree(tmp_path / "tree", (REPO / "README.md").read_text(),
+                      (REPO / "docs" / "performance.md").read_text())
+    readme = root / "README.md"
+    upd = ("report", "--update-readme", "--root", str(root))
+    assert bench(*upd, "--check")[0] == 0
+    readme.write_text(readme.read_text().replace("<!-- bench:begin -->\n",
+                                                 "<!-- bench:begin -->\nstale\n", 1))
+    rc, _, err = bench(*upd, "--check")
     assert rc == 1 and "out of date" in err
-    assert bench("report", js, "--update-readme", str(readme))[0] == 0
+    assert bench(*upd)[0] == 0
     assert readme.read_text() == (REPO / "README.md").read_text()
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="bench:begin"):
-        update_readme(readme, json.loads(Path(js).read_text()))
+        update_readme(readme, readme_doc())
+
+
+def test_check_fails_on_a_stale_block_and_passes_after_the_update(tmp_path):
+    """Minimal pages (a title and the markers): --check names each stale file and the
+    command, writes nothing; the update fills both blocks and leaves the rest alone."""
+    readme_text = "# title\n\nabove\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nbelow\n"
+    doc_text = "# Performance\n\n<!-- results:begin -->\n<!-- results:end -->\n"
+    root = pages_tree(tmp_path, readme_text, doc_text)
+    readme, perf = root / "README.md", root / "docs" / "performance.md"
+    upd = ("report", "--update-readme", "--root", str(root))
+    rc, out, err = bench(*upd, "--check")
+    assert rc == 1 and out == ""
+    assert "README.md: out of date" in err and "performance.md: out of date" in err
+    assert "isaforge bench report --update-readme" in err
+    assert readme.read_text() == readme_text and perf.read_text() == doc_text
+    assert bench(*upd)[0] == 0
+    assert bench(*upd, "--check")[0] == 0
+    text = readme.read_text()
+    assert text.startswith("# title\n\nabove\n<!-- bench:begin -->\n")
+    assert text.endswith("<!-- bench:end -->\nbelow\n")
+    slug = readme_machine(load(RESULTS))
+    assert f"`{slug}`" in text and f"benchmarks/results/{slug}/e2e.json" in text
+    assert all(len(line) <= 120 for line in text.splitlines())
+    page = perf.read_text()
+    for machine in load(RESULTS):
+        assert f"## {machine}\n" in page
+    perf.write_text(page.replace("| ---: |", "| --: |", 1))  # one table edited by hand
+    rc, _, err = bench(*upd, "--check")
+    assert rc == 1 and "performance.md: out of date" in err and "README.md" not in err
+
+
+def test_machine_slug_and_save_paths(monkeypatch, tmp_path):
+    from isaforge.bench import machine
+
+    amd = {"vendor": "AuthenticAMD", "arch": "x86_64"}
+    avx512 = "sse2,avx2,fma,avx512f,avx512bw,avx512vl,avx512_vnni,avx_vnni"
+    assert machine.machine_slug({**amd, "family": 26, "model": 2, "features": avx512}) == \
+        "zen5-avx512"
+    assert machine.machine_slug({**amd, "family": 25, "model": 1, "features": "sse2,avx2,fma"}) \
+        == "zen3-avx2"
+    assert machine.machine_slug({**amd, "family": 25, "model": 0x11, "features": avx512}) == \
+        "zen4-avx512"
+    assert machine.machine_slug({"vendor": "GenuineIntel", "family": 6, "model": 207,
+                                 "features": avx512 + ",amx_tile,amx_int8"}) == \
+        "emeraldrapids-amx"
+    assert machine.machine_slug({"arch": "aarch64", "implementer": 0x41, "part": 0xD4F,
+                                 "features": "asimd,asimddp,i8mm,sve2"}) == "neoverse-v2-sve2"
+    assert machine.machine_slug({"arch": "arm64", "name": "Apple M4 Pro",
+                                 "features": "asimd,asimddp,i8mm,sme,sme2"}) == "apple-m4-sme2"
+    here = machine.machine_slug()
+    assert here == machine.machine_slug(machine.cpu_identity())
+    (tmp_path / "benchmarks").mkdir()  # a source tree
+    monkeypatch.setattr(machine, "RESULTS", tmp_path / "benchmarks" / "results")
+    assert machine.save_path(None, "e2e") is None
+    assert machine.save_path("", "e2e") == tmp_path / "benchmarks" / "results" / here / "e2e.json"
+    assert (tmp_path / "benchmarks" / "results" / here).is_dir()
+    assert machine.save_path(str(tmp_path / "{machine}" / "x.json"), "e2e") == \
+        tmp_path / here / "x.json"
+    with pytest.raises(ValueError, match="ends in .json"):
+        machine.save_path("model.gguf", "e2e")
+
+
+def test_every_results_file_names_its_machine_command_and_commit():
+    """One folder per machine, named by its slug; every file either a bench document (its
+    machine section carries the slug) or a script's output with a provenance object."""
+    for folder in RESULTS.iterdir():
+        assert folder.is_dir(), f"{folder}: results live in benchmarks/results/<machine>/"
+        for f in folder.rglob("*.json"):
+            doc = json.loads(f.read_text())
+            if doc.get("schema") == "isaforge-bench/1":
+                validate(doc)
+                slug, command = doc["machine"]["slug"], doc["command"]
+            else:
+                validate(doc["provenance"], "provenance")
+                slug, command = doc["provenance"]["machine"], doc["provenance"]["command"]
+            assert slug == folder.name, f
+            assert command, f
 
 
 # ---- energy ----
@@ -600,9 +699,9 @@ def test_cold_mode_rotates_over_more_weight_bytes_than_the_llc():
 
 
 def test_every_committed_bench_json_fits_the_schema():
-    docs = [p for p in sorted((REPO / "benchmarks/results").glob("*.json"))
+    docs = [p for p in sorted((REPO / "benchmarks/results").rglob("*.json"))
             if json.loads(p.read_text()).get("schema") == "isaforge-bench/1"]
-    assert {p.name for p in docs} >= {"bench.json"}
+    assert {p.name for p in docs} >= {"e2e.json"}
     for p in docs:
         doc = json.loads(p.read_text())
         validate(doc)

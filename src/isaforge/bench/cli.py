@@ -1,9 +1,14 @@
 """`isaforge bench` command line: end to end (default), `kernels`, and `report`.
 
     isaforge bench [MODEL] [-p 512] [-n 128] [-r 5] [--threads 1,2] [--kernel LIST|all|auto]
-                   [-o md|json|csv|jsonl] [--save FILE.json] [--plot out.png] [--no-limits]
+                   [-o md|json|csv|jsonl] [--save [FILE.json]] [--plot out.png] [--no-limits]
     isaforge bench kernels [--model-shapes smollm2-135m] [--m 64,512] [--cold] [-r 5] ...
-    isaforge bench report FILE.json [-o md|...] [--update-readme README.md [--check]]
+    isaforge bench report FILE.json [-o md|...]
+    isaforge bench report --update-readme [--check] [--root DIR]
+
+A bare --save writes benchmarks/results/<machine>/<name>.json (e2e, kernels, kernels_cold),
+<machine> being isaforge.bench.machine.machine_slug(); `report --update-readme` regenerates the
+README's table and docs/performance.md's tables from those files.
 
 Progress goes to stderr, the report to stdout. Bad arguments or files: one line on stderr,
 exit status 2."""
@@ -20,7 +25,7 @@ from pathlib import Path
 
 from ..settings import int_at_least
 from .kernels import OPS, Q4_FORMATS
-from .report import README_COMMAND, RENDER, update_readme
+from .report import RENDER
 
 DEFAULT_MODEL = "synthetic:smollm2-135m"
 
@@ -58,7 +63,9 @@ _nonneg, _pos = int_at_least(0), int_at_least(1)
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md",
                    help="output format on stdout (default md)")
-    p.add_argument("--save", metavar="FILE", help="also write the JSON document to FILE")
+    p.add_argument("--save", metavar="FILE", nargs="?", const="",
+                   help="also write the JSON document to FILE ({machine} in it: this "
+                        "machine's slug); bare --save: benchmarks/results/<machine>/<name>.json")
     p.add_argument("--plot", metavar="PNG", help="draw t/s and a roofline chart (matplotlib)")
     p.add_argument("--no-limits", action="store_true",
                    help="skip measuring memory bandwidth and peak int8 throughput")
@@ -117,12 +124,20 @@ def _kernels_parser() -> _Parser:
 
 def _report_parser() -> _Parser:
     p = _Parser(prog="isaforge bench report",
-                description="Render a bench JSON; update the README's performance block.")
-    p.add_argument("json_file")
+                description="Render a bench JSON, or regenerate the pages made from the "
+                            "committed results (README.md's bench block, docs/performance.md's "
+                            "results block).")
+    p.add_argument("json_file", nargs="?", help="a bench document to render")
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md")
-    p.add_argument("--update-readme", metavar="README", default=None)
+    p.add_argument("--update-readme", action="store_true",
+                   help="regenerate README.md's bench block (the machine with the newest "
+                        "e2e.json) and docs/performance.md's results block from "
+                        "benchmarks/results/<machine>/")
     p.add_argument("--check", action="store_true",
-                   help="with --update-readme: exit 1 if the README block is out of date")
+                   help="with --update-readme: write nothing, exit 1 if a page is out of date")
+    p.add_argument("--root", default=None,
+                   help="the tree holding README.md, docs/ and benchmarks/results/ (default: "
+                        "this source tree, else the current folder)")
     return p
 
 
@@ -167,11 +182,12 @@ def _doc(kind: str, argv: list[str], a, machine: dict, model: dict, settings: di
     return doc
 
 
-def _emit(doc: dict, a) -> None:
+def _emit(doc: dict, a, path: Path | None) -> None:
+    """Print the report; write the JSON to `path` (save_path of --save) unless None."""
     sys.stdout.write(RENDER[a.fmt](doc))
     sys.stdout.flush()
-    if a.save:
-        Path(a.save).write_text(json.dumps(doc, indent=1) + "\n")
+    if path is not None:
+        path.write_text(json.dumps(doc, indent=1) + "\n")
     if a.plot:
         from .plot import plot
 
@@ -188,9 +204,10 @@ def _run_e2e(argv: list[str]) -> int:
     from ..settings import default_threads
     from .e2e import E2ERun, load_model
     from .limits import measure_limits
-    from .machine import machine_info
+    from .machine import machine_info, save_path
 
     a = _e2e_parser().parse_args(argv)
+    out = save_path(a.save, "e2e")  # checked before the run, not after it
     if a.n_prompt == 0 and a.n_gen == 0:
         raise ValueError("nothing to run: -p and -n are both 0")
     log = _log(a)
@@ -229,7 +246,7 @@ def _run_e2e(argv: list[str]) -> int:
                 if loaded else None}
     doc = _doc("e2e", argv, a, machine, asdict(info), settings, results=results,
                peers=peers, skipped=skipped + skipped_backends, limits=limits)
-    _emit(doc, a)
+    _emit(doc, a, out)
     return 0
 
 
@@ -253,10 +270,11 @@ def _shape_model_info(spec: str, gs: int) -> dict:
 def _run_kernels(argv: list[str]) -> int:
     from .kernels import bench_kernels, model_shapes
     from .limits import measure_limits
-    from .machine import machine_info
+    from .machine import machine_info, save_path
     from .peers import torch_kernel_rows, torch_status
 
     a = _kernels_parser().parse_args(argv)
+    out = save_path(a.save, "kernels_cold" if a.cold else "kernels")
     machine = machine_info()
     if not a.min_time > 0:
         raise ValueError(f"--min-time must be > 0, got {a.min_time}")
@@ -299,37 +317,53 @@ def _run_kernels(argv: list[str]) -> int:
     doc = _doc("kernels", ["kernels", *argv], a, machine,
                _shape_model_info(a.model_shapes, a.group_size), settings, kernels=rows,
                peers=[peer], skipped=skipped, limits=limits)
-    _emit(doc, a)
+    _emit(doc, a, out)
     return 0
 
 
-def _run_report(argv: list[str]) -> int:
-    a = _report_parser().parse_args(argv)
-    path = Path(a.json_file)
+def _validated(path: Path) -> dict:
+    """The JSON document at `path`, checked against bench.schema.json where jsonschema and
+    the schema are at hand (a bench document whole, another results file's provenance)."""
     try:
         doc = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON ({e})") from None
     try:
-        from .schema import validate
+        from .schema import SCHEMA_ID, validate
 
-        validate(doc)
+        if not isinstance(doc, dict) or doc.get("schema") == SCHEMA_ID or "provenance" not in doc:
+            validate(doc)
+        else:
+            validate(doc["provenance"], "provenance")
     except (ImportError, FileNotFoundError):  # no jsonschema, or not in a source tree
         pass
     except Exception as e:  # jsonschema.ValidationError
         if e.__class__.__name__ != "ValidationError":
             raise
         raise ValueError(f"{path}: does not fit bench.schema.json: {e.message}") from None
+    return doc
+
+
+def _run_report(argv: list[str]) -> int:
+    a = _report_parser().parse_args(argv)
     if a.update_readme:
-        same = update_readme(Path(a.update_readme), doc, check=a.check)
-        if a.check and not same:
-            print(f"{a.update_readme}: the bench block is out of date; run `{README_COMMAND}`",
-                  file=sys.stderr)
-            return 1
-        if not a.check:
-            print(f"{a.update_readme}: bench block {'unchanged' if same else 'updated'}",
-                  file=sys.stderr)
-        return 0
+        from .machine import RESULTS
+        from .results import UPDATE_COMMAND, update_pages
+
+        root = Path(a.root) if a.root else (
+            RESULTS.parents[1] if RESULTS.is_dir() else Path.cwd())
+        for f in sorted((root / "benchmarks" / "results").rglob("*.json")):
+            _validated(f)
+        stale = update_pages(root, check=a.check)
+        for f in stale:
+            print(f"{f}: out of date; run `{UPDATE_COMMAND}`" if a.check else
+                  f"{f}: updated", file=sys.stderr)
+        return 1 if a.check and stale else 0
+    if a.check:
+        raise BenchUsageError("isaforge bench report: --check goes with --update-readme")
+    if not a.json_file:
+        raise BenchUsageError("isaforge bench report: give FILE.json or --update-readme")
+    doc = _validated(Path(a.json_file))
     sys.stdout.write(RENDER[a.fmt](doc))
     return 0
 
