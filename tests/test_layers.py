@@ -1,4 +1,4 @@
-"""The Python package imports only downward and has no import cycle (issue 13, item 6): every
+"""The Python package imports only downward and has no import cycle: every
 `import` and `from ... import` of every module (lazy ones inside functions too), read with
 `ast` without importing anything, against the layers the data flows through."""
 
