@@ -26,8 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from isaforge.types import ModelFormatError
-
+from ..types import ModelFormatError
 from .merge import merge_by_score
 from .stream import decode_tokens
 
