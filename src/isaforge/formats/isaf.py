@@ -404,7 +404,7 @@ def _config_from(path, d) -> Config:
     kw = {}
     for f in fields(Config):
         if f.name not in d:
-            if f.name in _LAYER_FIELDS:  # files from before the layer description: Llama's
+            if f.name in _LAYER_FIELDS:  # absent in files without a layer description: Llama's
                 continue
             raise _fail(path, f"metadata config lacks {f.name!r}")
         v = d[f.name]
