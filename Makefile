@@ -12,7 +12,8 @@ PYTHON ?= python3
 PROMPT ?= Write a haiku about the sea.
 ARGS ?=
 PYTEST_ARGS ?= -q
-# through the environment, so quotes in a prompt reach the program as typed
+# through the environment, so quotes in a prompt reach the program as typed (a `$` given on
+# make's command line is written `$$`, make's own rule)
 export PYTHON PROMPT
 
 .PHONY: run test setup sanitize
