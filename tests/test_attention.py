@@ -133,8 +133,8 @@ def test_int8_paths_add_little_to_the_int8_storage_error(case):
     """The int8 kernels' own error, against float64 attention over the same int8-stored K and
     V (int8_storage reproduces the cache's quantizer), stays below a quarter of the fp16
     path's error (measured: scalar <= 0.003x, the int8 Q.K^T / u8 P.V matrix path <= 0.11x;
-    this and the 1% bound are the int8 paths' bounds since issue 12 withdrew issue 7's
-    "within 5x of fp16", which no int8 cache can meet: see the next test). The matrix path's
+    this and the 1% bound are the int8 paths' bounds, not "within 5x of fp16", which no int8
+    cache can meet: see the next test). The matrix path's
     two-plane q and P (hi + lo/254, hi + lo/255) keep its integer products at ~15 bits. So
     what the int8 cache costs is its storage."""
     _, nh, nkv, hs, pos0, n, window, sinks, cap = case
@@ -156,9 +156,8 @@ def test_int8_paths_add_little_to_the_int8_storage_error(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_no_int8_cache_smaller_than_fp16_is_within_5x_of_fp16(case):
-    """Why issue 7's "int8 paths never more than 5x the fp16 path's error" (withdrawn by issue
-    12) cannot hold: even
-    with exact arithmetic, storing K and V as int8 with per-group scales costs more than 5x
+    """Why "int8 paths never more than 5x the fp16 path's error" cannot hold: even with exact
+    arithmetic, storing K and V as int8 with per-group scales costs more than 5x
     the fp16 cache's error for every group size whose cache is smaller than fp16's (g >= 3
     values per scale even with 16-bit scales; g >= 5 with float32 ones). Measured 6.0-29.7x
     here. (fp16 keeps ~12.2 bits of a Gaussian value: rms error 2^-12.2 sigma; Shannon's

@@ -221,9 +221,8 @@ def test_real_default_model_answers_in_english(smollm2_gguf):
                         b"expanse, a silent testament to the unforgiving beauty that lies "
                         b"beneath.\n")
     # without the repetition penalty (the default 1.1 for GGUF models) greedy text differs.
-    # (Since the run.c-order attention the 9th token is " beauty", not " and": the two were
-    # 0.08 apart before and are 0.04 apart now, a near-tie that the Q8 path's int8 activations
-    # flip; the fp32 path's logits moved by 3e-6 of the largest.)
+    # (The 9th token, " beauty" over " and", is a near-tie, 0.04 apart, that the Q8 path's
+    # int8 activations decide: any change in the order of the float sums can flip it.)
     r = cli("run", "Write a haiku about the sea.", "-t", "0", "-n", "40", "--repeat-penalty", "1")
     assert r.returncode == 0, r.stderr
     assert r.stdout == (b"The waves of the sea, a silent beauty,\n"

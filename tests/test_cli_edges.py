@@ -1,4 +1,4 @@
-"""The command line at its edges (issue 14 item 4): bytes that are not UTF-8 in argv or on
+"""The command line at its edges: bytes that are not UTF-8 in argv or on
 stdin, closed stdin/stdout, a reader that leaves (SIGPIPE), Ctrl-C at any moment, files that
 are not regular files, errors without a reason. Each ends quietly with the conventional
 status (a one-line reason on stderr where there is one), never a traceback."""

@@ -105,8 +105,8 @@ def _rel_err(t, w):
 @pytest.mark.parametrize("scale", ["norm", "lsq"])
 def test_padded_groups_spend_their_codes(scale):
     """A row of 64 at GS 128 is padded to 128: with Sylvester's H its rotated group is two equal
-    copies of the 64-point rotation. Rounded alike (the old assignment) they gave exactly GS
-    64's error; assigned with the error fed forward, the second copy corrects the first."""
+    copies of the 64-point rotation. Rounded alike they would give exactly GS 64's error;
+    assigned with the error fed forward, the second copy corrects the first."""
     rng = np.random.default_rng(5)
     w = rng.normal(size=(200, 64)).astype(np.float32)
     e64, e128 = _rel_err(quantize_cq4(w, 64, scale=scale), w), \
@@ -461,7 +461,7 @@ def test_converted_nibbles_move_into_the_arena(tmp_path, classifier):
         given = [t.nibbles for t in fresh.weights.w1 + fresh.weights.w2 + [fresh.weights.wcls]
                  if isinstance(t, Q4Tensor)]
         b = Engine(fresh, threads=2, kernel=tier)
-        for a4 in given:  # the core must not read the caller's nibbles any more
+        for a4 in given:  # the core must not read the caller's nibbles once packed
             a4[...] = 0x5A
         packs = b.kernels["prefill"]["q4_gemm_packs"]
         assert all(type(t) is _PackedQ4 for t in fresh.weights.w2)  # released either way

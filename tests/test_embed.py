@@ -1,4 +1,4 @@
-"""Quantized token tables (issue 15 item 5): the table stays as stored (Q8 or 4-bit) and each
+"""Quantized token tables: the table stays as stored (Q8 or 4-bit) and each
 looked-up row is dequantized by the core, a tied classifier's matrix being the table itself
 (one copy). Rows are checked through Engine.embed (the rows the forward pass starts from)."""
 

@@ -146,7 +146,7 @@ def test_real_text_checksum_and_length(eval_text, smollm2_gguf):
     assert "public domain" not in eval_text[:2000].lower()  # the transcriber's notice dropped
     import isaforge
     n = len(isaforge.load(smollm2_gguf).encode(eval_text))
-    assert n == 10047 and n >= 8000  # the issue asks for at least 8,000 tokens
+    assert n == 10047 and n >= 8000  # at least 8,000 tokens, for a stable score
 
 
 @pytest.mark.skipif(not STORIES.exists(), reason="stories260K not in ../shared/models")

@@ -1,10 +1,10 @@
-"""Model families beyond Llama (issue 16): tiny random-weight gemma3, qwen2, qwen3 and llama
+"""Model families beyond Llama: tiny random-weight gemma3, qwen2, qwen3 and llama
 (Llama 3 RoPE scaling) models written as GGUF files by the `gguf` package and as Hugging Face
 folders, run by the C core and compared with the float64 reference (src/isaforge/reference.py)
 and, where recorded or installed, with llama.cpp's f32 run of the same GGUF file.
 
 Bounds: the fp32 C logits lie within 1e-4 of the largest |logit| of the float64 reference at
-positions 0..63 (the acceptance bound against llama.cpp); prefill in chunks equals token by
+positions 0..63 (LLAMACPP_BOUND: the bounds against llama.cpp); prefill in chunks equals token by
 token bit for bit; every kernel tier gives the scalar tier's bits; a family's HF folder gives
 its GGUF file's logits exactly.
 """

@@ -188,8 +188,8 @@ def test_tiny_unshared_gqa_v0(tmp_path: Path) -> None:
         for li in range(2):
             np.testing.assert_array_equal(getattr(w, k)[li], t[k][li])
     assert w.wk[0].shape == (8, 16) and w.wcls is not w.tok_embeddings
-    # trailing bytes mean the header does not describe the file (issue 14: the size must be
-    # exactly what the header implies; this test tolerated them before)
+    # trailing bytes mean the header does not describe the file: the size must be exactly
+    # what the header implies
     p.write_bytes(v0_bytes(c, t, rope) + b"extra bytes")
     with pytest.raises(ModelFormatError, match="11 bytes too many"):
         read_llama2c(p)

@@ -1,4 +1,4 @@
-"""`.isaf` size (issue 15): scale arrays stored as F16 when every value is exactly a float16
+"""`.isaf` size: scale arrays stored as F16 when every value is exactly a float16
 (widened to a float32 copy at load; the int8 / nibble arrays stay mapped), CQ4's scales rounded
 to float16 by the quantizer so a direct `--quant cq4` load and its `.isaf` are bit-identical."""
 

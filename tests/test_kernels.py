@@ -2,8 +2,9 @@
 
 Each compiled tier this machine supports (plus "amx_emulated": the AMX kernel's packed layout
 and group bookkeeping with the tile ops emulated in C, so it runs anywhere) is compared with
-the scalar kernels on the issue's shape grid. Out-of-bounds reads are checked by running
-kernels on buffers that end exactly at an inaccessible guard page, in a subprocess."""
+the scalar kernels on a grid of shapes (M_SET x N_SET x GS_SET, k_set: tile edges +-1 and
+SmolLM2-135M's 576 and 1536). Out-of-bounds reads are checked by running kernels on buffers
+that end exactly at an inaccessible guard page, in a subprocess."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Python package imports only downward and has no import cycle (issue 13, item 6): every
+"""The Python package imports only downward and has no import cycle: every
 `import` and `from ... import` of every module (lazy ones inside functions too), read with
 `ast` without importing anything, against the layers the data flows through."""
 
@@ -102,3 +102,17 @@ def test_the_walker_sees_the_imports_it_checks():
     assert "isaforge.quant.q8" in edges["isaforge.formats.gguf"]
     assert "isaforge._native" in edges["isaforge.runtime.engine"]
     assert "isaforge.formats" in edges["isaforge.model"]
+
+
+def test_the_package_imports_itself_relatively():
+    """One import style inside the package: its own modules by relative import (`from ..types
+    import Config`), so a module reads the same wherever the package is installed or vendored."""
+    absolute = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            absolute += [f"{mod}:{node.lineno} {n}" for n in names
+                         if n == "isaforge" or n.startswith("isaforge.")]
+    assert absolute == []

@@ -1,4 +1,4 @@
-"""Limits on what a model file controls (issue 14): chat templates are bounded in output size,
+"""Limits on what a model file controls: chat templates are bounded in output size,
 time (in any thread) and recursion; tokenizer ids and counts are checked against the model's
 vocabulary before anything is sized by them. Each refusal is a ValueError naming the limit,
 and exit status 2 with one line from the CLI."""
@@ -127,8 +127,8 @@ def test_tokenizer_json_id_beyond_the_vocabulary(tmp_path, bad_id):
 
 
 def test_rejected_tokenizer_keeps_memory_near_the_file_size(tmp_path):
-    """An 800-byte tokenizer.json with one id of 2**31 used to allocate lists of 2**31
-    entries; the peak RSS of loading it now stays within 64 MiB of loading a good model."""
+    """An 800-byte tokenizer.json with one id of 2**31 must not allocate lists of 2**31
+    entries: the peak RSS of loading it stays within 64 MiB of loading a good model."""
     t = tok_json()
     t["model"]["vocab"]["<evil>"] = 2**31
     (tmp_path / "bad").mkdir()

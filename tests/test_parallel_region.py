@@ -1,4 +1,4 @@
-"""One parallel region per forward call (issue 18 item 1): every thread walks the layers,
+"""One parallel region per forward call: every thread walks the layers,
 meeting at barriers between dependent steps, and the norms, RoPE, KV stores, residual adds,
 SwiGLU, activation quantization and the Hadamard rotation are split across threads (by rows in
 prefill and batched steps, by elements / heads / quantization groups in a decode step). None of

@@ -140,7 +140,7 @@ def test_real_model_in_cache_matches_the_checksum(smollm2_gguf):
 
 def test_concurrent_pulls_wait_for_each_other(cache, monkeypatch):
     """Threads pulling one model at once: one download, every caller gets the verified file,
-    no temporary file is left (they used to collide on one temporary name)."""
+    no temporary file is left (each writer has its own temporary name)."""
     import threading
     import time
 

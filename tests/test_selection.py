@@ -1,4 +1,4 @@
-"""Kernel selection is a value each model holds (issue 13, item 2): two models with different
+"""Kernel selection is a value each model holds: two models with different
 forced kernels run side by side in one process, each with its own; choosing a default later
 changes no existing model; feature detection runs once even when many threads ask at once."""
 

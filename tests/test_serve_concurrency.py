@@ -1,4 +1,4 @@
-"""The server under concurrent load (issue 17's acceptance): 32 streaming requests with
+"""The server under concurrent load: 32 streaming requests with
 --parallel 8 all complete, each equal to the same request run alone at temperature 0; the
 process's memory after the run is within 10% of before; a full queue answers 429 with
 Retry-After; a client killed mid-stream frees its slot; SIGTERM drains the requests in

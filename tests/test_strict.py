@@ -1,4 +1,4 @@
-"""Strict headers (issue 14): a file whose header contradicts its size, non-finite weights in
+"""Strict headers: a file whose header contradicts its size, non-finite weights in
 any format, and config fields of the wrong type are refused with the file and the reason."""
 
 from __future__ import annotations

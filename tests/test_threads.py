@@ -1,4 +1,4 @@
-"""One model, many threads (issue 14 item 1): every caller gets the result it would get alone.
+"""One model, many threads: every caller gets the result it would get alone.
 The model's engine (scratch, KV cache, thread pool) and cached prefix are held by one call at
 a time; a stream holds them until it ends, is closed or is collected."""
 

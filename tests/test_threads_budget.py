@@ -1,4 +1,4 @@
-"""Work splitting and thread budgets (issue 18 items 2, 3): the pool hands out contiguous
+"""Work splitting and thread budgets: the pool hands out contiguous
 chunks of tasks from an atomic counter, and decode matmuls may run on fewer threads than the
 pool (one per ISAFORGE_GEMV_ROWS_PER_THREAD output rows). Neither may change a bit: logits
 after a prefill and along a greedy decode are the same at 1, 2, 3 and 7 threads, with budgets

@@ -20,7 +20,7 @@ __all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str):
-    if name not in _HOMES:  # a submodule (`isaforge.pull`), as when all were imported eagerly
+    if name not in _HOMES:  # a submodule (`isaforge.pull`) is an attribute without an import
         if name.startswith("_"):
             raise AttributeError(f"module 'isaforge' has no attribute {name!r}")
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isaforge.types import Config, Q8Tensor, Weights, embedding_rows
+from .types import Config, Q8Tensor, Weights, embedding_rows
 
 
 def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-5) -> np.ndarray:

@@ -39,7 +39,7 @@ def clean_text(raw: str) -> str:
 def default_text(chars: int = DEFAULT_CHARS, pull_missing: bool = True) -> str:
     """The first `chars` characters of the default evaluation text (pulled when missing and
     `pull_missing`; FileNotFoundError otherwise)."""
-    from isaforge import pull
+    from .. import pull
 
     path = pull.model_path(TEXT_NAME)
     if not path.is_file() and not pull_missing:
@@ -97,8 +97,8 @@ def evaluate(model, reference, tokens: list[int], ctx: int, progress=None) -> di
 def bits_per_weight(loaded) -> float:
     """Stored bits per weight of the layer matrices (values, scales, padding; not the
     classifier or the token table)."""
-    from isaforge.quant.q4 import Q4Tensor
-    from isaforge.types import LAYER_MATRICES, Q8Tensor
+    from ..quant.q4 import Q4Tensor
+    from ..types import LAYER_MATRICES, Q8Tensor
 
     bits = n = 0
     for name in LAYER_MATRICES:
@@ -127,8 +127,8 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from isaforge.model import load
-    from isaforge.quant.cq4 import QUANT_HELP
+    from ..model import load
+    from ..quant.cq4 import QUANT_HELP
 
     p = argparse.ArgumentParser(prog="isaforge eval", description=__doc__.split("\n\n")[0])
     p.add_argument("model")

@@ -12,21 +12,21 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.formats.gguf import read_gguf
-from isaforge.formats.hf import read_hf
-from isaforge.formats.llama2c import (
+from ..quant.q4 import Q4Tensor
+from ..types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
+from .gguf import read_gguf
+from .hf import read_hf
+from .llama2c import (
     detect_format as detect_llama2c,
 )
-from isaforge.formats.llama2c import (
+from .llama2c import (
     read_llama2c,
     v2_tensor_specs,
     v2_tensors_of,
     write_llama2c_v1,
     write_llama2c_v2,
 )
-from isaforge.formats.tables import quantized_table
-from isaforge.quant.q4 import Q4Tensor
-from isaforge.types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
+from .tables import quantized_table
 
 DEFAULT_CTX = 4096  # default cap on the context (KV cache) of real models; --ctx to change
 
@@ -94,7 +94,7 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Read any supported model: HF folder, GGUF, .isaf, else llama2.c .bin. `quant` ("q8" or
     "f32") applies to GGUF and HF; llama2.c and .isaf files load as they are stored. A 4-bit
     quant (quant.cq4.parse_quant: cq4..., q4_0) applies to every format."""
-    from isaforge.quant.cq4 import parse_quant, to_4bit
+    from ..quant.cq4 import parse_quant, to_4bit
 
     spec = parse_quant(quant)
     fmt = detect_format(path)
@@ -106,7 +106,7 @@ def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     elif fmt == "gguf":
         loaded = read_gguf(path, quant=quant)
     elif fmt == "isaf":
-        from isaforge.formats.isaf import read_isaf
+        from .isaf import read_isaf
 
         loaded = read_isaf(path)
     else:

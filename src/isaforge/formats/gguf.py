@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isaforge.quant.cq4 import parse_quant, to_4bit
-from isaforge.quant.ggml import (
+from ..quant.cq4 import parse_quant, to_4bit
+from ..quant.ggml import (
     GGML_TYPES,
     Q4_NATIVE,
     SUPPORTED_NAMES,
@@ -44,8 +44,8 @@ from isaforge.quant.ggml import (
     q4_split,
     q8_0_split,
 )
-from isaforge.quant.q8 import as_q8, read_group_size
-from isaforge.types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+from ..quant.q8 import as_q8, read_group_size
+from ..types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = b"GGUF"
 # architecture -> the layer's extra tensors, Weights.vectors name -> GGUF name in blk.N (each

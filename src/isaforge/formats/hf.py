@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.quant.q8 import as_q8, read_group_size
-from isaforge.types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Weights
+from ..quant.q8 import as_q8, read_group_size
+from ..types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Weights
 
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                  "Gemma3ForCausalLM")

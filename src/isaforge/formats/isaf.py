@@ -61,9 +61,8 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge.formats.hf import SafeTensor, parse_safetensors_header
-from isaforge.quant.q4 import Q4Tensor, padded_length
-from isaforge.types import (
+from ..quant.q4 import Q4Tensor, padded_length
+from ..types import (
     LAYER_MATRICES,
     LAYER_VECTORS,
     Config,
@@ -72,6 +71,7 @@ from isaforge.types import (
     Q8Tensor,
     Weights,
 )
+from .hf import SafeTensor, parse_safetensors_header
 
 VERSION = 3  # 2: the token table stored once, quantized (metadata "tok_embeddings");
 # 3: long metadata lists (the tokenizer's tokens, types, merges) as zlib blob tensors
@@ -404,7 +404,7 @@ def _config_from(path, d) -> Config:
     kw = {}
     for f in fields(Config):
         if f.name not in d:
-            if f.name in _LAYER_FIELDS:  # files from before the layer description: Llama's
+            if f.name in _LAYER_FIELDS:  # absent in files without a layer description: Llama's
                 continue
             raise _fail(path, f"metadata config lacks {f.name!r}")
         v = d[f.name]
@@ -444,7 +444,7 @@ def _isaf_info(path, meta: dict) -> dict:
 def read_isaf(path: str | os.PathLike) -> LoadedModel:
     """Memory-map a .isaf file; every tensor is a numpy view of the map (no copy). Raises
     ModelFormatError naming the file and the reason for anything malformed."""
-    from isaforge.formats.llama2c import _check_config
+    from .llama2c import _check_config
 
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -649,12 +649,12 @@ def requantize(loaded: LoadedModel, scheme: str, group_size: int | None,
     its table (one copy), an untied one's is Q8; float32 models keep a float32 table."""
     from dataclasses import replace
 
-    from isaforge.formats.tables import quantized_table
-    from isaforge.quant.q8 import as_q8, pick_group_size
+    from ..quant.q8 import as_q8, pick_group_size
+    from .tables import quantized_table
 
     c, w = loaded.config, loaded.weights
     if scheme not in ("q8", "f32"):  # a 4-bit spec (quant.cq4.parse_quant)
-        from isaforge.quant.cq4 import parse_quant, to_4bit
+        from ..quant.cq4 import parse_quant, to_4bit
         if group_size is not None:
             raise ValueError("--group-size only applies to --quant q8 (CQ4: cq4-32/64/128)")
         spec = parse_quant(scheme)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from isaforge import types as _types
-from isaforge.quant.q8 import pick_group_size, quantize_q8
-from isaforge.types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
+from .. import types as _types
+from ..quant.q8 import pick_group_size, quantize_q8
+from ..types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = 0x616B3432  # "ak42" as a little-endian uint32 (bytes b"24ka" on disk)
 HEADER_SIZE = 256  # v1 / v2 header, zero padded

@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from isaforge.quant.q4 import Q4Tensor
-from isaforge.types import LoadedModel, Q8Tensor
+from ..quant.q4 import Q4Tensor
+from ..types import LoadedModel, Q8Tensor
 
 
 def quantized_table(loaded: LoadedModel) -> LoadedModel:
@@ -15,7 +15,7 @@ def quantized_table(loaded: LoadedModel) -> LoadedModel:
     classifier's matrix is the table (one copy; its rows are dequantized on lookup), an untied
     model's table is Q8 at the classifier's group size (Q8_0's 32 for a 4-bit classifier, or the
     largest power of two dividing dim). Float32 models keep their float32 table."""
-    from isaforge.quant.q8 import as_q8, halved_group
+    from ..quant.q8 import as_q8, halved_group
 
     w = loaded.weights
     if not isinstance(w.wcls, (Q8Tensor, Q4Tensor)):

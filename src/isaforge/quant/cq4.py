@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isaforge.quant.q4 import Q4Tensor, fwht, pack_nibbles, padded_length
+from .q4 import Q4Tensor, fwht, pack_nibbles, padded_length
 
 GROUP_SIZES = (32, 64, 128)
 SCALES = ("norm", "lsq")
@@ -254,7 +254,7 @@ def quantize_q4_0(w: np.ndarray) -> Q4Tensor:
     from gguf import GGMLQuantizationType
     from gguf.quants import quantize
 
-    from isaforge.quant.ggml import q4_split
+    from .ggml import q4_split
 
     w = np.asarray(w, np.float32)
     rows, cols = w.shape
@@ -273,7 +273,7 @@ def quantize_iq4_nl(w: np.ndarray, ntry: int = 7) -> Q4Tensor:
     with its nearest-level assignment and least-squares scale, the one of the largest
     sum(w q x)^2 / sum(w q^2) kept, stored as fp16, then each value re-assigned to its nearest
     level at that scale; held as a Q4Tensor by the GGUF block reader (q4_split)."""
-    from isaforge.quant.ggml import KVALUES_IQ4NL, q4_split
+    from .ggml import KVALUES_IQ4NL, q4_split
 
     w = np.asarray(w, np.float32)
     rows, cols = w.shape
@@ -335,8 +335,8 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessian
     spec."""
     from dataclasses import replace
 
-    from isaforge.quant.q8 import as_q8
-    from isaforge.types import LAYER_MATRICES, Q8Tensor
+    from ..types import LAYER_MATRICES, Q8Tensor
+    from .q8 import as_q8
 
     c, w = loaded.config, loaded.weights
     gs = spec.group_size or DEFAULT_GROUP

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isaforge.quant.q4 import Q4Tensor
+from .q4 import Q4Tensor
 
 # IQ4_NL's and IQ4_XS's 16 non-linear levels (ggml-common.h kvalues_iq4nl)
 KVALUES_IQ4NL = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89,

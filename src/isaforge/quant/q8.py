@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from isaforge.types import Config, Q8Tensor
+from ..types import Config, Q8Tensor
 
 MAX_AUTO_GROUP = 64
 READ_GROUP = 32  # GGUF's Q8_0 block: what the GGUF and HF readers quantize at

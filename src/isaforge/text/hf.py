@@ -26,8 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from isaforge.types import ModelFormatError
-
+from ..types import ModelFormatError
 from .merge import merge_by_score
 from .stream import decode_tokens
 
@@ -79,7 +78,8 @@ _PRE_GROUPS: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     (("deepseek-coder",), (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _DS_CJK, r"\p{N}")),
 ]
 _PRE_REGEXES = {name: rx for names, rx in _PRE_GROUPS for name in names}
-# names for the refusal message: the first five groups, then those added by issue 16
+# names for the refusal message, two sorted lists: the first five groups (GPT-2, Llama 3 and
+# Qwen 2 styles), then the other families'
 _PRE_NAMES = [[n for g in _PRE_GROUPS[a:b] for n in g[0]] for a, b in ((0, 5), (5, None))]
 # llama.cpp: these ignore merges for a word that is a token, and add BOS by default
 _IGNORE_MERGES = (*_PRE_GROUPS[3][0], "tekken")

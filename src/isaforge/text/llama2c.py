@@ -14,8 +14,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from isaforge.types import ModelFormatError, check_regular
-
+from ..types import ModelFormatError, check_regular
 from .merge import merge_by_score
 from .stream import decode_tokens
 

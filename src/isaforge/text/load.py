@@ -7,8 +7,7 @@ import base64
 import os
 from pathlib import Path
 
-from isaforge.types import LoadedModel, ModelFormatError, check_regular
-
+from ..types import LoadedModel, ModelFormatError, check_regular
 from .hf import load_tokenizer
 from .llama2c import Llama2cTokenizer
 
