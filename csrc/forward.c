@@ -31,81 +31,9 @@
 #include "embed.h"
 #include "isaforge.h"
 #include "kernels/kernels.h"
+#include "model_internal.h"
 #include "ops.h"
 #include "threadpool.h"
-
-#define N_MATS IF_N_LAYER_MATRICES /* IF_LAYER_MATRICES, in its order */
-
-struct if_model {
-    if_config c;
-    if_weights w;
-    if_layer_weights *layers;
-    if_embed emb;      /* the token-table lookup (csrc/embed.c) */
-    if_pool *pool;
-    const if_kernel_table *gemv_k; /* decode kernels */
-    const if_kernel_table *gemm_k; /* prefill kernels */
-    int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
-    void *packed_arena; /* one allocation holding them all (2 MiB pages where offered) */
-    size_t packed_bytes; /* their total */
-    int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
-    int q4_decode_packed; /* likewise for the 4-bit matrices (if_q4_gemm_kernel.decode_packed) */
-    int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
-                   * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
-    size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
-    size_t q_dim;      /* n_heads * head_size (dim for Llama) */
-    size_t ub;         /* prefill chunk rows */
-    size_t n_threads;
-    size_t gemv_rows_per_thread; /* decode matmuls' thread budget (if_model_opts), 0: off */
-    size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
-    /* SME2 hybrid split (if_model_opts.sme2_workers): in a Q8 matmul, workers tid < sme2_workers
-     * run the SME2 kernel, the others these non-streaming kernels over the same row-major
-     * weights (bit-identical results); NULL: no split */
-    size_t sme2_workers;
-    const if_q8_gemv_kernel *q8_gemv_alt;
-    const if_q8_gemm_kernel *q8_gemm_alt;
-    size_t max_mat_work;         /* rows * cols of the largest matrix (one row's matmul work) */
-    /* activations, (ub, width) row-major; a decode step uses row 0 */
-    float *x;      /* (ub, dim) residual stream; the final-normed rows after the layers */
-    float *x2;     /* (ub, dim) the residual stream's other buffer (run_layers) */
-    float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
-    float *xb2;    /* (ub, dim) */
-    float *hb;     /* (ub, hidden_dim) */
-    float *hb2;    /* (ub, hidden_dim) */
-    float *q;      /* (ub, q_dim) */
-    float *kb;     /* (ub, kv_dim) keys of the chunk before they go into the cache */
-    float *vb;     /* (ub, kv_dim) values, likewise */
-    float *rope;   /* (ub, head_size) RoPE cos/sin of the chunk's positions, for every layer */
-    float *rope_swa; /* (ub, head_size) likewise at rope_theta_swa (swa_pattern), else NULL */
-    float *att;    /* (n_threads, att_n) attention kernel scratch */
-    size_t att_n;  /* scratch floats per thread */
-    int8_t *xq;    /* (ub, act_w) quantized activations */
-    float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
-    size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
-    float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
-    /* a decode step's own activation row per thread (fw's private mode): (n_threads, act_w)
-     * each: the float row, its rotated copy, its int8 values and their scales */
-    float *pf, *pxr, *pxs;
-    int8_t *pxq;
-    const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
-    if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
-    void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
-    float *ksc, *vsc;   /* (layer, cap, kv_dim / group) int8 scales, or NULL */
-    size_t kv_bytes;
-    /* sequence slots: n_seqs KV caches, kv[seq * n_layers + l]; a prefill runs in slot `seq`;
-     * a batched decode step (if_model_decode_batch) gives each row its slot and position */
-    size_t n_seqs, seq;
-    const size_t *bseq, *bpos; /* (M) the batch rows' slots and positions, or NULL */
-    size_t *bseq_buf, *bpos_buf; /* (ub) their storage */
-};
-
-/* Layer l's cache of the slot row r runs in. */
-static const if_kv_layer *kv_of(const if_model *m, size_t l, size_t r) {
-    return &m->kv[(m->bseq ? m->bseq[r] : m->seq) * m->c.n_layers + l];
-}
-/* Position of row r of a chunk starting at pos0 (a batched step: the row's own). */
-static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
-    return m->bpos ? m->bpos[r] : pos0 + r;
-}
 
 /* The SME2 hybrid split's non-streaming kernels: the SME2 Q8 kernels read the row-major int8
  * (no packed layout), so the fallback is the best usable tier whose Q8 GEMV and GEMM read it
@@ -127,11 +55,6 @@ static void sme2_split(if_model *m, size_t k) {
     m->q8_gemv_alt = alt->q8_gemv;
     m->q8_gemm_alt = alt->q8_gemm;
 }
-
-#define ERR(...)                                               \
-    do {                                                       \
-        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
-    } while (0)
 
 /* Work (multiply-adds) below which a loop runs on the calling thread alone: waking the pool
  * costs microseconds, and on an oversubscribed machine a fork-join per tiny matmul costs a
@@ -741,17 +664,6 @@ static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
 
-static const int8_t *packed_of(const if_model *m, size_t idx) {
-    return m->packed ? m->packed[idx] : NULL;
-}
-static size_t n_cls_of(const if_model *m) { return m->c.n_layers * N_MATS; }
-
-/* Layer l's sliding window: 0 for global attention (if_config's swa_pattern). */
-static size_t layer_window(const if_config *c, size_t l) {
-    if (c->swa_pattern && (l + 1) % c->swa_pattern == 0) return 0;
-    return c->sliding_window;
-}
-
 /* row[i] += b[i] for n values (a projection's bias). */
 static void add_bias(float *row, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) row[i] += b[i];
@@ -1093,12 +1005,6 @@ if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
 
 /* ---- validation and setup ---- */
 
-static int mul_ok(size_t a, size_t b, size_t *out) {
-    if (a != 0 && b > SIZE_MAX / a) return 0;
-    *out = a * b;
-    return 1;
-}
-
 static const if_matrix *matrix_at(const if_model *m, size_t idx) {
     if (idx == m->c.n_layers * N_MATS) return &m->w.wcls;
     return if_layer_matrix(&m->layers[idx / N_MATS], idx % N_MATS);
@@ -1210,91 +1116,6 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     return 1;
 }
 
-/* The KV cache's shape for a config, prefill chunk ub and type: slots per layer (a plain
- * array over the context, or with a sliding window a ring of n_sinks + window + ub - 1
- * slots: a chunk's rows go in before its attention, so the ring must also hold the window of
- * the chunk's first row), int8 group (0 for float caches) and bytes per element. */
-static size_t layer_cap(const if_config *c, size_t ub, size_t l) {
-    const size_t window = layer_window(c, l);
-    if (window && c->n_sinks + window + ub - 1 < c->seq_len) return c->n_sinks + window + ub - 1;
-    return c->seq_len; /* global layers (swa_pattern's) keep the whole context */
-}
-
-/* Slots of one sequence's cache over all layers (each layer_cap), 0 if that overflows. */
-static size_t kv_slots(const if_config *c, size_t ub) {
-    size_t n = 0;
-    for (size_t l = 0; l < c->n_layers; l++) {
-        const size_t cap = layer_cap(c, ub, l);
-        if (cap > SIZE_MAX - n) return 0;
-        n += cap;
-    }
-    return n;
-}
-
-static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
-                        size_t *group, size_t *el) {
-    const size_t hs = if_config_head_size(c);
-    *cap = 0; /* the largest layer's (each layer: layer_cap) */
-    for (size_t l = 0; l < c->n_layers; l++)
-        if (layer_cap(c, ub, l) > *cap) *cap = layer_cap(c, ub, l);
-    *group = 0;
-    *el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
-    if (type == IF_KV_I8)
-        for (*group = 32; hs % *group;) *group /= 2;
-}
-
-size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type) {
-    if (!c->n_heads || (!c->head_dim && c->dim % c->n_heads) || !c->seq_len ||
-        (type != IF_KV_F32 && type != IF_KV_F16 && type != IF_KV_I8))
-        return 0;
-    size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH, cap, group, el, n, t;
-    if (ub > c->seq_len) ub = c->seq_len;
-    kv_geometry(c, ub, type, &cap, &group, &el);
-    t = kv_slots(c, ub);
-    if (!t || !mul_ok(t, if_config_head_size(c) * c->n_kv_heads, &n) ||
-        n > SIZE_MAX / 2 / (el + sizeof(float)))
-        return 0;
-    return 2 * n * el + (group ? 2 * (n / group) * sizeof(float) : 0);
-}
-
-/* Allocate the KV cache of type `type` (shape: kv_geometry). */
-static int alloc_cache(if_model *m, if_kv_type type) {
-    const if_config *c = &m->c;
-    size_t cap, group, el;
-    kv_geometry(c, m->ub, type, &cap, &group, &el);
-    const size_t slots = kv_slots(c, m->ub); /* overflow checked by the caller */
-    size_t n = m->n_seqs * slots * m->kv_dim;
-    m->kc = calloc(n, el);
-    m->vc = calloc(n, el);
-    if (!m->kc || !m->vc) return 0;
-    if (group) {
-        m->ksc = calloc(n / group, sizeof(float));
-        m->vsc = calloc(n / group, sizeof(float));
-        if (!m->ksc || !m->vsc) return 0;
-    }
-    m->kv_bytes = m->n_seqs * if_kv_cache_bytes(c, m->ub, type);
-    size_t off = 0;
-    for (size_t l = 0; l < m->n_seqs * c->n_layers; l++) { /* slot l / n_layers */
-        const size_t layer = l % c->n_layers;
-        cap = layer_cap(c, m->ub, layer);
-        if_kv_layer kv = {type,
-                          (char *)m->kc + off * el,
-                          (char *)m->vc + off * el,
-                          group ? m->ksc + off / group : NULL,
-                          group ? m->vsc + off / group : NULL,
-                          cap,
-                          m->kv_dim,
-                          group,
-                          layer_window(c, layer) ? c->n_sinks : 0,
-                          0};
-        /* float32 keys block-transposed where the SIMD kernels can read them in place */
-        kv.keys_t = type == IF_KV_F32 && cap % IF_ATTN_KEY_BLOCK == 0 && !kv.n_sinks;
-        m->kv[l] = kv;
-        off += cap * m->kv_dim;
-    }
-    return 1;
-}
-
 if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
                           size_t ubatch, if_model **out, char *err, size_t errlen) {
     if_model_opts o = {.n_threads = n_threads, .ubatch = ubatch, .kv_type = IF_KV_F32};
@@ -1392,7 +1213,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     size_t cache_n, t, big = wide > c.hidden_dim ? wide : c.hidden_dim, act_big, att_n;
     if (kpad_max > big) big = kpad_max;
     size_t cap, kv_group, kv_el;
-    kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
+    if_kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
     const size_t att_each = if_attn_scratch_floats(hs, c.n_heads, c.n_heads / c.n_kv_heads, cap);
     size_t seqs = opts->n_seqs ? opts->n_seqs : 1;
     if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
@@ -1460,7 +1281,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         !m->att ||
         !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq || !m->pf || !m->pxr || !m->pxs || !m->pxq ||
         !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
-        !alloc_cache(m, opts->kv_type) ||
+        !if_kv_alloc(m, opts->kv_type) ||
         !if_embed_init(&m->emb, &tok, c.embed_scale, ub, ks.gemm->q8_gemm->nr) ||
         !pack_weights(m, opts)) {
         if_model_free(m);
