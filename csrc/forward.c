@@ -1,12 +1,14 @@
 /* forward.c - the Llama forward pass: decode step and chunked prefill.
  *
  * Written in llama2.c run.c's order (Q8 models: runq.c's, activations quantized per group
- * before each matmul). Matmuls go through the dispatched kernels: GEMV for a decode step,
- * GEMM over a chunk of prompt rows for prefill. Attention is one kernel for both: a chunk's
- * K/V rows go into the cache first, then query tiles x key blocks with an online softmax
- * (a decode step is a chunk of one row). Every output element is computed with the same
- * arithmetic either way, so prefill logits equal token-by-token logits bit for bit, whatever
- * the chunk size. Everything else is shared plain C; nothing is allocated per token.
+ * before each matmul). Matmuls go through the dispatched kernels (csrc/matmul.c): GEMV, or the
+ * GEMM over its packed weights, for a decode step, the GEMM over a chunk of prompt rows for
+ * prefill. Attention is one kernel for both: a chunk's K/V rows go into the cache first
+ * (csrc/kv.c), then query tiles x key blocks with an online softmax (a decode step is a chunk
+ * of one row). Every output element is computed with the same arithmetic either way, so
+ * prefill logits equal token-by-token logits bit for bit, whatever the chunk size. Everything
+ * else is shared plain C; nothing is allocated per token (csrc/model.c allocates the run
+ * state).
  *
  * Threads: a forward call (decode step, prefill chunk, batched step) is one parallel region
  * (csrc/threadpool.h): every thread walks the layers, meeting at a barrier (if_step_wait)
@@ -23,531 +25,6 @@
 #include "model_internal.h"
 #include "ops.h"
 #include "threadpool.h"
-
-/* Activation rows per GEMM task (rounded up to the kernel's mr): the rows that share each
- * weight tile while it is in cache. */
-#define GEMM_M_ROWS 64
-
-/* Chunks per thread of a matmul or attention step (a slow thread holds only one); elementwise
- * steps over one row take one chunk per thread, over rows a few. */
-#define MM_CHUNKS 4
-#define ROW_CHUNKS 4
-
-/* One thread's walk through a forward call (csrc/threadpool.h): its walker and its own copy
- * of what the quantized activations hold (every walker takes the same decisions, in the same
- * order, from the call's shape alone). */
-typedef struct fw {
-    if_model *m;
-    if_walker *w;
-    /* what xq holds: 0 Q8 groups of x, 1 a 4-bit matrix's (q4_signs, q4_kpad, q4_gs) */
-    int xq_q4;
-    const float *q4_signs;
-    size_t q4_kpad, q4_gs;
-    /* Private mode (a decode step's Q8 / 4-bit matmul inputs, see priv_begin): the matmul's
-     * input row is this walker's own. Every thread that claims a chunk of the matmul first
-     * makes the whole row itself (pend: from the shared rows, the same arithmetic as the
-     * shared step it replaces), then quantizes it for the matrix into its own pxq / pxs, so
-     * the step that made the row needs no barrier after it. Made only at a thread's first
-     * claimed chunk: the shared rows it reads are complete then and not yet overwritten (no
-     * thread passes the matmul's barrier while one of its chunks is unclaimed), and a thread
-     * that claims nothing reads nothing. */
-    int priv;
-    int pend;              /* P_NONE, or what makes pf: P_NORM, P_GATE, P_RESID */
-    const float *pa, *pb, *pw, *ppost; /* its inputs (x, y or gate, norm weight, post norm) */
-    size_t pn;             /* the row's length */
-    float peps;
-    const float *psrc;     /* the float row (pf, or a complete shared row) */
-    int pq_dtype;          /* what pxq holds: 0 nothing, else IF_Q8 / IF_Q4 of (signs, kp, gs) */
-    const float *pq_signs;
-    size_t pq_kp, pq_gs;
-    float *pf, *pxr, *pxs;
-    int8_t *pxq;
-} fw;
-
-enum { P_NONE, P_NORM, P_GATE, P_RESID };
-
-/* Claim the current step's chunks [a, b) one after another (never leave the loop early). */
-#define CHUNKS(f, a, b) for (size_t a, b; if_step_next((f)->w, &a, &b);)
-
-/* A matmul or attention step over n tasks. rows: a decode matmul's output rows, for its
- * thread budget (one thread per gemv_rows_per_thread rows, at least one); 0: the team.
- * Work below par_min_work runs as one chunk, which any thread of the team may claim: the
- * region's threads are awake, and a step only thread 0 could claim left the others waiting
- * behind it (SmolLM2's k and v projections, 192 x 576 each, ran on thread 0 alone while
- * thread 1 finished wq and waited: 13 us per layer, 0.4 ms of a 2-thread decode step).
- * Does not wait. */
-static void priv_ensure(fw *f, const if_matrix *w);
-
-static void run_tasks_prep(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                           size_t rows, size_t per_thread, const if_matrix *prep) {
-    const if_model *m = f->m;
-    size_t nt = 0; /* the whole team */
-    if (rows && m->gemv_rows_per_thread)
-        nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
-    if (work < m->par_min_work) per_thread = 0; /* one chunk */
-    if_step(f->w, n, grain, nt, per_thread);
-    CHUNKS(f, t0, t1) {
-        if (prep) { /* private mode: this thread's input row, at its first chunk */
-            priv_ensure(f, prep);
-            prep = NULL;
-        }
-        fn(ctx, t0, t1, f->w->tid);
-    }
-}
-static void run_tasks_per(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                          size_t rows, size_t per_thread) {
-    run_tasks_prep(f, n, grain, fn, ctx, work, rows, per_thread, NULL);
-}
-static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                      size_t rows) {
-    run_tasks_per(f, n, grain, fn, ctx, work, rows, MM_CHUNKS);
-}
-
-/* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
- * it a step is one chunk, run by the first thread to arrive (a decode step's 576-value norm
- * split across threads saves well under a microsecond, and on a busy machine a preempted
- * thread holding its share of one would hold every other thread at the next barrier). */
-#define ELEM_WORK 4
-
-/* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
- * work (ELEM_WORK), else 0 (one chunk for the step). */
-static size_t elem_chunks(const fw *f, size_t elems, size_t per) {
-    return elems * ELEM_WORK >= f->m->par_min_work ? per : 0;
-}
-
-/* Begin an elementwise step: M > 1 rows a few chunks per thread, or one row's n elements in
- * chunks of whole grains, one per thread (either: one chunk when the work is small). A chunk
- * [a, b) is then rows [a, b) (all their elements) or row 0's elements [a, b): span() gives
- * both. */
-static void step_rows(fw *f, size_t M, size_t n, size_t grain) {
-    if (M > 1)
-        if_step(f->w, M, 1, 0, elem_chunks(f, M * n, ROW_CHUNKS));
-    else
-        if_step(f->w, n, grain, 0, elem_chunks(f, n, 1));
-}
-typedef struct span {
-    size_t r0, r1, i0, i1;
-} span;
-static span span_of(size_t M, size_t n, size_t a, size_t b) {
-    span s = {a, b, 0, n};
-    if (M == 1) s = (span){0, 1, a, b};
-    return s;
-}
-
-/* 1 / sqrt(mean(x^2) + eps) over n values, in if_rmsnorm's order. */
-static float rms_scale(const float *x, size_t n, float eps) {
-    float ss = 0.0f;
-    for (size_t j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += eps;
-    return 1.0f / sqrtf(ss);
-}
-
-/* o[i0, i1) of RMSNorm(x) (n values): if_rmsnorm's arithmetic for those elements. Every
- * thread computes the whole sum of squares, so x must not be written during the step. */
-static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, float eps,
-                         size_t i0, size_t i1) {
-    const float ss = rms_scale(x, n, eps);
-    for (size_t j = i0; j < i1; j++) o[j] = w[j] * (ss * x[j]);
-}
-
-/* ---- matmuls through the kernels, parallel over output tiles ---- */
-
-typedef struct mm_job {
-    const if_kernel_table *k;
-    const if_matrix *w;
-    const int8_t *wq; /* int8 weights as the kernel wants them (packed or row-major); 4-bit:
-                       * the GEMM's packed nibbles, NULL for the row-major ones */
-    float *out;
-    size_t ldo, M, m_tile, n_tile, m_tiles;
-    const float *x; /* fp32 input (M, cols) */
-    const int8_t *xq;
-    const float *xs;
-    /* the SME2 hybrid split (set by split_job): tid >= split runs gv2 / gm2; NULL: none */
-    const if_q8_gemv_kernel *gv2;
-    const if_q8_gemm_kernel *gm2;
-    size_t split;
-} mm_job;
-
-/* Give a Q8 matmul's job the model's SME2 hybrid split (if any). */
-static void split_job(const if_model *m, mm_job *j) {
-    if (!m->sme2_workers || j->w->dtype != IF_Q8) return;
-    j->split = m->sme2_workers;
-    if (j->k->q8_gemv->requires & IF_FEAT_SME) j->gv2 = m->q8_gemv_alt;
-    if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
-}
-
-static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
-    const mm_job *j = ctx;
-    const if_matrix *w = j->w;
-    if (w->dtype == IF_Q4)
-        (j->k->q4_gemv ? j->k->q4_gemv : &if_k_q4_gemv_1x1_scalar)
-            ->run(j->out, j->xq, j->xs, w->q4, w->s, w->codebook, n0, n1, w->kpad, w->group_size);
-    else if (w->dtype == IF_F32)
-        j->k->f32_gemv->run(j->out, j->x, w->f32, n0, n1, w->cols);
-    else
-        (j->gv2 && tid >= j->split ? j->gv2 : j->k->q8_gemv)
-            ->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
-}
-
-/* Task t covers activation-row tile t % m_tiles and output-row tile t / m_tiles, so a thread's
- * contiguous range of tasks walks few weight tiles (each reused across the activation tiles). */
-static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
-    const mm_job *j = ctx;
-    const if_matrix *w = j->w;
-    const size_t K = w->cols, gs = w->group_size;
-    if (w->dtype == IF_Q4 && j->M == 1 && j->wq) { /* 4-bit decode, packed copy: nr-row tiles */
-        const if_q4_gemm_kernel *g = j->k->q4_gemm;
-        const size_t n1 = t1 * g->nr < w->rows ? t1 * g->nr : w->rows;
-        g->run(j->out, j->ldo, j->xq, j->xs, 1, (const uint8_t *)j->wq, w->s, w->codebook,
-               t0 * g->nr, n1, w->kpad, gs);
-        return;
-    }
-    if (j->M == 1 && j->wq != w->q) { /* decode over the packed layout: tasks are nr-row tiles */
-        const size_t nr = j->k->q8_gemm->nr;
-        const size_t n1 = t1 * nr < w->rows ? t1 * nr : w->rows;
-        j->k->q8_gemm->run(j->out, j->ldo, j->xq, j->xs, 1, j->wq, w->s, t0 * nr, n1, K, gs);
-        return;
-    }
-    for (size_t t = t0; t < t1; t++) {
-        size_t m0 = (t % j->m_tiles) * j->m_tile, n0 = (t / j->m_tiles) * j->n_tile;
-        size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
-        size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
-        float *out = j->out + m0 * j->ldo;
-        if (w->dtype == IF_Q4) {
-            const size_t kp = w->kpad;
-            (j->k->q4_gemm ? j->k->q4_gemm : &if_k_q4_gemm_1x1_scalar)
-                ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm,
-                      j->wq ? (const uint8_t *)j->wq : w->q4, w->s, w->codebook, n0, n1, kp, gs);
-        } else if (w->dtype == IF_F32) {
-            for (size_t m = 0; m < mm; m++)
-                j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
-        } else {
-            (j->gm2 && tid >= j->split ? j->gm2 : j->k->q8_gemm)
-                ->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s, n0,
-                      n1, K, gs);
-        }
-    }
-}
-
-/* Output tiles of a GEMM step: GEMM_M_ROWS activation rows (a multiple of the kernel's mr) x a
- * multiple of its nr output rows (a packed layout's tiles start at multiples of nr); wide
- * output tiles keep a thread on contiguous weight rows, at least 4 tasks per thread. */
-static void gemm_tiles(const fw *f, size_t M, size_t rows, size_t mr, size_t nr, size_t *mt,
-                       size_t *nt, size_t *m_tiles, size_t *n_tiles) {
-    *mt = (GEMM_M_ROWS + mr - 1) / mr * mr;
-    *nt = nr;
-    size_t tiles = (rows + nr - 1) / nr;
-    size_t want = 4 * f->w->team, group = tiles / want > 1 ? tiles / want : 1;
-    if (group > 8) group = 8;
-    *nt *= group;
-    *m_tiles = (M + *mt - 1) / *mt;
-    *n_tiles = (rows + *nt - 1) / *nt;
-}
-
-/* One row's residual add and the next norm (prep_step's RESID): t = x + (post ? RMSNorm_post(y)
- * : y) over all n values (their sum of squares), then for j in [i0, i1): xn[j] = t (xn not
- * NULL) and o[j] = RMSNorm(t)[j] with weight nw (o not NULL). */
-static void resid_row(float *o, float *xn, const float *xr, const float *yr, const float *post,
-                      const float *nw, size_t n, float eps, size_t i0, size_t i1) {
-    const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
-    float ss = 0.0f; /* rms_scale's sum over the new residual (only o needs it: a step that
-                      * writes just xn skips this sequential chain of n adds) */
-    if (o) {
-        for (size_t j = 0; j < n; j++) {
-            const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-            ss += t * t;
-        }
-        ss /= (float)n;
-        ss += eps;
-        ss = 1.0f / sqrtf(ss);
-    }
-    for (size_t j = i0; j < i1; j++) {
-        const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-        if (xn) xn[j] = t;
-        if (o) o[j] = nw[j] * (ss * t);
-    }
-}
-
-/* Enter private mode (fw): the next matmuls' input row is made by pend from (a, b, nw, post),
- * or is the complete shared row src (pend P_NONE). */
-static void priv_set(fw *f, int pend, const float *src, const float *a, const float *b,
-                     const float *nw, const float *post, size_t n, float eps) {
-    f->priv = 1;
-    f->pend = pend;
-    f->psrc = pend == P_NONE ? src : f->pf;
-    f->pa = a;
-    f->pb = b;
-    f->pw = nw;
-    f->ppost = post;
-    f->pn = n;
-    f->peps = eps;
-    f->pq_dtype = 0;
-}
-
-/* Private mode: make this walker's input row (if pending) and its quantization for w (unless
- * pxq already holds it), with the arithmetic of the shared steps (whole rows: each
- * quantization group, and each rotation group, is computed the same way whatever the chunk). */
-static void priv_ensure(fw *f, const if_matrix *w) {
-    const if_model *m = f->m;
-    const if_kernel_table *k = m->gemv_k;
-    if (f->pend != P_NONE) {
-        const size_t n = f->pn;
-        if (f->pend == P_NORM) {
-            rmsnorm_part(f->pf, f->pa, f->pw, n, f->peps, 0, n);
-        } else if (f->pend == P_GATE) {
-            memcpy(f->pf, f->pa, n * sizeof(float));
-            (m->c.act ? k->geglu->run : k->swiglu->run)(f->pf, f->pb, n);
-        } else {
-            resid_row(f->pf, NULL, f->pa, f->pb, f->ppost, f->pw, n, f->peps, 0, n);
-        }
-        f->pend = P_NONE;
-    }
-    const size_t gs = w->group_size;
-    if (w->dtype == IF_Q8) {
-        if (f->pq_dtype == IF_Q8 && f->pq_kp == w->cols && f->pq_gs == gs) return;
-        k->quantize->run(f->pxq, f->pxs, f->psrc, w->cols, gs);
-        f->pq_signs = NULL;
-        f->pq_kp = w->cols;
-    } else if (w->dtype == IF_Q4) {
-        if (f->pq_dtype == IF_Q4 && f->pq_signs == w->signs && f->pq_kp == w->kpad &&
-            f->pq_gs == gs)
-            return;
-        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-        h->run(f->pxr, f->psrc, w->signs, w->cols, w->kpad, gs);
-        k->quantize->run(f->pxq, f->pxs, f->pxr, w->kpad, gs);
-        f->pq_signs = w->signs;
-        f->pq_kp = w->kpad;
-    } else {
-        return;
-    }
-    f->pq_dtype = (int)w->dtype;
-    f->pq_gs = gs;
-}
-
-/* A decode matmul in private mode (does not wait): the kernels of matmul's M = 1 paths, each
- * claiming thread reading its own input row. */
-static void matmul_priv(fw *f, float *out, size_t ldo, const if_matrix *w,
-                        const int8_t *packed) {
-    if_model *m = f->m;
-    const if_kernel_table *k = m->gemv_k;
-    const size_t rows = w->rows;
-    mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, f->psrc, f->pxq, f->pxs};
-    if (w->dtype == IF_Q4 && packed && m->q4_decode_packed) { /* see matmul_q4 */
-        const size_t nr = k->q4_gemm->nr;
-        j.wq = packed;
-        j.n_tile = nr;
-        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->kpad / 2, rows,
-                       MM_CHUNKS, w);
-        return;
-    }
-    if (w->dtype == IF_Q4) {
-        j.wq = NULL;
-        run_tasks_prep(f, rows, 8, gemv_task, &j, rows * w->kpad / 2, rows, MM_CHUNKS, w);
-        return;
-    }
-    if (w->dtype == IF_Q8 && packed && m->decode_packed) { /* see matmul */
-        const size_t nr = k->q8_gemm->nr;
-        j.wq = packed;
-        j.n_tile = nr;
-        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->cols, rows,
-                       MM_CHUNKS, w);
-        return;
-    }
-    split_job(m, &j);
-    run_tasks_prep(f, rows, 4, gemv_task, &j, rows * w->cols, rows, MM_CHUNKS, w);
-}
-
-/* out (M, ldo) = x (M, cols) W^T, as a step that does not wait. quantize = 1 (re)quantizes x
- * into m->xq first (its own step, after waiting for the steps that may still read xq, and
- * waited for), 0 reuses the quantization of the same x from the previous call.
- * A 4-bit matrix: x rows zero-padded to kpad and rotated (when the matrix has signs) by the
- * tier's Hadamard kernel, quantized per group, then the 4-bit GEMV (M = 1) or GEMM. The
- * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike.
- * One row is rotated and quantized by whole groups (each group by one thread), rows by rows. */
-static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
-                      const if_matrix *w, const int8_t *packed, int quantize) {
-    if_model *m = f->m;
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    const size_t K = w->cols, kp = w->kpad, gs = w->group_size;
-    if (quantize || !f->xq_q4 || f->q4_signs != w->signs || f->q4_kpad != kp || f->q4_gs != gs) {
-        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-        if_step_wait(f->w);
-        step_rows(f, M, kp, gs);
-        CHUNKS(f, a, b) {
-            span s = span_of(M, kp, a, b);
-            for (size_t r = s.r0; r < s.r1; r++) {
-                const size_t i0 = s.i0, i1 = s.i1;
-                const size_t kin = i0 >= K ? 0 : (i1 < K ? i1 : K) - i0; /* real columns */
-                float *xr = m->xr + r * kp + i0;
-                h->run(xr, kin ? x + r * K + i0 : xr, w->signs ? w->signs + i0 : NULL, kin,
-                       i1 - i0, gs);
-                k->quantize->run(m->xq + r * kp + i0, m->xs + r * (kp / gs) + i0 / gs, xr,
-                                 i1 - i0, gs);
-            }
-        }
-        if_step_wait(f->w);
-        f->xq_q4 = 1;
-        f->q4_signs = w->signs;
-        f->q4_kpad = kp;
-        f->q4_gs = gs;
-    }
-    if (M == 1 && packed && m->q4_decode_packed) {
-        /* one resident copy: decode reads the GEMM's packed nibbles through the same tier's
-         * GEMM at M = 1 (each nr-row tile one contiguous stream), the GEMV's arithmetic */
-        const size_t nr = k->q4_gemm->nr;
-        mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-        run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * kp / 2, w->rows);
-        return;
-    }
-    if (M == 1) {
-        mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(f, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
-        return;
-    }
-    const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
-    size_t mt, nt, m_tiles, n_tiles;
-    gemm_tiles(f, M, w->rows, mr, nr, &mt, &nt, &m_tiles, &n_tiles);
-    mm_job j = {k, w, packed, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
-    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
-}
-
-static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, const if_matrix *w,
-                   const int8_t *packed, int quantize) {
-    if_model *m = f->m;
-    const size_t K = w->cols;
-    if (M == 1 && quantize) { /* a decode step's new row: private mode (fw), no barrier after */
-        if_step_wait(f->w); /* x complete */
-        if (w->dtype == IF_F32)
-            f->priv = 0;
-        else
-            priv_set(f, P_NONE, x, NULL, NULL, NULL, NULL, K, 0.0f);
-    }
-    if (M == 1 && f->priv) {
-        matmul_priv(f, out, ldo, w, packed);
-        return;
-    }
-    if (w->dtype == IF_Q4) {
-        matmul_q4(f, out, ldo, x, M, w, packed, quantize);
-        return;
-    }
-    if (w->dtype == IF_Q8 && f->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
-        quantize = 1;
-        f->xq_q4 = 0;
-    }
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    if (w->dtype == IF_Q8 && quantize) { /* by rows, or one row by whole groups */
-        const size_t gs = w->group_size;
-        if_step_wait(f->w);
-        step_rows(f, M, K, gs);
-        CHUNKS(f, a, b) {
-            span s = span_of(M, K, a, b);
-            for (size_t r = s.r0; r < s.r1; r++)
-                k->quantize->run(m->xq + r * K + s.i0, m->xs + r * (K / gs) + s.i0 / gs,
-                                 x + r * K + s.i0, s.i1 - s.i0, gs);
-        }
-        if_step_wait(f->w);
-    }
-    if (M == 1) {
-        if (w->dtype == IF_Q8 && packed && m->decode_packed) {
-            /* one resident copy: decode reads the GEMM's packed layout through the same tier's
-             * GEMM at M = 1 (each nr-row tile one contiguous stream), the same per-output
-             * arithmetic as the GEMV, so the logits do not change */
-            const size_t nr = k->q8_gemm->nr;
-            mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-            run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K, w->rows);
-            return;
-        }
-        mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        split_job(m, &j);
-        run_tasks(f, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
-        return;
-    }
-    const if_q8_gemm_kernel *g = k->q8_gemm;
-    size_t mt, nt, m_tiles, n_tiles;
-    gemm_tiles(f, M, w->rows, g->mr, g->nr, &mt, &nt, &m_tiles, &n_tiles);
-    mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
-                m->xq, m->xs};
-    if (!packed) split_job(m, &j);
-    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
-}
-
-/* A step that makes a matmul's input and quantizes it for that matmul at once (each
- * quantization group, or row, by the thread that computed it; the matmul then runs with
- * quantize = 0), for M rows of n:
- *   NORM   o = RMSNorm(x) with weight nw;
- *   GATE   o = gate(o, x) (the SwiGLU / GeGLU kernel);
- *   RESID  the residual add and the next norm: xn = x + (post ? RMSNorm_post(y) : y), then
- *          o = RMSNorm(xn) with weight nw. Every thread computes all of a row's new residual
- *          (same floats, same order) for the sum of squares and writes only its elements of
- *          xn and o, so x and y are only read; xn may be NULL (not kept) or equal o;
- * then o's rows quantized for w as matmul would (Q8 groups, or a 4-bit matrix's padded,
- * rotated groups; nothing for f32 or w NULL). Waits. */
-enum { NORM, GATE, RESID };
-typedef struct resid_in {
-    const float *y, *post;
-    float *xn;
-} resid_in;
-
-static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, size_t M,
-                      size_t n, float eps, const if_matrix *w, const resid_in *ri) {
-    if_model *m = f->m;
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
-    const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
-    const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
-    const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-    if_step_wait(f->w); /* xq may still be read by a matmul step */
-    if (M == 1 && (q4 || q8)) { /* a decode step: private mode (fw), no barrier after */
-        if (op == RESID && ri->xn) { /* the new residual, shared (read after later barriers) */
-            step_rows(f, 1, n, 16);
-            CHUNKS(f, a, b) resid_row(NULL, ri->xn, x, ri->y, ri->post, nw, n, eps, a, b);
-        }
-        if (op == GATE)
-            priv_set(f, P_GATE, NULL, o, x, NULL, NULL, n, eps);
-        else
-            priv_set(f, op == NORM ? P_NORM : P_RESID, NULL, x, ri ? ri->y : NULL, nw,
-                     ri ? ri->post : NULL, n, eps);
-        return;
-    }
-    step_rows(f, M, kp, q4 || q8 ? gs : 16);
-    CHUNKS(f, a, b) {
-        span s = span_of(M, kp, a, b);
-        const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
-        for (size_t r = s.r0; r < s.r1; r++) {
-            float *orow = o + r * n;
-            const float *xr = x + r * n;
-            if (s.i0 < e1 && op == NORM) {
-                rmsnorm_part(orow, xr, nw, n, eps, s.i0, e1);
-            } else if (s.i0 < e1 && op == GATE) {
-                glu(orow + s.i0, xr + s.i0, e1 - s.i0);
-            } else if (s.i0 < e1) {
-                resid_row(orow, ri->xn ? ri->xn + r * n : NULL, xr, ri->y + r * n, ri->post, nw,
-                          n, eps, s.i0, e1);
-            }
-            if (q8) {
-                k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
-                                 orow + s.i0, s.i1 - s.i0, gs);
-            } else if (q4) {
-                const size_t kin = s.i0 < e1 ? e1 - s.i0 : 0;
-                float *xr4 = m->xr + r * kp + s.i0;
-                h->run(xr4, kin ? orow + s.i0 : xr4, w->signs ? w->signs + s.i0 : NULL, kin,
-                       s.i1 - s.i0, gs);
-                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr4,
-                                 s.i1 - s.i0, gs);
-            }
-        }
-    }
-    if_step_wait(f->w);
-    f->priv = 0;
-    if (!w) return;
-    f->xq_q4 = q4;
-    if (q4) {
-        f->q4_signs = w->signs;
-        f->q4_kpad = kp;
-        f->q4_gs = gs;
-    }
-}
 
 /* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
 
@@ -614,15 +91,16 @@ static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
         size_t most = 0;
         for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
         size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
-        run_tasks(f, M * c->n_kv_heads, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0);
+        if_fw_tasks(f, M * c->n_kv_heads, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
+                    MM_CHUNKS);
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
     /* (row, head) tasks: one chunk per thread, so a chunk's heads of one kv group share a call
      * (a SmolLM2 decode step at 2 threads, 9 heads in 3 groups: chunks of heads 0-4 and 5-8,
      * 2 calls each, rather than 8 chunks of 1-2 heads, each head its own call) */
-    run_tasks_per(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
-                  a.per_group ? MM_CHUNKS : 1);
+    if_fw_tasks(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
+                a.per_group ? MM_CHUNKS : 1);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
@@ -715,8 +193,8 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     /* the residual stream alternates between m->x and m->x2 (a residual add writes the other
      * buffer, so the threads summing the old one for the next norm read it undisturbed) */
     float *x = m->x, *xn = m->x2, *tmp;
-    prep_step(f, NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps, &m->layers[0].wq,
-              NULL);
+    if_fw_prep(f, IF_PREP_NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps,
+               &m->layers[0].wq, NULL);
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
@@ -730,9 +208,9 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         /* q, k, v (one wait for the three; xb normed and quantized for wq by the previous
          * step); the chunk's k and v rows go into the cache (converted to its type) before
          * attention, which then reads every key through it */
-        matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
-        matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
-        matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
+        if_fw_matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
+        if_fw_matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
+        if_fw_matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
         if_step_wait(w);
         if (M > 1) {
             if_step(w, M, 1, 0, elem_chunks(f, M * (qd + 2 * kv_dim), ROW_CHUNKS));
@@ -750,26 +228,26 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         attention(f, l, pos0, M, window);
         if_step_wait(w);
 
-        matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
+        if_fw_matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
         if_step_wait(w);
-        resid_in ra = {m->xb2, L->rms_post_att, xn};
-        prep_step(f, RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
+        if_resid_in ra = {m->xb2, L->rms_post_att, xn};
+        if_fw_prep(f, IF_PREP_RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
         tmp = x, x = xn, xn = tmp;
 
-        matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
-        matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
+        if_fw_matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
+        if_fw_matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
         if_step_wait(w);
-        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
-        matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
+        if_fw_prep(f, IF_PREP_GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
+        if_fw_matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
         if_step_wait(w);
-        resid_in rf = {m->xb2, L->rms_post_ffn, xn};
+        if_resid_in rf = {m->xb2, L->rms_post_ffn, xn};
         if (l + 1 < c->n_layers) { /* with the next layer's attention norm, for its wq */
             const if_layer_weights *N = &m->layers[l + 1];
-            prep_step(f, RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
+            if_fw_prep(f, IF_PREP_RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
             tmp = x, x = xn, xn = tmp;
         } else { /* with the final norm, into m->x (x is m->x2 here) */
             rf.xn = NULL;
-            prep_step(f, RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
+            if_fw_prep(f, IF_PREP_RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
         }
     }
 }
@@ -822,8 +300,9 @@ static void call_walk(void *ctx, if_walker *w) {
     const call *k = ctx;
     if_model *m = k->m;
     const size_t pw = w->tid * m->act_w; /* this walker's private rows */
-    fw f = {.m = m, .w = w, .pf = m->pf + pw, .pxr = m->pxr + pw, .pxs = m->pxs + pw,
-            .pxq = m->pxq + pw};
+    fw f = {.m = m,
+            .w = w,
+            .priv = {.f = m->pf + pw, .xr = m->pxr + pw, .xs = m->pxs + pw, .xq = m->pxq + pw}};
     run_layers(&f, k->pos0, k->M);
     if (k->want) { /* the rows that want logits, packed to the front of x: one chunk */
         const size_t dim = m->c.dim;
@@ -842,8 +321,8 @@ static void call_walk(void *ctx, if_walker *w) {
     }
     if (!k->cls_rows) return;
     const size_t vocab = m->c.vocab_size;
-    matmul(&f, k->cls_out, vocab, k->cls_x, k->cls_rows, &m->w.wcls, packed_of(m, n_cls_of(m)),
-           1);
+    if_fw_matmul(&f, k->cls_out, vocab, k->cls_x, k->cls_rows, &m->w.wcls,
+                 packed_of(m, n_cls_of(m)), 1);
     if (m->c.logit_softcap != 0.0f) {
         if_step_wait(w);
         if_step(w, k->cls_rows * vocab, 64, 0,

@@ -91,8 +91,11 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     if (!m->packed) return 0;
     /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
      * row-major matrix may go as soon as it is packed */
-    m->decode_packed = q8 && m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k);
-    m->q4_decode_packed = q4 && m->gemv_k == m->gemm_k && k4->decode_packed;
+    m->q8_decode = q8 && m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k)
+                       ? IF_DECODE_PACKED_GEMM
+                       : IF_DECODE_GEMV;
+    m->q4_decode = q4 && m->gemv_k == m->gemm_k && k4->decode_packed ? IF_DECODE_PACKED_GEMM
+                                                                      : IF_DECODE_GEMV;
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
      * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
      * `madvise` mode: 512x fewer TLB entries for the weights; see README "Performance") */
@@ -128,14 +131,14 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
             next += (bytes + 63) & ~(size_t)63;
             k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
             m->packed_bytes += bytes;
-            shared = m->decode_packed;
+            shared = m->q8_decode == IF_DECODE_PACKED_GEMM;
         } else if (w->dtype == IF_Q4 && q4) { /* the nibbles rearranged; scales, codebook as is */
             size_t bytes = q4_packed_size(k4, w);
             m->packed[i] = next;
             next += bytes;
             k4->pack((uint8_t *)m->packed[i], w->q4, w->rows, w->kpad, w->group_size);
             m->packed_bytes += bytes;
-            shared = m->q4_decode_packed;
+            shared = m->q4_decode == IF_DECODE_PACKED_GEMM;
         } else if (w->dtype == IF_Q4 && q4copy) { /* row-major, as given */
             const size_t bytes = w->rows * (w->kpad / 2);
             const uint8_t *was = w->q4;
@@ -367,10 +370,11 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         return IF_ENOMEM;
     }
     /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
-    if (m->decode_packed && tok.dtype == IF_Q8 && tok.q == w->wcls.q && packed_of(m, n_cls_of(m)))
+    if (m->q8_decode == IF_DECODE_PACKED_GEMM && tok.dtype == IF_Q8 && tok.q == w->wcls.q &&
+        packed_of(m, n_cls_of(m)))
         if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
     /* likewise a tied 4-bit table: its rows from the classifier's packed nibbles */
-    if (m->q4_decode_packed && tok.dtype == IF_Q4 && tok.q4 == w->wcls.q4 &&
+    if (m->q4_decode == IF_DECODE_PACKED_GEMM && tok.dtype == IF_Q4 && tok.q4 == w->wcls.q4 &&
         packed_of(m, n_cls_of(m)) &&
         !if_embed_use_packed_q4(&m->emb, m->gemm_k->q4_gemm,
                                 (const uint8_t *)packed_of(m, n_cls_of(m)))) {
@@ -428,9 +432,11 @@ const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
 const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
 size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
 size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
-int if_model_reads_rowmajor(const if_model *m) { return m->group_size != 0 && !m->decode_packed; }
+int if_model_reads_rowmajor(const if_model *m) {
+    return m->group_size != 0 && m->q8_decode != IF_DECODE_PACKED_GEMM;
+}
 
-int if_model_q4_decode_packed(const if_model *m) { return m->q4_decode_packed; }
+int if_model_q4_decode_packed(const if_model *m) { return m->q4_decode == IF_DECODE_PACKED_GEMM; }
 
 if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;

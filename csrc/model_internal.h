@@ -2,6 +2,8 @@
  * (internal; callers use isaforge.h):
  *   model.c    model creation and validation, weight packing, accessors, free
  *   kv.c       the KV cache: its shape per layer, its allocation, its rows
+ *   matmul.c   a forward call's parallel steps: the matmuls through the kernels (the decode
+ *              strategies, private mode) and the steps that make and quantize their inputs
  *   forward.c  the layer loop and the forward / prefill / batch entry points */
 #ifndef ISAFORGE_MODEL_INTERNAL_H
 #define ISAFORGE_MODEL_INTERNAL_H
@@ -12,8 +14,28 @@
 
 #include "embed.h"
 #include "isaforge.h"
+#include "threadpool.h"
 
 #define N_MATS IF_N_LAYER_MATRICES /* IF_LAYER_MATRICES, in its order */
+
+/* How a decode step (M = 1) multiplies by a matrix, one strategy per weight type for the whole
+ * model, chosen when the weights are packed (model.c). Prefill (M > 1) always runs the prefill
+ * tier's GEMM, over the packed copy where there is one. Either way each output is computed with
+ * the GEMV's arithmetic, so the strategy never changes a logit. */
+typedef enum if_decode_strategy {
+    /* The row-major weights through the decode tier's GEMV (4-bit: its 4-bit GEMV, the scalar
+     * one when it has none). Every tier reads this layout, so this is the strategy whenever
+     * decode cannot read a packed copy: the prefill GEMM has no packed layout, or decode runs
+     * another tier than prefill (a packed layout belongs to one tier's GEMM). */
+    IF_DECODE_GEMV = 0,
+    /* The prefill GEMM's packed copy through the same tier's GEMM at M = 1, in tasks of nr-row
+     * tiles. One resident copy of the weights: the row-major matrix is never read after it is
+     * packed, so the caller may free it then (if_model_opts.on_packed), and each tile is one
+     * contiguous stream. Q8 when the tier's GEMM decodes its own layout
+     * (if_table_decodes_packed), 4-bit when its q4_gemm declares decode_packed; only when decode
+     * and prefill run the same tier. */
+    IF_DECODE_PACKED_GEMM,
+} if_decode_strategy;
 
 struct if_model {
     if_config c;
@@ -26,8 +48,8 @@ struct if_model {
     int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
     void *packed_arena; /* one allocation holding them all (2 MiB pages where offered) */
     size_t packed_bytes; /* their total */
-    int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
-    int q4_decode_packed; /* likewise for the 4-bit matrices (if_q4_gemm_kernel.decode_packed) */
+    if_decode_strategy q8_decode; /* how a decode step multiplies by the Q8 matrices */
+    if_decode_strategy q4_decode; /* ... and by the 4-bit ones */
     int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
                    * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
@@ -61,8 +83,8 @@ struct if_model {
     float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
     size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
     float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
-    /* a decode step's own activation row per thread (fw's private mode): (n_threads, act_w)
-     * each: the float row, its rotated copy, its int8 values and their scales */
+    /* a decode step's own activation row per thread (fw_priv): (n_threads, act_w) each: the
+     * float row, its rotated copy, its int8 values and their scales */
     float *pf, *pxr, *pxs;
     int8_t *pxq;
     const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
@@ -124,5 +146,112 @@ void if_kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
  * point m->kv's layer views into them; 0: out of memory (m->kv must be allocated; the
  * buffers already allocated are freed by if_model_free). */
 int if_kv_alloc(if_model *m, if_kv_type type);
+
+/* ---- matmul.c: a forward call's walk ---- */
+
+/* What the shared quantized activations (if_model.xq, xs) hold, as every walker tracks it: Q8
+ * groups of the rows the last Q8 matmul read (reused when the next call passes quantize = 0),
+ * or a 4-bit matrix's zero-padded, rotated groups for (signs, kpad, gs), reused by the next
+ * 4-bit matrix that pads and rotates alike. */
+typedef struct fw_xq {
+    int q4; /* 0: Q8 groups, 1: a 4-bit matrix's */
+    const float *signs;
+    size_t kpad, gs;
+} fw_xq;
+
+/* What makes a private row (fw_priv.make). */
+typedef enum fw_make {
+    PRIV_SRC,   /* nothing: the shared row src is complete */
+    PRIV_NORM,  /* RMSNorm(a) with weight nw */
+    PRIV_GATE,  /* gate(a, b): the SwiGLU / GeGLU kernel */
+    PRIV_RESID, /* RMSNorm(a + (post ? RMSNorm_post(b) : b)) with weight nw */
+} fw_make;
+
+/* Private mode: a decode step's Q8 / 4-bit matmul input row is each thread's own. Every thread
+ * that claims a chunk of the matmul first makes the whole row itself (`make`, from the shared
+ * rows, with the arithmetic of the shared step it replaces), then quantizes it for the matrix
+ * into its own xq / xs, so the step that made the row needs no barrier after it: a decode step
+ * is a chain of small steps, and each barrier costs every thread a wait for the slowest. The
+ * row is made only at a thread's first claimed chunk: the shared rows it reads are complete
+ * then and not yet overwritten (no thread passes the matmul's barrier while one of its chunks
+ * is unclaimed), and a thread that claims nothing reads nothing. */
+typedef struct fw_priv {
+    int on;                 /* the decode matmuls read this thread's row */
+    fw_make make;           /* what still has to make the row (PRIV_SRC: nothing) */
+    const float *a, *b, *nw, *post; /* its inputs (x; y or the gate's other half; norm weight;
+                                     * post norm) */
+    size_t n;               /* the row's length */
+    float eps;
+    const float *src;       /* the float row (f, or a complete shared row) */
+    int q_dtype;            /* what xq holds: 0 nothing, else IF_Q8 / IF_Q4 of (q_signs, q_kp,
+                             * q_gs) */
+    const float *q_signs;
+    size_t q_kp, q_gs;
+    float *f, *xr, *xs;     /* this thread's rows of if_model.pf, pxr, pxs (act_w each) */
+    int8_t *xq;             /* ... and of if_model.pxq */
+} fw_priv;
+
+/* One thread's walk through a forward call (csrc/threadpool.h): its walker and its own copy of
+ * what the quantized activations hold (every walker takes the same decisions, in the same
+ * order, from the call's shape alone). */
+typedef struct fw {
+    if_model *m;
+    if_walker *w;
+    fw_xq xq;
+    fw_priv priv;
+} fw;
+
+/* Chunks per thread of a matmul or attention step (a slow thread holds only one); elementwise
+ * steps over one row take one chunk per thread, over rows a few. */
+#define MM_CHUNKS 4
+#define ROW_CHUNKS 4
+
+/* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
+ * it a step is one chunk, run by the first thread to arrive (splitting a decode step's norm
+ * across threads saves well under a microsecond, and on a busy machine a preempted thread
+ * holding its share of one would hold every other thread at the next barrier). */
+#define ELEM_WORK 4
+
+/* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
+ * work (ELEM_WORK), else 0 (one chunk for the step). */
+static inline size_t elem_chunks(const fw *f, size_t elems, size_t per) {
+    return elems * ELEM_WORK >= f->m->par_min_work ? per : 0;
+}
+
+/* Claim the current step's chunks [a, b) one after another (never leave the loop early). */
+#define CHUNKS(f, a, b) for (size_t a, b; if_step_next((f)->w, &a, &b);)
+
+/* A matmul or attention step over n tasks, per_thread chunks per thread (does not wait).
+ * rows: a decode matmul's output rows, for its thread budget (one thread per
+ * gemv_rows_per_thread rows, at least one); 0: the team. Work below par_min_work runs as one
+ * chunk, which any thread of the team may claim. */
+void if_fw_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
+                 size_t rows, size_t per_thread);
+
+/* out (M, ldo) = x (M, cols) W^T, as a step that does not wait (packed: w's packed copy, or
+ * NULL). quantize = 1 (re)quantizes x first, 0 reuses the quantization of the same x from the
+ * previous call (or from the if_fw_prep step that made it). */
+void if_fw_matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, const if_matrix *w,
+                  const int8_t *packed, int quantize);
+
+/* The input steps of if_fw_prep. */
+enum { IF_PREP_NORM, IF_PREP_GATE, IF_PREP_RESID };
+/* IF_PREP_RESID's other inputs: the residual branch y, its post norm (or NULL) and where the
+ * new residual goes (NULL: not kept; may equal the step's output). */
+typedef struct if_resid_in {
+    const float *y, *post;
+    float *xn;
+} if_resid_in;
+
+/* A step that makes a matmul's input o (M rows of n) and quantizes it for that matmul at once
+ * (the matmul then runs with quantize = 0):
+ *   IF_PREP_NORM   o = RMSNorm(x) with weight nw;
+ *   IF_PREP_GATE   o = gate(o, x) (the SwiGLU / GeGLU kernel);
+ *   IF_PREP_RESID  the residual add and the next norm: xn = x + (post ? RMSNorm_post(y) : y),
+ *                  then o = RMSNorm(xn) with weight nw;
+ * then o's rows quantized for w as the matmul would (nothing for f32 or w NULL). A decode
+ * step's row for a Q8 or 4-bit w is left to private mode instead. Waits. */
+void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t M, size_t n,
+                float eps, const if_matrix *w, const if_resid_in *ri);
 
 #endif
