@@ -70,8 +70,9 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
 
 /* Multiply-adds an fp32 attention multiply-add is counted as, against par_min_work: one
  * (its scores, exponentials and P.V in fixed order) costs several times an int8 matmul's,
- * and below par_min_work the whole step runs on one thread while the others wait (a decode
- * step at 64 keys was one chunk, 9 % of the step on thread 0 alone; perf, 2-core AVX2). */
+ * and below par_min_work the whole step runs on one thread while the others wait, so counted
+ * at face value a short decode step's attention would run on thread 0 alone (the measurement:
+ * docs/performance.md). */
 #define ATT_WORK 8
 
 /* The attention of M rows as one step (does not wait). */
@@ -199,8 +200,8 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
         /* the cache lines the step after q, k, v stores into, fetched while the projections
-         * stream (SmolLM2, 2 threads, 2-core Zen 3: the waits after that step 167-190 ->
-         * 124-132 Mcycles per 1024 steps, 6 alternating runs) */
+         * stream, so that step's stores do not miss (it shortens the other threads' wait
+         * after it; docs/performance.md) */
         if (M == 1 && w->tid == 0) if_kv_prefetch_row(kv_of(m, l, 0), pos_of(m, pos0, 0));
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
@@ -217,8 +218,7 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
             CHUNKS(f, a, b) qkv_rows(m, L, l, pos0, rope, q_mul, a, b);
         } else {
             /* one chunk per thread even below par_min_work: the team is awake, and one
-             * thread alone here held the others for its whole step (2-core Zen 3, SmolLM2,
-             * 2 threads: their waits after it 126-128 -> 65-75 Mcycles per 1024 steps) */
+             * thread alone here held the others for its whole step (docs/performance.md) */
             if_step(w, c->n_heads + 2, 1, 0, 1);
             CHUNKS(f, a, b)
             for (size_t t = a; t < b; t++) qkv_task(m, L, l, pos0, rope, q_mul, t);

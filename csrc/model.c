@@ -98,7 +98,7 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
                                                                       : IF_DECODE_GEMV;
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
      * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
-     * `madvise` mode: 512x fewer TLB entries for the weights; see README "Performance") */
+     * `madvise` mode: 512x fewer TLB entries for the weights; see docs/performance.md) */
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
