@@ -36,8 +36,8 @@ if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim);
 /* 1 if w is a valid (rows, cols) matrix, else 0 with a reason naming it (name) in err. q8_gs:
  * the model's Q8 group size, which a Q8 matrix must have (0: an fp32 model, the only kind an
  * fp32 matrix may be in), or IF_ANY_GROUP for a token table (rows only looked up): fp32, Q8 at
- * any group dividing cols, or 4-bit with any codebook. The one checker of forward.c's matrices
- * and of the table. */
+ * any group dividing cols, or 4-bit with any codebook. The one checker of a model's matrices
+ * (csrc/model.c) and of the table. */
 int if_matrix_check(const if_matrix *w, size_t rows, size_t cols, size_t q8_gs,
                     const char *name, char *err, size_t errlen);
 /* Set up the lookup of a checked table for chunks of up to ub rows (tile_rows: the rows of one

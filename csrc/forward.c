@@ -1,12 +1,14 @@
 /* forward.c - the Llama forward pass: decode step and chunked prefill.
  *
  * Written in llama2.c run.c's order (Q8 models: runq.c's, activations quantized per group
- * before each matmul). Matmuls go through the dispatched kernels: GEMV for a decode step,
- * GEMM over a chunk of prompt rows for prefill. Attention is one kernel for both: a chunk's
- * K/V rows go into the cache first, then query tiles x key blocks with an online softmax
- * (a decode step is a chunk of one row). Every output element is computed with the same
- * arithmetic either way, so prefill logits equal token-by-token logits bit for bit, whatever
- * the chunk size. Everything else is shared plain C; nothing is allocated per token.
+ * before each matmul). Matmuls go through the dispatched kernels (csrc/matmul.c): GEMV, or the
+ * GEMM over its packed weights, for a decode step, the GEMM over a chunk of prompt rows for
+ * prefill. Attention is one kernel for both: a chunk's K/V rows go into the cache first
+ * (csrc/kv.c), then query tiles x key blocks with an online softmax (a decode step is a chunk
+ * of one row). Every output element is computed with the same arithmetic either way, so
+ * prefill logits equal token-by-token logits bit for bit, whatever the chunk size. Everything
+ * else is shared plain C; nothing is allocated per token (csrc/model.c allocates the run
+ * state).
  *
  * Threads: a forward call (decode step, prefill chunk, batched step) is one parallel region
  * (csrc/threadpool.h): every thread walks the layers, meeting at a barrier (if_step_wait)
@@ -16,652 +18,13 @@
  * (whole quantization groups; RoPE and the KV stores by query head, key row and value row).
  * Every output element is still computed start to finish by one thread in one fixed order, so
  * the results are the same bits at every thread count. */
-#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* madvise under -std=c11 (glibc and musl) */
-#endif
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
-#include "cpu/cpu.h"
-#include "embed.h"
-#include "isaforge.h"
 #include "kernels/kernels.h"
+#include "model_internal.h"
 #include "ops.h"
 #include "threadpool.h"
-
-#define N_MATS IF_N_LAYER_MATRICES /* IF_LAYER_MATRICES, in its order */
-
-struct if_model {
-    if_config c;
-    if_weights w;
-    if_layer_weights *layers;
-    if_embed emb;      /* the token-table lookup (csrc/embed.c) */
-    if_pool *pool;
-    const if_kernel_table *gemv_k; /* decode kernels */
-    const if_kernel_table *gemm_k; /* prefill kernels */
-    int8_t **packed;   /* (n_layers * N_MATS + 1) GEMM-packed int8 weights, or NULL */
-    void *packed_arena; /* one allocation holding them all (2 MiB pages where offered) */
-    size_t packed_bytes; /* their total */
-    int decode_packed; /* 1: decode reads the packed copy too (the row-major int8 is never read) */
-    int q4_decode_packed; /* likewise for the 4-bit matrices (if_q4_gemm_kernel.decode_packed) */
-    int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
-                   * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
-    size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
-    size_t q_dim;      /* n_heads * head_size (dim for Llama) */
-    size_t ub;         /* prefill chunk rows */
-    size_t n_threads;
-    size_t gemv_rows_per_thread; /* decode matmuls' thread budget (if_model_opts), 0: off */
-    size_t par_min_work;         /* work below which an op runs on the caller (if_model_opts) */
-    /* SME2 hybrid split (if_model_opts.sme2_workers): in a Q8 matmul, workers tid < sme2_workers
-     * run the SME2 kernel, the others these non-streaming kernels over the same row-major
-     * weights (bit-identical results); NULL: no split */
-    size_t sme2_workers;
-    const if_q8_gemv_kernel *q8_gemv_alt;
-    const if_q8_gemm_kernel *q8_gemm_alt;
-    size_t max_mat_work;         /* rows * cols of the largest matrix (one row's matmul work) */
-    /* activations, (ub, width) row-major; a decode step uses row 0 */
-    float *x;      /* (ub, dim) residual stream; the final-normed rows after the layers */
-    float *x2;     /* (ub, dim) the residual stream's other buffer (run_layers) */
-    float *xb;     /* (ub, max(dim, q_dim)): normed rows, then the attention's (ub, q_dim) */
-    float *xb2;    /* (ub, dim) */
-    float *hb;     /* (ub, hidden_dim) */
-    float *hb2;    /* (ub, hidden_dim) */
-    float *q;      /* (ub, q_dim) */
-    float *kb;     /* (ub, kv_dim) keys of the chunk before they go into the cache */
-    float *vb;     /* (ub, kv_dim) values, likewise */
-    float *rope;   /* (ub, head_size) RoPE cos/sin of the chunk's positions, for every layer */
-    float *rope_swa; /* (ub, head_size) likewise at rope_theta_swa (swa_pattern), else NULL */
-    float *att;    /* (n_threads, att_n) attention kernel scratch */
-    size_t att_n;  /* scratch floats per thread */
-    int8_t *xq;    /* (ub, act_w) quantized activations */
-    float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
-    size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
-    float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
-    /* a decode step's own activation row per thread (fw's private mode): (n_threads, act_w)
-     * each: the float row, its rotated copy, its int8 values and their scales */
-    float *pf, *pxr, *pxs;
-    int8_t *pxq;
-    const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
-    if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
-    void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
-    float *ksc, *vsc;   /* (layer, cap, kv_dim / group) int8 scales, or NULL */
-    size_t kv_bytes;
-    /* sequence slots: n_seqs KV caches, kv[seq * n_layers + l]; a prefill runs in slot `seq`;
-     * a batched decode step (if_model_decode_batch) gives each row its slot and position */
-    size_t n_seqs, seq;
-    const size_t *bseq, *bpos; /* (M) the batch rows' slots and positions, or NULL */
-    size_t *bseq_buf, *bpos_buf; /* (ub) their storage */
-};
-
-/* Layer l's cache of the slot row r runs in. */
-static const if_kv_layer *kv_of(const if_model *m, size_t l, size_t r) {
-    return &m->kv[(m->bseq ? m->bseq[r] : m->seq) * m->c.n_layers + l];
-}
-/* Position of row r of a chunk starting at pos0 (a batched step: the row's own). */
-static size_t pos_of(const if_model *m, size_t pos0, size_t r) {
-    return m->bpos ? m->bpos[r] : pos0 + r;
-}
-
-/* The SME2 hybrid split's non-streaming kernels: the SME2 Q8 kernels read the row-major int8
- * (no packed layout), so the fallback is the best usable tier whose Q8 GEMV and GEMM read it
- * too: dotprod (GEMV 1x4, GEMM 4x4), else neon. Not i8mm: its GEMM reads its own packed
- * layout, which an SME2 model never makes. k = 0, or no SME2 kernel in the model: no split. */
-static void sme2_split(if_model *m, size_t k) {
-    const uint32_t have = if_cpu_detect()->flags;
-    const if_kernel_table *alt = NULL;
-    if (!k || !((m->gemv_k->q8_gemv->requires | m->gemm_k->q8_gemm->requires) & IF_FEAT_SME))
-        return;
-    for (size_t i = 0; i < if_tier_count(); i++) {
-        const if_kernel_table *t = if_tier_table(i);
-        if ((strcmp(t->tier, "dotprod") == 0 || (!alt && strcmp(t->tier, "neon") == 0)) &&
-            !t->q8_gemm->pack && !((t->q8_gemv->requires | t->q8_gemm->requires) & ~have))
-            alt = t;
-    }
-    if (!alt) return;
-    m->sme2_workers = k;
-    m->q8_gemv_alt = alt->q8_gemv;
-    m->q8_gemm_alt = alt->q8_gemm;
-}
-
-#define ERR(...)                                               \
-    do {                                                       \
-        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
-    } while (0)
-
-/* Work (multiply-adds) below which a loop runs on the calling thread alone: waking the pool
- * costs microseconds, and on an oversubscribed machine a fork-join per tiny matmul costs a
- * scheduler time slice. Tiny models (stories260K) then run single-threaded. */
-#define PAR_MIN_WORK ((size_t)1 << 17)
-
-/* Activation rows per GEMM task (rounded up to the kernel's mr): the rows that share each
- * weight tile while it is in cache. */
-#define GEMM_M_ROWS 64
-
-/* Chunks per thread of a matmul or attention step (a slow thread holds only one); elementwise
- * steps over one row take one chunk per thread, over rows a few. */
-#define MM_CHUNKS 4
-#define ROW_CHUNKS 4
-
-/* One thread's walk through a forward call (csrc/threadpool.h): its walker and its own copy
- * of what the quantized activations hold (every walker takes the same decisions, in the same
- * order, from the call's shape alone). */
-typedef struct fw {
-    if_model *m;
-    if_walker *w;
-    /* what xq holds: 0 Q8 groups of x, 1 a 4-bit matrix's (q4_signs, q4_kpad, q4_gs) */
-    int xq_q4;
-    const float *q4_signs;
-    size_t q4_kpad, q4_gs;
-    /* Private mode (a decode step's Q8 / 4-bit matmul inputs, see priv_begin): the matmul's
-     * input row is this walker's own. Every thread that claims a chunk of the matmul first
-     * makes the whole row itself (pend: from the shared rows, the same arithmetic as the
-     * shared step it replaces), then quantizes it for the matrix into its own pxq / pxs, so
-     * the step that made the row needs no barrier after it. Made only at a thread's first
-     * claimed chunk: the shared rows it reads are complete then and not yet overwritten (no
-     * thread passes the matmul's barrier while one of its chunks is unclaimed), and a thread
-     * that claims nothing reads nothing. */
-    int priv;
-    int pend;              /* P_NONE, or what makes pf: P_NORM, P_GATE, P_RESID */
-    const float *pa, *pb, *pw, *ppost; /* its inputs (x, y or gate, norm weight, post norm) */
-    size_t pn;             /* the row's length */
-    float peps;
-    const float *psrc;     /* the float row (pf, or a complete shared row) */
-    int pq_dtype;          /* what pxq holds: 0 nothing, else IF_Q8 / IF_Q4 of (signs, kp, gs) */
-    const float *pq_signs;
-    size_t pq_kp, pq_gs;
-    float *pf, *pxr, *pxs;
-    int8_t *pxq;
-} fw;
-
-enum { P_NONE, P_NORM, P_GATE, P_RESID };
-
-/* Claim the current step's chunks [a, b) one after another (never leave the loop early). */
-#define CHUNKS(f, a, b) for (size_t a, b; if_step_next((f)->w, &a, &b);)
-
-/* A matmul or attention step over n tasks. rows: a decode matmul's output rows, for its
- * thread budget (one thread per gemv_rows_per_thread rows, at least one); 0: the team.
- * Work below par_min_work runs as one chunk, which any thread of the team may claim: the
- * region's threads are awake, and a step only thread 0 could claim left the others waiting
- * behind it (SmolLM2's k and v projections, 192 x 576 each, ran on thread 0 alone while
- * thread 1 finished wq and waited: 13 us per layer, 0.4 ms of a 2-thread decode step).
- * Does not wait. */
-static void priv_ensure(fw *f, const if_matrix *w);
-
-static void run_tasks_prep(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                           size_t rows, size_t per_thread, const if_matrix *prep) {
-    const if_model *m = f->m;
-    size_t nt = 0; /* the whole team */
-    if (rows && m->gemv_rows_per_thread)
-        nt = rows / m->gemv_rows_per_thread > 1 ? rows / m->gemv_rows_per_thread : 1;
-    if (work < m->par_min_work) per_thread = 0; /* one chunk */
-    if_step(f->w, n, grain, nt, per_thread);
-    CHUNKS(f, t0, t1) {
-        if (prep) { /* private mode: this thread's input row, at its first chunk */
-            priv_ensure(f, prep);
-            prep = NULL;
-        }
-        fn(ctx, t0, t1, f->w->tid);
-    }
-}
-static void run_tasks_per(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                          size_t rows, size_t per_thread) {
-    run_tasks_prep(f, n, grain, fn, ctx, work, rows, per_thread, NULL);
-}
-static void run_tasks(fw *f, size_t n, size_t grain, if_task_fn fn, void *ctx, size_t work,
-                      size_t rows) {
-    run_tasks_per(f, n, grain, fn, ctx, work, rows, MM_CHUNKS);
-}
-
-/* Multiply-adds an element of an elementwise step is counted as, against par_min_work: below
- * it a step is one chunk, run by the first thread to arrive (a decode step's 576-value norm
- * split across threads saves well under a microsecond, and on a busy machine a preempted
- * thread holding its share of one would hold every other thread at the next barrier). */
-#define ELEM_WORK 4
-
-/* Chunks per thread of an elementwise step over `elems` values: `per` when there is enough
- * work (ELEM_WORK), else 0 (one chunk for the step). */
-static size_t elem_chunks(const fw *f, size_t elems, size_t per) {
-    return elems * ELEM_WORK >= f->m->par_min_work ? per : 0;
-}
-
-/* Begin an elementwise step: M > 1 rows a few chunks per thread, or one row's n elements in
- * chunks of whole grains, one per thread (either: one chunk when the work is small). A chunk
- * [a, b) is then rows [a, b) (all their elements) or row 0's elements [a, b): span() gives
- * both. */
-static void step_rows(fw *f, size_t M, size_t n, size_t grain) {
-    if (M > 1)
-        if_step(f->w, M, 1, 0, elem_chunks(f, M * n, ROW_CHUNKS));
-    else
-        if_step(f->w, n, grain, 0, elem_chunks(f, n, 1));
-}
-typedef struct span {
-    size_t r0, r1, i0, i1;
-} span;
-static span span_of(size_t M, size_t n, size_t a, size_t b) {
-    span s = {a, b, 0, n};
-    if (M == 1) s = (span){0, 1, a, b};
-    return s;
-}
-
-/* 1 / sqrt(mean(x^2) + eps) over n values, in if_rmsnorm's order. */
-static float rms_scale(const float *x, size_t n, float eps) {
-    float ss = 0.0f;
-    for (size_t j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += eps;
-    return 1.0f / sqrtf(ss);
-}
-
-/* o[i0, i1) of RMSNorm(x) (n values): if_rmsnorm's arithmetic for those elements. Every
- * thread computes the whole sum of squares, so x must not be written during the step. */
-static void rmsnorm_part(float *o, const float *x, const float *w, size_t n, float eps,
-                         size_t i0, size_t i1) {
-    const float ss = rms_scale(x, n, eps);
-    for (size_t j = i0; j < i1; j++) o[j] = w[j] * (ss * x[j]);
-}
-
-/* ---- matmuls through the kernels, parallel over output tiles ---- */
-
-typedef struct mm_job {
-    const if_kernel_table *k;
-    const if_matrix *w;
-    const int8_t *wq; /* int8 weights as the kernel wants them (packed or row-major); 4-bit:
-                       * the GEMM's packed nibbles, NULL for the row-major ones */
-    float *out;
-    size_t ldo, M, m_tile, n_tile, m_tiles;
-    const float *x; /* fp32 input (M, cols) */
-    const int8_t *xq;
-    const float *xs;
-    /* the SME2 hybrid split (set by split_job): tid >= split runs gv2 / gm2; NULL: none */
-    const if_q8_gemv_kernel *gv2;
-    const if_q8_gemm_kernel *gm2;
-    size_t split;
-} mm_job;
-
-/* Give a Q8 matmul's job the model's SME2 hybrid split (if any). */
-static void split_job(const if_model *m, mm_job *j) {
-    if (!m->sme2_workers || j->w->dtype != IF_Q8) return;
-    j->split = m->sme2_workers;
-    if (j->k->q8_gemv->requires & IF_FEAT_SME) j->gv2 = m->q8_gemv_alt;
-    if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
-}
-
-static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
-    const mm_job *j = ctx;
-    const if_matrix *w = j->w;
-    if (w->dtype == IF_Q4)
-        (j->k->q4_gemv ? j->k->q4_gemv : &if_k_q4_gemv_1x1_scalar)
-            ->run(j->out, j->xq, j->xs, w->q4, w->s, w->codebook, n0, n1, w->kpad, w->group_size);
-    else if (w->dtype == IF_F32)
-        j->k->f32_gemv->run(j->out, j->x, w->f32, n0, n1, w->cols);
-    else
-        (j->gv2 && tid >= j->split ? j->gv2 : j->k->q8_gemv)
-            ->run(j->out, j->xq, j->xs, w->q, w->s, n0, n1, w->cols, w->group_size);
-}
-
-/* Task t covers activation-row tile t % m_tiles and output-row tile t / m_tiles, so a thread's
- * contiguous range of tasks walks few weight tiles (each reused across the activation tiles). */
-static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
-    const mm_job *j = ctx;
-    const if_matrix *w = j->w;
-    const size_t K = w->cols, gs = w->group_size;
-    if (w->dtype == IF_Q4 && j->M == 1 && j->wq) { /* 4-bit decode, packed copy: nr-row tiles */
-        const if_q4_gemm_kernel *g = j->k->q4_gemm;
-        const size_t n1 = t1 * g->nr < w->rows ? t1 * g->nr : w->rows;
-        g->run(j->out, j->ldo, j->xq, j->xs, 1, (const uint8_t *)j->wq, w->s, w->codebook,
-               t0 * g->nr, n1, w->kpad, gs);
-        return;
-    }
-    if (j->M == 1 && j->wq != w->q) { /* decode over the packed layout: tasks are nr-row tiles */
-        const size_t nr = j->k->q8_gemm->nr;
-        const size_t n1 = t1 * nr < w->rows ? t1 * nr : w->rows;
-        j->k->q8_gemm->run(j->out, j->ldo, j->xq, j->xs, 1, j->wq, w->s, t0 * nr, n1, K, gs);
-        return;
-    }
-    for (size_t t = t0; t < t1; t++) {
-        size_t m0 = (t % j->m_tiles) * j->m_tile, n0 = (t / j->m_tiles) * j->n_tile;
-        size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
-        size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
-        float *out = j->out + m0 * j->ldo;
-        if (w->dtype == IF_Q4) {
-            const size_t kp = w->kpad;
-            (j->k->q4_gemm ? j->k->q4_gemm : &if_k_q4_gemm_1x1_scalar)
-                ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm,
-                      j->wq ? (const uint8_t *)j->wq : w->q4, w->s, w->codebook, n0, n1, kp, gs);
-        } else if (w->dtype == IF_F32) {
-            for (size_t m = 0; m < mm; m++)
-                j->k->f32_gemv->run(out + m * j->ldo, j->x + (m0 + m) * K, w->f32, n0, n1, K);
-        } else {
-            (j->gm2 && tid >= j->split ? j->gm2 : j->k->q8_gemm)
-                ->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / gs), mm, j->wq, w->s, n0,
-                      n1, K, gs);
-        }
-    }
-}
-
-/* Output tiles of a GEMM step: GEMM_M_ROWS activation rows (a multiple of the kernel's mr) x a
- * multiple of its nr output rows (a packed layout's tiles start at multiples of nr); wide
- * output tiles keep a thread on contiguous weight rows, at least 4 tasks per thread. */
-static void gemm_tiles(const fw *f, size_t M, size_t rows, size_t mr, size_t nr, size_t *mt,
-                       size_t *nt, size_t *m_tiles, size_t *n_tiles) {
-    *mt = (GEMM_M_ROWS + mr - 1) / mr * mr;
-    *nt = nr;
-    size_t tiles = (rows + nr - 1) / nr;
-    size_t want = 4 * f->w->team, group = tiles / want > 1 ? tiles / want : 1;
-    if (group > 8) group = 8;
-    *nt *= group;
-    *m_tiles = (M + *mt - 1) / *mt;
-    *n_tiles = (rows + *nt - 1) / *nt;
-}
-
-/* One row's residual add and the next norm (prep_step's RESID): t = x + (post ? RMSNorm_post(y)
- * : y) over all n values (their sum of squares), then for j in [i0, i1): xn[j] = t (xn not
- * NULL) and o[j] = RMSNorm(t)[j] with weight nw (o not NULL). */
-static void resid_row(float *o, float *xn, const float *xr, const float *yr, const float *post,
-                      const float *nw, size_t n, float eps, size_t i0, size_t i1) {
-    const float sy = post ? rms_scale(yr, n, eps) : 0.0f;
-    float ss = 0.0f; /* rms_scale's sum over the new residual (only o needs it: a step that
-                      * writes just xn skips this sequential chain of n adds) */
-    if (o) {
-        for (size_t j = 0; j < n; j++) {
-            const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-            ss += t * t;
-        }
-        ss /= (float)n;
-        ss += eps;
-        ss = 1.0f / sqrtf(ss);
-    }
-    for (size_t j = i0; j < i1; j++) {
-        const float t = post ? xr[j] + post[j] * (sy * yr[j]) : xr[j] + yr[j];
-        if (xn) xn[j] = t;
-        if (o) o[j] = nw[j] * (ss * t);
-    }
-}
-
-/* Enter private mode (fw): the next matmuls' input row is made by pend from (a, b, nw, post),
- * or is the complete shared row src (pend P_NONE). */
-static void priv_set(fw *f, int pend, const float *src, const float *a, const float *b,
-                     const float *nw, const float *post, size_t n, float eps) {
-    f->priv = 1;
-    f->pend = pend;
-    f->psrc = pend == P_NONE ? src : f->pf;
-    f->pa = a;
-    f->pb = b;
-    f->pw = nw;
-    f->ppost = post;
-    f->pn = n;
-    f->peps = eps;
-    f->pq_dtype = 0;
-}
-
-/* Private mode: make this walker's input row (if pending) and its quantization for w (unless
- * pxq already holds it), with the arithmetic of the shared steps (whole rows: each
- * quantization group, and each rotation group, is computed the same way whatever the chunk). */
-static void priv_ensure(fw *f, const if_matrix *w) {
-    const if_model *m = f->m;
-    const if_kernel_table *k = m->gemv_k;
-    if (f->pend != P_NONE) {
-        const size_t n = f->pn;
-        if (f->pend == P_NORM) {
-            rmsnorm_part(f->pf, f->pa, f->pw, n, f->peps, 0, n);
-        } else if (f->pend == P_GATE) {
-            memcpy(f->pf, f->pa, n * sizeof(float));
-            (m->c.act ? k->geglu->run : k->swiglu->run)(f->pf, f->pb, n);
-        } else {
-            resid_row(f->pf, NULL, f->pa, f->pb, f->ppost, f->pw, n, f->peps, 0, n);
-        }
-        f->pend = P_NONE;
-    }
-    const size_t gs = w->group_size;
-    if (w->dtype == IF_Q8) {
-        if (f->pq_dtype == IF_Q8 && f->pq_kp == w->cols && f->pq_gs == gs) return;
-        k->quantize->run(f->pxq, f->pxs, f->psrc, w->cols, gs);
-        f->pq_signs = NULL;
-        f->pq_kp = w->cols;
-    } else if (w->dtype == IF_Q4) {
-        if (f->pq_dtype == IF_Q4 && f->pq_signs == w->signs && f->pq_kp == w->kpad &&
-            f->pq_gs == gs)
-            return;
-        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-        h->run(f->pxr, f->psrc, w->signs, w->cols, w->kpad, gs);
-        k->quantize->run(f->pxq, f->pxs, f->pxr, w->kpad, gs);
-        f->pq_signs = w->signs;
-        f->pq_kp = w->kpad;
-    } else {
-        return;
-    }
-    f->pq_dtype = (int)w->dtype;
-    f->pq_gs = gs;
-}
-
-/* A decode matmul in private mode (does not wait): the kernels of matmul's M = 1 paths, each
- * claiming thread reading its own input row. */
-static void matmul_priv(fw *f, float *out, size_t ldo, const if_matrix *w,
-                        const int8_t *packed) {
-    if_model *m = f->m;
-    const if_kernel_table *k = m->gemv_k;
-    const size_t rows = w->rows;
-    mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, f->psrc, f->pxq, f->pxs};
-    if (w->dtype == IF_Q4 && packed && m->q4_decode_packed) { /* see matmul_q4 */
-        const size_t nr = k->q4_gemm->nr;
-        j.wq = packed;
-        j.n_tile = nr;
-        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->kpad / 2, rows,
-                       MM_CHUNKS, w);
-        return;
-    }
-    if (w->dtype == IF_Q4) {
-        j.wq = NULL;
-        run_tasks_prep(f, rows, 8, gemv_task, &j, rows * w->kpad / 2, rows, MM_CHUNKS, w);
-        return;
-    }
-    if (w->dtype == IF_Q8 && packed && m->decode_packed) { /* see matmul */
-        const size_t nr = k->q8_gemm->nr;
-        j.wq = packed;
-        j.n_tile = nr;
-        run_tasks_prep(f, (rows + nr - 1) / nr, 1, gemm_task, &j, rows * w->cols, rows,
-                       MM_CHUNKS, w);
-        return;
-    }
-    split_job(m, &j);
-    run_tasks_prep(f, rows, 4, gemv_task, &j, rows * w->cols, rows, MM_CHUNKS, w);
-}
-
-/* out (M, ldo) = x (M, cols) W^T, as a step that does not wait. quantize = 1 (re)quantizes x
- * into m->xq first (its own step, after waiting for the steps that may still read xq, and
- * waited for), 0 reuses the quantization of the same x from the previous call.
- * A 4-bit matrix: x rows zero-padded to kpad and rotated (when the matrix has signs) by the
- * tier's Hadamard kernel, quantized per group, then the 4-bit GEMV (M = 1) or GEMM. The
- * quantized rows are reused by the next call when it asks (quantize = 0) and rotates alike.
- * One row is rotated and quantized by whole groups (each group by one thread), rows by rows. */
-static void matmul_q4(fw *f, float *out, size_t ldo, const float *x, size_t M,
-                      const if_matrix *w, const int8_t *packed, int quantize) {
-    if_model *m = f->m;
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    const size_t K = w->cols, kp = w->kpad, gs = w->group_size;
-    if (quantize || !f->xq_q4 || f->q4_signs != w->signs || f->q4_kpad != kp || f->q4_gs != gs) {
-        const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-        if_step_wait(f->w);
-        step_rows(f, M, kp, gs);
-        CHUNKS(f, a, b) {
-            span s = span_of(M, kp, a, b);
-            for (size_t r = s.r0; r < s.r1; r++) {
-                const size_t i0 = s.i0, i1 = s.i1;
-                const size_t kin = i0 >= K ? 0 : (i1 < K ? i1 : K) - i0; /* real columns */
-                float *xr = m->xr + r * kp + i0;
-                h->run(xr, kin ? x + r * K + i0 : xr, w->signs ? w->signs + i0 : NULL, kin,
-                       i1 - i0, gs);
-                k->quantize->run(m->xq + r * kp + i0, m->xs + r * (kp / gs) + i0 / gs, xr,
-                                 i1 - i0, gs);
-            }
-        }
-        if_step_wait(f->w);
-        f->xq_q4 = 1;
-        f->q4_signs = w->signs;
-        f->q4_kpad = kp;
-        f->q4_gs = gs;
-    }
-    if (M == 1 && packed && m->q4_decode_packed) {
-        /* one resident copy: decode reads the GEMM's packed nibbles through the same tier's
-         * GEMM at M = 1 (each nr-row tile one contiguous stream), the GEMV's arithmetic */
-        const size_t nr = k->q4_gemm->nr;
-        mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-        run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * kp / 2, w->rows);
-        return;
-    }
-    if (M == 1) {
-        mm_job j = {k, w, NULL, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        run_tasks(f, w->rows, 8, gemv_task, &j, w->rows * kp / 2, w->rows);
-        return;
-    }
-    const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
-    size_t mt, nt, m_tiles, n_tiles;
-    gemm_tiles(f, M, w->rows, mr, nr, &mt, &nt, &m_tiles, &n_tiles);
-    mm_job j = {k, w, packed, out, ldo, M, mt, nt, m_tiles, x, m->xq, m->xs};
-    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * kp, 0);
-}
-
-static void matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, const if_matrix *w,
-                   const int8_t *packed, int quantize) {
-    if_model *m = f->m;
-    const size_t K = w->cols;
-    if (M == 1 && quantize) { /* a decode step's new row: private mode (fw), no barrier after */
-        if_step_wait(f->w); /* x complete */
-        if (w->dtype == IF_F32)
-            f->priv = 0;
-        else
-            priv_set(f, P_NONE, x, NULL, NULL, NULL, NULL, K, 0.0f);
-    }
-    if (M == 1 && f->priv) {
-        matmul_priv(f, out, ldo, w, packed);
-        return;
-    }
-    if (w->dtype == IF_Q4) {
-        matmul_q4(f, out, ldo, x, M, w, packed, quantize);
-        return;
-    }
-    if (w->dtype == IF_Q8 && f->xq_q4) { /* xq holds a 4-bit matrix's rows: quantize again */
-        quantize = 1;
-        f->xq_q4 = 0;
-    }
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    if (w->dtype == IF_Q8 && quantize) { /* by rows, or one row by whole groups */
-        const size_t gs = w->group_size;
-        if_step_wait(f->w);
-        step_rows(f, M, K, gs);
-        CHUNKS(f, a, b) {
-            span s = span_of(M, K, a, b);
-            for (size_t r = s.r0; r < s.r1; r++)
-                k->quantize->run(m->xq + r * K + s.i0, m->xs + r * (K / gs) + s.i0 / gs,
-                                 x + r * K + s.i0, s.i1 - s.i0, gs);
-        }
-        if_step_wait(f->w);
-    }
-    if (M == 1) {
-        if (w->dtype == IF_Q8 && packed && m->decode_packed) {
-            /* one resident copy: decode reads the GEMM's packed layout through the same tier's
-             * GEMM at M = 1 (each nr-row tile one contiguous stream), the same per-output
-             * arithmetic as the GEMV, so the logits do not change */
-            const size_t nr = k->q8_gemm->nr;
-            mm_job j = {k, w, packed, out, ldo, 1, 1, nr, 1, x, m->xq, m->xs};
-            run_tasks(f, (w->rows + nr - 1) / nr, 1, gemm_task, &j, w->rows * K, w->rows);
-            return;
-        }
-        mm_job j = {k, w, w->q, out, ldo, 1, 1, 1, 1, x, m->xq, m->xs};
-        split_job(m, &j);
-        run_tasks(f, w->rows, 4, gemv_task, &j, w->rows * K, w->rows);
-        return;
-    }
-    const if_q8_gemm_kernel *g = k->q8_gemm;
-    size_t mt, nt, m_tiles, n_tiles;
-    gemm_tiles(f, M, w->rows, g->mr, g->nr, &mt, &nt, &m_tiles, &n_tiles);
-    mm_job j = {k,  w,  packed ? packed : w->q, out, ldo, M, mt, nt, m_tiles, x,
-                m->xq, m->xs};
-    if (!packed) split_job(m, &j);
-    run_tasks(f, n_tiles * m_tiles, 1, gemm_task, &j, M * w->rows * K, 0);
-}
-
-/* A step that makes a matmul's input and quantizes it for that matmul at once (each
- * quantization group, or row, by the thread that computed it; the matmul then runs with
- * quantize = 0), for M rows of n:
- *   NORM   o = RMSNorm(x) with weight nw;
- *   GATE   o = gate(o, x) (the SwiGLU / GeGLU kernel);
- *   RESID  the residual add and the next norm: xn = x + (post ? RMSNorm_post(y) : y), then
- *          o = RMSNorm(xn) with weight nw. Every thread computes all of a row's new residual
- *          (same floats, same order) for the sum of squares and writes only its elements of
- *          xn and o, so x and y are only read; xn may be NULL (not kept) or equal o;
- * then o's rows quantized for w as matmul would (Q8 groups, or a 4-bit matrix's padded,
- * rotated groups; nothing for f32 or w NULL). Waits. */
-enum { NORM, GATE, RESID };
-typedef struct resid_in {
-    const float *y, *post;
-    float *xn;
-} resid_in;
-
-static void prep_step(fw *f, int op, float *o, const float *x, const float *nw, size_t M,
-                      size_t n, float eps, const if_matrix *w, const resid_in *ri) {
-    if_model *m = f->m;
-    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
-    const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
-    const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
-    const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
-    const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
-    if_step_wait(f->w); /* xq may still be read by a matmul step */
-    if (M == 1 && (q4 || q8)) { /* a decode step: private mode (fw), no barrier after */
-        if (op == RESID && ri->xn) { /* the new residual, shared (read after later barriers) */
-            step_rows(f, 1, n, 16);
-            CHUNKS(f, a, b) resid_row(NULL, ri->xn, x, ri->y, ri->post, nw, n, eps, a, b);
-        }
-        if (op == GATE)
-            priv_set(f, P_GATE, NULL, o, x, NULL, NULL, n, eps);
-        else
-            priv_set(f, op == NORM ? P_NORM : P_RESID, NULL, x, ri ? ri->y : NULL, nw,
-                     ri ? ri->post : NULL, n, eps);
-        return;
-    }
-    step_rows(f, M, kp, q4 || q8 ? gs : 16);
-    CHUNKS(f, a, b) {
-        span s = span_of(M, kp, a, b);
-        const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
-        for (size_t r = s.r0; r < s.r1; r++) {
-            float *orow = o + r * n;
-            const float *xr = x + r * n;
-            if (s.i0 < e1 && op == NORM) {
-                rmsnorm_part(orow, xr, nw, n, eps, s.i0, e1);
-            } else if (s.i0 < e1 && op == GATE) {
-                glu(orow + s.i0, xr + s.i0, e1 - s.i0);
-            } else if (s.i0 < e1) {
-                resid_row(orow, ri->xn ? ri->xn + r * n : NULL, xr, ri->y + r * n, ri->post, nw,
-                          n, eps, s.i0, e1);
-            }
-            if (q8) {
-                k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
-                                 orow + s.i0, s.i1 - s.i0, gs);
-            } else if (q4) {
-                const size_t kin = s.i0 < e1 ? e1 - s.i0 : 0;
-                float *xr4 = m->xr + r * kp + s.i0;
-                h->run(xr4, kin ? orow + s.i0 : xr4, w->signs ? w->signs + s.i0 : NULL, kin,
-                       s.i1 - s.i0, gs);
-                k->quantize->run(m->xq + r * kp + s.i0, m->xs + r * (kp / gs) + s.i0 / gs, xr4,
-                                 s.i1 - s.i0, gs);
-            }
-        }
-    }
-    if_step_wait(f->w);
-    f->priv = 0;
-    if (!w) return;
-    f->xq_q4 = q4;
-    if (q4) {
-        f->q4_signs = w->signs;
-        f->q4_kpad = kp;
-        f->q4_gs = gs;
-    }
-}
 
 /* ---- attention: tasks over (query tile x kv group), or (row x head) when that is too few ---- */
 
@@ -707,8 +70,9 @@ static void att_task(void *ctx, size_t t0, size_t t1, size_t tid) {
 
 /* Multiply-adds an fp32 attention multiply-add is counted as, against par_min_work: one
  * (its scores, exponentials and P.V in fixed order) costs several times an int8 matmul's,
- * and below par_min_work the whole step runs on one thread while the others wait (a decode
- * step at 64 keys was one chunk, 9 % of the step on thread 0 alone; perf, 2-core AVX2). */
+ * and below par_min_work the whole step runs on one thread while the others wait, so counted
+ * at face value a short decode step's attention would run on thread 0 alone (the measurement:
+ * docs/performance.md). */
 #define ATT_WORK 8
 
 /* The attention of M rows as one step (does not wait). */
@@ -728,29 +92,19 @@ static void attention(fw *f, size_t l, size_t pos0, size_t M, size_t window) {
         size_t most = 0;
         for (size_t r = 0; r < M; r++) most = m->bpos[r] > most ? m->bpos[r] : most;
         size_t keys = window && window + c->n_sinks < most + 1 ? window + c->n_sinks : most + 1;
-        run_tasks(f, M * c->n_kv_heads, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0);
+        if_fw_tasks(f, M * c->n_kv_heads, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
+                    MM_CHUNKS);
         return;
     }
     size_t keys = window && window + c->n_sinks < pos0 + M ? window + c->n_sinks : pos0 + M;
     /* (row, head) tasks: one chunk per thread, so a chunk's heads of one kv group share a call
      * (a SmolLM2 decode step at 2 threads, 9 heads in 3 groups: chunks of heads 0-4 and 5-8,
      * 2 calls each, rather than 8 chunks of 1-2 heads, each head its own call) */
-    run_tasks_per(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
-                  a.per_group ? MM_CHUNKS : 1);
+    if_fw_tasks(f, n, 1, att_task, &a, ATT_WORK * M * 2 * keys * m->q_dim, 0,
+                a.per_group ? MM_CHUNKS : 1);
 }
 
 /* ---- the forward pass over M rows at positions pos0.. (M <= ub) ---- */
-
-static const int8_t *packed_of(const if_model *m, size_t idx) {
-    return m->packed ? m->packed[idx] : NULL;
-}
-static size_t n_cls_of(const if_model *m) { return m->c.n_layers * N_MATS; }
-
-/* Layer l's sliding window: 0 for global attention (if_config's swa_pattern). */
-static size_t layer_window(const if_config *c, size_t l) {
-    if (c->swa_pattern && (l + 1) % c->swa_pattern == 0) return 0;
-    return c->sliding_window;
-}
 
 /* row[i] += b[i] for n values (a projection's bias). */
 static void add_bias(float *row, const float *b, size_t n) {
@@ -840,14 +194,14 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
     /* the residual stream alternates between m->x and m->x2 (a residual add writes the other
      * buffer, so the threads summing the old one for the next norm read it undisturbed) */
     float *x = m->x, *xn = m->x2, *tmp;
-    prep_step(f, NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps, &m->layers[0].wq,
-              NULL);
+    if_fw_prep(f, IF_PREP_NORM, m->xb, x, m->layers[0].rms_att, M, dim, c->norm_eps,
+               &m->layers[0].wq, NULL);
     for (size_t l = 0; l < c->n_layers; l++) {
         const if_layer_weights *L = &m->layers[l];
         size_t pk = l * N_MATS;
         /* the cache lines the step after q, k, v stores into, fetched while the projections
-         * stream (SmolLM2, 2 threads, 2-core Zen 3: the waits after that step 167-190 ->
-         * 124-132 Mcycles per 1024 steps, 6 alternating runs) */
+         * stream, so that step's stores do not miss (it shortens the other threads' wait
+         * after it; docs/performance.md) */
         if (M == 1 && w->tid == 0) if_kv_prefetch_row(kv_of(m, l, 0), pos_of(m, pos0, 0));
         const size_t window = layer_window(c, l);
         const float *rope = window && m->rope_swa ? m->rope_swa : m->rope;
@@ -855,17 +209,16 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         /* q, k, v (one wait for the three; xb normed and quantized for wq by the previous
          * step); the chunk's k and v rows go into the cache (converted to its type) before
          * attention, which then reads every key through it */
-        matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
-        matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
-        matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
+        if_fw_matmul(f, m->q, qd, m->xb, M, &L->wq, packed_of(m, pk + IF_MAT_wq), 0);
+        if_fw_matmul(f, m->kb, kv_dim, m->xb, M, &L->wk, packed_of(m, pk + IF_MAT_wk), 0);
+        if_fw_matmul(f, m->vb, kv_dim, m->xb, M, &L->wv, packed_of(m, pk + IF_MAT_wv), 0);
         if_step_wait(w);
         if (M > 1) {
             if_step(w, M, 1, 0, elem_chunks(f, M * (qd + 2 * kv_dim), ROW_CHUNKS));
             CHUNKS(f, a, b) qkv_rows(m, L, l, pos0, rope, q_mul, a, b);
         } else {
             /* one chunk per thread even below par_min_work: the team is awake, and one
-             * thread alone here held the others for its whole step (2-core Zen 3, SmolLM2,
-             * 2 threads: their waits after it 126-128 -> 65-75 Mcycles per 1024 steps) */
+             * thread alone here held the others for its whole step (docs/performance.md) */
             if_step(w, c->n_heads + 2, 1, 0, 1);
             CHUNKS(f, a, b)
             for (size_t t = a; t < b; t++) qkv_task(m, L, l, pos0, rope, q_mul, t);
@@ -875,26 +228,26 @@ static void run_layers(fw *f, size_t pos0, size_t M) {
         attention(f, l, pos0, M, window);
         if_step_wait(w);
 
-        matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
+        if_fw_matmul(f, m->xb2, dim, m->xb, M, &L->wo, packed_of(m, pk + IF_MAT_wo), 1);
         if_step_wait(w);
-        resid_in ra = {m->xb2, L->rms_post_att, xn};
-        prep_step(f, RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
+        if_resid_in ra = {m->xb2, L->rms_post_att, xn};
+        if_fw_prep(f, IF_PREP_RESID, m->xb, x, L->rms_ffn, M, dim, c->norm_eps, &L->w1, &ra);
         tmp = x, x = xn, xn = tmp;
 
-        matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
-        matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
+        if_fw_matmul(f, m->hb, hidden, m->xb, M, &L->w1, packed_of(m, pk + IF_MAT_w1), 0);
+        if_fw_matmul(f, m->hb2, hidden, m->xb, M, &L->w3, packed_of(m, pk + IF_MAT_w3), 0);
         if_step_wait(w);
-        prep_step(f, GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
-        matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
+        if_fw_prep(f, IF_PREP_GATE, m->hb, m->hb2, NULL, M, hidden, c->norm_eps, &L->w2, NULL);
+        if_fw_matmul(f, m->xb2, dim, m->hb, M, &L->w2, packed_of(m, pk + IF_MAT_w2), 0);
         if_step_wait(w);
-        resid_in rf = {m->xb2, L->rms_post_ffn, xn};
+        if_resid_in rf = {m->xb2, L->rms_post_ffn, xn};
         if (l + 1 < c->n_layers) { /* with the next layer's attention norm, for its wq */
             const if_layer_weights *N = &m->layers[l + 1];
-            prep_step(f, RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
+            if_fw_prep(f, IF_PREP_RESID, m->xb, x, N->rms_att, M, dim, c->norm_eps, &N->wq, &rf);
             tmp = x, x = xn, xn = tmp;
         } else { /* with the final norm, into m->x (x is m->x2 here) */
             rf.xn = NULL;
-            prep_step(f, RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
+            if_fw_prep(f, IF_PREP_RESID, m->x, x, m->w.rms_final, M, dim, c->norm_eps, NULL, &rf);
         }
     }
 }
@@ -947,8 +300,9 @@ static void call_walk(void *ctx, if_walker *w) {
     const call *k = ctx;
     if_model *m = k->m;
     const size_t pw = w->tid * m->act_w; /* this walker's private rows */
-    fw f = {.m = m, .w = w, .pf = m->pf + pw, .pxr = m->pxr + pw, .pxs = m->pxs + pw,
-            .pxq = m->pxq + pw};
+    fw f = {.m = m,
+            .w = w,
+            .priv = {.f = m->pf + pw, .xr = m->pxr + pw, .xs = m->pxs + pw, .xq = m->pxq + pw}};
     run_layers(&f, k->pos0, k->M);
     if (k->want) { /* the rows that want logits, packed to the front of x: one chunk */
         const size_t dim = m->c.dim;
@@ -967,8 +321,8 @@ static void call_walk(void *ctx, if_walker *w) {
     }
     if (!k->cls_rows) return;
     const size_t vocab = m->c.vocab_size;
-    matmul(&f, k->cls_out, vocab, k->cls_x, k->cls_rows, &m->w.wcls, packed_of(m, n_cls_of(m)),
-           1);
+    if_fw_matmul(&f, k->cls_out, vocab, k->cls_x, k->cls_rows, &m->w.wcls,
+                 packed_of(m, n_cls_of(m)), 1);
     if (m->c.logit_softcap != 0.0f) {
         if_step_wait(w);
         if_step(w, k->cls_rows * vocab, 64, 0,
@@ -1021,8 +375,6 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
 }
 
 /* ---- sequence slots: prefill into one, decode many together ---- */
-
-size_t if_model_n_seqs(const if_model *m) { return m->n_seqs; }
 
 if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,
                                size_t pos0, float *logits, float *all_logits, char *err,
@@ -1091,487 +443,3 @@ if_status if_model_decode_batch(if_model *m, size_t n, const int32_t *tokens,
     return if_model_batch(m, n, tokens, seqs, pos, NULL, logits, err, errlen);
 }
 
-/* ---- validation and setup ---- */
-
-static int mul_ok(size_t a, size_t b, size_t *out) {
-    if (a != 0 && b > SIZE_MAX / a) return 0;
-    *out = a * b;
-    return 1;
-}
-
-static const if_matrix *matrix_at(const if_model *m, size_t idx) {
-    if (idx == m->c.n_layers * N_MATS) return &m->w.wcls;
-    return if_layer_matrix(&m->layers[idx / N_MATS], idx % N_MATS);
-}
-
-/* Bytes of one matrix packed for GEMM kernel k (64-byte aligned allocations), 0 without a
- * layout. */
-static size_t packed_size(const if_q8_gemm_kernel *k, size_t rows, size_t cols, size_t gs) {
-    if (!k->pack || !k->pack_size || gs == 0) return 0;
-    size_t bytes = (k->pack_size(rows, cols, gs) + 63) / 64 * 64;
-    return bytes ? bytes : 64;
-}
-
-size_t if_packed_weight_bytes(const if_config *c, size_t gs, const if_kernel_table *t) {
-    const size_t D = c->dim, H = c->hidden_dim, HS = if_config_head_size(c);
-    const size_t KV = HS * c->n_kv_heads, Q = HS * c->n_heads;
-    size_t layer = 0;
-#define ADD_(name, rows, cols) layer += packed_size(t->q8_gemm, rows, cols, gs);
-    IF_LAYER_MATRICES(ADD_)
-#undef ADD_
-    return c->n_layers * layer + packed_size(t->q8_gemm, c->vocab_size, D, gs);
-}
-
-/* Bytes of a 4-bit matrix packed for GEMM kernel k (0 without a layout). */
-static size_t q4_packed_size(const if_q4_gemm_kernel *k, const if_matrix *w) {
-    if (!k || !k->pack || !k->pack_size || !k->unpack || w->group_size == 0) return 0;
-    size_t bytes = (k->pack_size(w->rows, w->kpad, w->group_size) + 63) / 64 * 64;
-    return bytes ? bytes : 64;
-}
-
-/* Pack every Q8 and 4-bit matrix once into the prefill kernels' layouts, where they declare
- * one. */
-static int pack_weights(if_model *m, const if_model_opts *o) {
-    const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
-    const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
-    const int q8 = k->pack && k->pack_size && m->group_size != 0;
-    const int q4 = k4 && k4->pack && k4->pack_size && k4->unpack;
-    /* no 4-bit layout: the row-major nibbles themselves go into the arena when the caller
-     * lets go of its copy (the kernels then read them from 2 MiB pages, as the packed ones) */
-    const int q4copy = !q4 && o->q4_arena;
-    if (!q8 && !q4 && !q4copy) return 1;
-    size_t n = m->c.n_layers * N_MATS + 1;
-    m->packed = calloc(n, sizeof(int8_t *));
-    if (!m->packed) return 0;
-    /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
-     * row-major matrix may go as soon as it is packed */
-    m->decode_packed = q8 && m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k);
-    m->q4_decode_packed = q4 && m->gemv_k == m->gemm_k && k4->decode_packed;
-    /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
-     * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
-     * `madvise` mode: 512x fewer TLB entries for the weights; see README "Performance") */
-    size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        const if_matrix *w = matrix_at(m, i);
-        if (w->dtype == IF_Q8 && q8)
-            total += (packed_size(k, w->rows, w->cols, w->group_size) + 63) & ~(size_t)63;
-        else if (w->dtype == IF_Q4 && q4)
-            total += q4_packed_size(k4, w);
-        else if (w->dtype == IF_Q4 && q4copy)
-            total += (w->rows * (w->kpad / 2) + 63) & ~(size_t)63;
-    }
-    if (total == 0) return 1;
-    const size_t huge = (size_t)2 << 20;
-    if (total >= huge) {
-        total = (total + huge - 1) / huge * huge;
-        m->packed_arena = aligned_alloc(huge, total);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (m->packed_arena) (void)madvise(m->packed_arena, total, MADV_HUGEPAGE); /* a hint */
-#endif
-    } else {
-        m->packed_arena = aligned_alloc(64, total);
-    }
-    if (!m->packed_arena) return 0;
-    int8_t *next = m->packed_arena;
-    for (size_t i = 0; i < n; i++) {
-        const if_matrix *w = matrix_at(m, i);
-        int shared;
-        if (w->dtype == IF_Q8 && q8) {
-            size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
-            m->packed[i] = next;
-            next += (bytes + 63) & ~(size_t)63;
-            k->pack(m->packed[i], w->q, w->rows, w->cols, w->group_size);
-            m->packed_bytes += bytes;
-            shared = m->decode_packed;
-        } else if (w->dtype == IF_Q4 && q4) { /* the nibbles rearranged; scales, codebook as is */
-            size_t bytes = q4_packed_size(k4, w);
-            m->packed[i] = next;
-            next += bytes;
-            k4->pack((uint8_t *)m->packed[i], w->q4, w->rows, w->kpad, w->group_size);
-            m->packed_bytes += bytes;
-            shared = m->q4_decode_packed;
-        } else if (w->dtype == IF_Q4 && q4copy) { /* row-major, as given */
-            const size_t bytes = w->rows * (w->kpad / 2);
-            const uint8_t *was = w->q4;
-            m->packed[i] = next;
-            next += (bytes + 63) & ~(size_t)63;
-            memcpy(m->packed[i], was, bytes);
-            /* the model's own copy of the matrix descriptors (m->layers, m->w.wcls) */
-            if_matrix *mw = (if_matrix *)matrix_at(m, i);
-            mw->q4 = (const uint8_t *)m->packed[i];
-            if (m->emb.t.dtype == IF_Q4 && m->emb.t.q4 == was) m->emb.t.q4 = mw->q4; /* tied */
-            m->q4_arena = 1;
-            shared = 1;
-        } else {
-            continue;
-        }
-        if (shared && o->on_packed) o->on_packed(o->on_packed_ctx, i);
-    }
-    return 1;
-}
-
-/* The KV cache's shape for a config, prefill chunk ub and type: slots per layer (a plain
- * array over the context, or with a sliding window a ring of n_sinks + window + ub - 1
- * slots: a chunk's rows go in before its attention, so the ring must also hold the window of
- * the chunk's first row), int8 group (0 for float caches) and bytes per element. */
-static size_t layer_cap(const if_config *c, size_t ub, size_t l) {
-    const size_t window = layer_window(c, l);
-    if (window && c->n_sinks + window + ub - 1 < c->seq_len) return c->n_sinks + window + ub - 1;
-    return c->seq_len; /* global layers (swa_pattern's) keep the whole context */
-}
-
-/* Slots of one sequence's cache over all layers (each layer_cap), 0 if that overflows. */
-static size_t kv_slots(const if_config *c, size_t ub) {
-    size_t n = 0;
-    for (size_t l = 0; l < c->n_layers; l++) {
-        const size_t cap = layer_cap(c, ub, l);
-        if (cap > SIZE_MAX - n) return 0;
-        n += cap;
-    }
-    return n;
-}
-
-static void kv_geometry(const if_config *c, size_t ub, if_kv_type type, size_t *cap,
-                        size_t *group, size_t *el) {
-    const size_t hs = if_config_head_size(c);
-    *cap = 0; /* the largest layer's (each layer: layer_cap) */
-    for (size_t l = 0; l < c->n_layers; l++)
-        if (layer_cap(c, ub, l) > *cap) *cap = layer_cap(c, ub, l);
-    *group = 0;
-    *el = type == IF_KV_F32 ? 4 : type == IF_KV_F16 ? 2 : 1;
-    if (type == IF_KV_I8)
-        for (*group = 32; hs % *group;) *group /= 2;
-}
-
-size_t if_kv_cache_bytes(const if_config *c, size_t ubatch, if_kv_type type) {
-    if (!c->n_heads || (!c->head_dim && c->dim % c->n_heads) || !c->seq_len ||
-        (type != IF_KV_F32 && type != IF_KV_F16 && type != IF_KV_I8))
-        return 0;
-    size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH, cap, group, el, n, t;
-    if (ub > c->seq_len) ub = c->seq_len;
-    kv_geometry(c, ub, type, &cap, &group, &el);
-    t = kv_slots(c, ub);
-    if (!t || !mul_ok(t, if_config_head_size(c) * c->n_kv_heads, &n) ||
-        n > SIZE_MAX / 2 / (el + sizeof(float)))
-        return 0;
-    return 2 * n * el + (group ? 2 * (n / group) * sizeof(float) : 0);
-}
-
-/* Allocate the KV cache of type `type` (shape: kv_geometry). */
-static int alloc_cache(if_model *m, if_kv_type type) {
-    const if_config *c = &m->c;
-    size_t cap, group, el;
-    kv_geometry(c, m->ub, type, &cap, &group, &el);
-    const size_t slots = kv_slots(c, m->ub); /* overflow checked by the caller */
-    size_t n = m->n_seqs * slots * m->kv_dim;
-    m->kc = calloc(n, el);
-    m->vc = calloc(n, el);
-    if (!m->kc || !m->vc) return 0;
-    if (group) {
-        m->ksc = calloc(n / group, sizeof(float));
-        m->vsc = calloc(n / group, sizeof(float));
-        if (!m->ksc || !m->vsc) return 0;
-    }
-    m->kv_bytes = m->n_seqs * if_kv_cache_bytes(c, m->ub, type);
-    size_t off = 0;
-    for (size_t l = 0; l < m->n_seqs * c->n_layers; l++) { /* slot l / n_layers */
-        const size_t layer = l % c->n_layers;
-        cap = layer_cap(c, m->ub, layer);
-        if_kv_layer kv = {type,
-                          (char *)m->kc + off * el,
-                          (char *)m->vc + off * el,
-                          group ? m->ksc + off / group : NULL,
-                          group ? m->vsc + off / group : NULL,
-                          cap,
-                          m->kv_dim,
-                          group,
-                          layer_window(c, layer) ? c->n_sinks : 0,
-                          0};
-        /* float32 keys block-transposed where the SIMD kernels can read them in place */
-        kv.keys_t = type == IF_KV_F32 && cap % IF_ATTN_KEY_BLOCK == 0 && !kv.n_sinks;
-        m->kv[l] = kv;
-        off += cap * m->kv_dim;
-    }
-    return 1;
-}
-
-if_status if_model_create(const if_config *cfg, const if_weights *w, size_t n_threads,
-                          size_t ubatch, if_model **out, char *err, size_t errlen) {
-    if_model_opts o = {.n_threads = n_threads, .ubatch = ubatch, .kv_type = IF_KV_F32};
-    return if_model_create_opts(cfg, w, &o, out, err, errlen);
-}
-
-if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
-                               const if_model_opts *opts, if_model **out, char *err,
-                               size_t errlen) {
-    *out = NULL;
-    size_t n_threads = opts->n_threads, ubatch = opts->ubatch;
-    if (opts->kv_type != IF_KV_F32 && opts->kv_type != IF_KV_F16 && opts->kv_type != IF_KV_I8) {
-        ERR("unknown KV cache type %d", (int)opts->kv_type);
-        return IF_EINVAL;
-    }
-    if_kernel_set ks = opts->kernels;
-    if (!ks.gemv || !ks.gemm) {
-        if_status st = if_kernels_choose(NULL, 0, &ks, err, errlen);
-        if (st != IF_OK) return st;
-    }
-    const if_config c = *cfg;
-    if (!c.dim || !c.hidden_dim || !c.n_layers || !c.n_heads || !c.n_kv_heads ||
-        !c.vocab_size || !c.seq_len) {
-        ERR("config has a zero dimension");
-        return IF_EINVAL;
-    }
-    if ((!c.head_dim && c.dim % c.n_heads) || c.n_heads % c.n_kv_heads ||
-        if_config_head_size(&c) % 2) {
-        ERR("config: n_heads=%zu must divide dim=%zu (or head_dim=%zu be given) into even head "
-            "sizes and n_kv_heads=%zu must divide n_heads",
-            c.n_heads, c.dim, c.head_dim, c.n_kv_heads);
-        return IF_EINVAL;
-    }
-    if (c.act > 1 || c.rope_neox > 1) {
-        ERR("config: act=%zu (0 SiLU, 1 GELU-tanh) and rope_neox=%zu (0 or 1) out of range",
-            c.act, c.rope_neox);
-        return IF_EINVAL;
-    }
-    if (c.swa_pattern && !c.sliding_window) {
-        ERR("config: swa_pattern=%zu needs a sliding_window", c.swa_pattern);
-        return IF_EINVAL;
-    }
-    if (!(c.rope_theta > 0.0f) || !(c.rope_theta_swa >= 0.0f) || !(c.embed_scale >= 0.0f) ||
-        !(c.attn_scale >= 0.0f) || !(c.logit_softcap >= 0.0f) || isinf(c.rope_theta) ||
-        isinf(c.rope_theta_swa) || isinf(c.embed_scale) || isinf(c.attn_scale) ||
-        isinf(c.logit_softcap)) {
-        ERR("config: rope_theta must be positive and rope_theta_swa, embed_scale, attn_scale, "
-            "logit_softcap finite and >= 0");
-        return IF_EINVAL;
-    }
-    if (c.n_sinks && !c.sliding_window) {
-        ERR("config: n_sinks=%zu needs a sliding_window", c.n_sinks);
-        return IF_EINVAL;
-    }
-    if (!w->rms_final || !w->layers) {
-        ERR("weights missing");
-        return IF_EINVAL;
-    }
-    const size_t hs = if_config_head_size(&c), kv_dim = hs * c.n_kv_heads, q_dim = hs * c.n_heads;
-    /* the model's Q8 group size: the first Q8 matrix's (4-bit matrices have their own) */
-    size_t gs = 0, kpad_max = 0;
-    for (size_t i = 0; i <= c.n_layers * N_MATS; i++) {
-        const if_matrix *mi = i == c.n_layers * N_MATS
-                                  ? &w->wcls
-                                  : if_layer_matrix(&w->layers[i / N_MATS], i % N_MATS);
-        if (mi->dtype == IF_Q8 && !gs) gs = mi->group_size;
-        if (mi->dtype == IF_Q4 && mi->kpad > kpad_max && mi->kpad - mi->cols < mi->group_size)
-            kpad_max = mi->kpad;
-    }
-    char name[32];
-    for (size_t l = 0; l < c.n_layers; l++) {
-        const if_layer_weights *L = &w->layers[l];
-        if (!L->rms_att || !L->rms_ffn) {
-            ERR("layer %zu: norm weights missing", l);
-            return IF_EINVAL;
-        }
-        const size_t D = c.dim, KV = kv_dim, H = c.hidden_dim, Q = q_dim; /* the shapes */
-#define CHECK(field, r, cc)                                          \
-    snprintf(name, sizeof name, "layer %zu " #field, l);             \
-    if (!if_matrix_check(&L->field, r, cc, gs, name, err, errlen)) return IF_EINVAL;
-        IF_LAYER_MATRICES(CHECK)
-#undef CHECK
-    }
-    if (!if_matrix_check(&w->wcls, c.vocab_size, c.dim, gs, "classifier", err, errlen))
-        return IF_EINVAL;
-    const if_matrix tok = if_embed_table(w, c.vocab_size, c.dim);
-    if (!if_matrix_check(&tok, c.vocab_size, c.dim, IF_ANY_GROUP, "token embedding table", err,
-                         errlen))
-        return IF_EINVAL;
-
-    size_t ub = ubatch ? ubatch : IF_DEFAULT_UBATCH;
-    if (ub > c.seq_len) ub = c.seq_len;
-    if (n_threads < 1) n_threads = 1;
-    const size_t wide = c.dim > q_dim ? c.dim : q_dim; /* x rows, or the attention's */
-    size_t cache_n, t, big = wide > c.hidden_dim ? wide : c.hidden_dim, act_big, att_n;
-    if (kpad_max > big) big = kpad_max;
-    size_t cap, kv_group, kv_el;
-    kv_geometry(&c, ub, opts->kv_type, &cap, &kv_group, &kv_el);
-    const size_t att_each = if_attn_scratch_floats(hs, c.n_heads, c.n_heads / c.n_kv_heads, cap);
-    size_t seqs = opts->n_seqs ? opts->n_seqs : 1;
-    if (!mul_ok(c.n_layers, c.seq_len, &t) || !mul_ok(t, kv_dim, &cache_n) ||
-        !mul_ok(cache_n, seqs, &cache_n) || !mul_ok(ub, big, &act_big) || !att_each ||
-        !mul_ok(n_threads, att_each, &att_n) ||
-        cache_n > SIZE_MAX / sizeof(float) / 2) {
-        ERR("run state size overflows");
-        return IF_ENOMEM;
-    }
-    if_model *m = calloc(1, sizeof *m);
-    if (!m) return IF_ENOMEM;
-    m->c = c;
-    m->w = *w;
-    m->head_size = hs;
-    m->kv_dim = kv_dim;
-    m->q_dim = q_dim;
-    m->group_size = gs;
-    m->ub = ub;
-    m->gemv_k = ks.gemv;
-    m->gemm_k = ks.gemm;
-    m->layers = malloc(c.n_layers * sizeof *m->layers);
-    if (m->layers) memcpy(m->layers, w->layers, c.n_layers * sizeof *m->layers);
-    m->w.layers = m->layers;
-    m->pool = if_pool_create(n_threads);
-    m->n_threads = if_pool_threads(m->pool);
-    m->x = calloc(ub * c.dim, sizeof(float));
-    m->x2 = calloc(ub * c.dim, sizeof(float));
-    m->xb = calloc(ub * wide, sizeof(float));
-    m->xb2 = calloc(ub * c.dim, sizeof(float));
-    m->hb = calloc(ub * c.hidden_dim, sizeof(float));
-    m->hb2 = calloc(ub * c.hidden_dim, sizeof(float));
-    m->q = calloc(ub * q_dim, sizeof(float));
-    /* each phase's attention for the cache type (if_kernels_choose gives both phases one
-     * tier, so a row's bits do not depend on the chunking) */
-    const int i8 = opts->kv_type == IF_KV_I8;
-    m->attn[0] = i8 ? m->gemv_k->attn_i8 : m->gemv_k->attn;
-    m->attn[1] = i8 ? m->gemm_k->attn_i8 : m->gemm_k->attn;
-    m->att_n = att_each;
-    m->att = aligned_alloc(64, (m->n_threads * m->att_n * sizeof(float) + 63) / 64 * 64);
-    m->kb = calloc(ub * kv_dim, sizeof(float));
-    m->vb = calloc(ub * kv_dim, sizeof(float));
-    m->rope = calloc(ub * hs, sizeof(float));
-    const int two_bases = c.swa_pattern && c.rope_theta_swa != 0.0f;
-    if (two_bases) m->rope_swa = calloc(ub * hs, sizeof(float));
-    m->n_seqs = opts->n_seqs ? opts->n_seqs : 1;
-    m->gemv_rows_per_thread = opts->gemv_rows_per_thread;
-    m->par_min_work = opts->par_min_work ? opts->par_min_work : PAR_MIN_WORK;
-    sme2_split(m, opts->sme2_workers);
-    for (size_t i = 0; i <= N_MATS; i++) { /* every layer has layer 0's shapes */
-        const if_matrix *mi = i == N_MATS ? &w->wcls : if_layer_matrix(&w->layers[0], i);
-        if (mi->rows * mi->cols > m->max_mat_work) m->max_mat_work = mi->rows * mi->cols;
-    }
-    m->kv = calloc(m->n_seqs * c.n_layers, sizeof *m->kv);
-    m->bseq_buf = calloc(ub, sizeof(size_t));
-    m->bpos_buf = calloc(ub, sizeof(size_t));
-    m->xq = calloc(act_big, 1);
-    m->xs = calloc(act_big, sizeof(float));
-    m->xr = calloc(act_big, sizeof(float));
-    m->act_w = big;
-    m->pf = calloc(m->n_threads * big, sizeof(float));
-    m->pxr = calloc(m->n_threads * big, sizeof(float));
-    m->pxs = calloc(m->n_threads * big, sizeof(float));
-    m->pxq = calloc(m->n_threads * big, 1);
-    if (!m->layers || !m->x || !m->x2 || !m->xb || !m->xb2 || !m->hb || !m->hb2 || !m->q ||
-        !m->att ||
-        !m->kb || !m->vb || !m->rope || (two_bases && !m->rope_swa) || !m->kv || !m->xq || !m->pf || !m->pxr || !m->pxs || !m->pxq ||
-        !m->xs || !m->xr || !m->pool || !m->bseq_buf || !m->bpos_buf ||
-        !alloc_cache(m, opts->kv_type) ||
-        !if_embed_init(&m->emb, &tok, c.embed_scale, ub, ks.gemm->q8_gemm->nr) ||
-        !pack_weights(m, opts)) {
-        if_model_free(m);
-        ERR("out of memory allocating the run state (KV cache %zu bytes)",
-            2 * cache_n * sizeof(float));
-        return IF_ENOMEM;
-    }
-    /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
-    if (m->decode_packed && tok.dtype == IF_Q8 && tok.q == w->wcls.q && packed_of(m, n_cls_of(m)))
-        if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
-    /* likewise a tied 4-bit table: its rows from the classifier's packed nibbles */
-    if (m->q4_decode_packed && tok.dtype == IF_Q4 && tok.q4 == w->wcls.q4 &&
-        packed_of(m, n_cls_of(m)) &&
-        !if_embed_use_packed_q4(&m->emb, m->gemm_k->q4_gemm,
-                                (const uint8_t *)packed_of(m, n_cls_of(m)))) {
-        if_model_free(m);
-        ERR("out of memory allocating the token table's tile");
-        return IF_ENOMEM;
-    }
-    *out = m;
-    return IF_OK;
-}
-
-void if_model_free(if_model *m) {
-    if (!m) return;
-    if_pool_free(m->pool);
-    if_embed_free(&m->emb);
-    if (m->packed) {
-        free(m->packed_arena); /* m->packed[i] point into it */
-        free(m->packed);
-    }
-    free(m->layers);
-    free(m->x);
-    free(m->x2);
-    free(m->xb);
-    free(m->xb2);
-    free(m->hb);
-    free(m->hb2);
-    free(m->q);
-    free(m->att);
-    free(m->xq);
-    free(m->xs);
-    free(m->xr);
-    free(m->pf);
-    free(m->pxr);
-    free(m->pxs);
-    free(m->pxq);
-    free(m->kb);
-    free(m->vb);
-    free(m->rope);
-    free(m->rope_swa);
-    free(m->kv);
-    free(m->bseq_buf);
-    free(m->bpos_buf);
-    free(m->kc);
-    free(m->vc);
-    free(m->ksc);
-    free(m->vsc);
-    free(m);
-}
-
-size_t if_model_threads(const if_model *m) { return m->n_threads; }
-const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
-const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
-size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
-size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
-int if_model_reads_rowmajor(const if_model *m) { return m->group_size != 0 && !m->decode_packed; }
-
-int if_model_q4_decode_packed(const if_model *m) { return m->q4_decode_packed; }
-
-if_status if_model_unpack(const if_model *m, size_t idx, int8_t *dst, size_t bytes) {
-    const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
-    const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
-    if (!m->packed || (!k->unpack && !(k4 && k4->unpack) && !m->q4_arena)) return IF_ENOTSUP;
-    if (idx > m->c.n_layers * N_MATS) return IF_EINVAL;
-    const if_matrix *w = matrix_at(m, idx);
-    if (w->dtype == IF_Q4 && m->q4_arena) { /* the nibbles as given, in the arena */
-        if (!dst || bytes != w->rows * (w->kpad / 2)) return IF_EINVAL;
-        memcpy(dst, w->q4, bytes);
-        return IF_OK;
-    }
-    if (w->dtype == IF_Q4) {
-        if (!k4 || !k4->unpack || !m->packed[idx]) return IF_ENOTSUP;
-        if (!dst || bytes != w->rows * (w->kpad / 2)) return IF_EINVAL;
-        k4->unpack((uint8_t *)dst, (const uint8_t *)m->packed[idx], w->rows, w->kpad,
-                   w->group_size);
-        return IF_OK;
-    }
-    if (!k->unpack) return IF_ENOTSUP;
-    if (!dst || bytes != w->rows * w->cols || !m->packed[idx]) return IF_EINVAL;
-    k->unpack(dst, m->packed[idx], w->rows, w->cols, w->group_size);
-    return IF_OK;
-}
-const char *if_model_attn_name(const if_model *m) { return m->attn[1]->name; }
-if_status if_model_embed_rows(if_model *m, const int32_t *tokens, size_t n, float *out,
-                              char *err, size_t errlen) {
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (size_t)tokens[i] >= m->c.vocab_size) {
-            ERR("token %d out of range [0, %zu)", (int)tokens[i], m->c.vocab_size);
-            return IF_EINVAL;
-        }
-    for (size_t r = 0; r < n; r += m->ub)
-        if_embed_rows(&m->emb, out + r * m->c.dim, tokens + r, n - r < m->ub ? n - r : m->ub);
-    return IF_OK;
-}
-
-if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
-    const if_matrix *t = &m->emb.t, *c = &m->w.wcls;
-    if (tied)
-        *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
-                                         : t->dtype == IF_Q8 ? t->q == c->q : t->q4 == c->q4);
-    if (packed) *packed = m->emb.packed != NULL || m->emb.packed4 != NULL;
-    return t->dtype;
-}

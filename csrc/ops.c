@@ -1,6 +1,6 @@
-/* ops.c - RMSNorm, RoPE, KV cache rows (SwiGLU is a kernel op: csrc/kernels/swiglu/);
- * softmax lives in sampler.c with the sampler
- * that shares it. */
+/* ops.c - RMSNorm, RoPE, logit soft-capping and the attention kernels' scratch size. SwiGLU is
+ * a kernel op (csrc/kernels/swiglu/), the KV cache rows live in kv.c, and softmax lives in
+ * sampler.c with the sampler that shares it. */
 #include "ops.h"
 
 #include "detmath.h"
@@ -8,7 +8,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 void if_rmsnorm(float *o, const float *x, const float *w, size_t n, float eps) {
     float ss = 0.0f;
@@ -74,71 +73,6 @@ float if_softcap(float x, float cap) {
     float y = x / cap, e = if_expf(-2.0f * fabsf(y));
     float t = (1.0f - e) / (1.0f + e);
     return cap * (y < 0 ? -t : t);
-}
-
-/* ---- KV cache rows ---- */
-
-size_t if_kv_slot(const if_kv_layer *kv, size_t pos) {
-    if (pos < kv->n_sinks) return pos;
-    return kv->n_sinks + (pos - kv->n_sinks) % (kv->cap - kv->n_sinks);
-}
-
-/* float32 -> IEEE binary16 bits, round to nearest even (overflow to infinity). */
-static uint16_t f32_to_f16(float x) {
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000u);
-    uint32_t e = (b >> 23) & 0xffu, f = b & 0x7fffffu;
-    if (e == 0xff) return (uint16_t)(sign | 0x7c00u | (f ? 0x200u : 0)); /* inf / NaN */
-    int32_t he = (int32_t)e - 127 + 15;
-    if (he >= 0x1f) return (uint16_t)(sign | 0x7c00u);
-    uint32_t mant, shift;
-    if (he <= 0) { /* subnormal half (or zero): value = mant * 2^-24 */
-        if (he < -10) return sign;
-        mant = f | 0x800000u;
-        shift = (uint32_t)(14 - he);
-        he = 0;
-    } else {
-        mant = f;
-        shift = 13;
-    }
-    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) q++;
-    /* a carry out of the mantissa bumps the exponent (and may give infinity): that is right */
-    return (uint16_t)(sign | (((uint32_t)he << 10) + q));
-}
-
-size_t if_kv_key_t_index(const if_kv_layer *kv, size_t slot, size_t c) {
-    const size_t B = IF_ATTN_KEY_BLOCK;
-    return ((slot / B) * kv->kv_dim + c) * B + slot % B;
-}
-
-void if_kv_prefetch_row(const if_kv_layer *kv, size_t pos) {
-    if (kv->type != IF_KV_F32) return;
-    const size_t slot = if_kv_slot(kv, pos), n = kv->kv_dim;
-    if (kv->keys_t) { /* if_kv_store's addresses: one line per element */
-        const float *d = (const float *)kv->k + if_kv_key_t_index(kv, slot, 0);
-        for (size_t i = 0; i < n; i++) __builtin_prefetch(d + i * IF_ATTN_KEY_BLOCK, 1, 3);
-    }
-    const float *v = (const float *)kv->v + slot * n;
-    for (size_t i = 0; i < n; i += 16) __builtin_prefetch(v + i, 1, 3);
-}
-
-void if_kv_store(const if_kv_layer *kv, int which, size_t pos, const float *x) {
-    const size_t slot = if_kv_slot(kv, pos), off = slot * kv->kv_dim, n = kv->kv_dim;
-    void *base = which ? kv->v : kv->k;
-    if (kv->type == IF_KV_F32 && !which && kv->keys_t) { /* block-transposed keys */
-        float *d = (float *)base + if_kv_key_t_index(kv, slot, 0);
-        for (size_t i = 0; i < n; i++) d[i * IF_ATTN_KEY_BLOCK] = x[i];
-    } else if (kv->type == IF_KV_F32) {
-        memcpy((float *)base + off, x, n * sizeof(float));
-    } else if (kv->type == IF_KV_F16) {
-        uint16_t *h = (uint16_t *)base + off;
-        for (size_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
-    } else {
-        if_q8_quantize_1x1_scalar((int8_t *)base + off, (which ? kv->vs : kv->ks) + off / kv->group,
-                              x, n, kv->group);
-    }
 }
 
 size_t if_attn_scratch_floats(size_t head_size, size_t n_heads, size_t kv_mul, size_t keys) {

@@ -185,8 +185,7 @@ static void peak_body(void *p, size_t tid) {
 #if defined(__linux__)
     /* each thread on its own CPU of the allowed set (the caller's mask restored after): left to
      * the scheduler, a new thread often started on the caller's CPU and the ~3 ms loops ran one
-     * after the other (2-core VM: the 2-thread rate read as the 1-thread one in about half the
-     * calls) */
+     * after the other, so the n-thread rate could read as the 1-thread one */
     cpu_set_t was, one;
     int pinned = 0;
     if (c->pin && pthread_getaffinity_np(pthread_self(), sizeof was, &was) == 0) {

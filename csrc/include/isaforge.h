@@ -360,7 +360,8 @@ void if_pool_parallel_for_n(if_pool *pool, size_t n, size_t grain, size_t max_th
                             if_task_fn fn, void *ctx);
 
 /* ---------------------------------------------------------------------------------------
- * Model description and forward pass (csrc/forward.c).
+ * Model description and forward pass (csrc/model.c: creation, packing; kv.c: the KV cache;
+ * matmul.c, forward.c: the forward pass).
  * ------------------------------------------------------------------------------------- */
 
 typedef struct if_config {
@@ -369,7 +370,7 @@ typedef struct if_config {
     float norm_eps;   /* 1e-5 for llama2.c models */
     size_t sliding_window; /* 0: global attention; else each query sees this many positions */
     size_t n_sinks;        /* with a window: the first n_sinks positions stay visible */
-    /* The layer description (every field 0: a Llama layer, bit for bit as before). Per-layer
+    /* The layer description (every field 0: exactly the Llama layer, bit for bit). Per-layer
      * optional vectors (norms, biases) are if_layer_weights' IF_LAYER_VECTORS, NULL when
      * absent. */
     size_t head_dim;       /* per-head width; 0: dim / n_heads (q rows: n_heads * head_dim) */

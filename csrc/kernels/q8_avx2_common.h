@@ -146,8 +146,8 @@ Q8C_INLINE void q8c_rows(const int8_t *wr[8], const float *sr[8], const int8_t *
 }
 
 /* Software prefetch. Weights are streamed once per call (from DRAM for real models) and a tile
- * reads 8 or 16 rows in parallel, which the hardware prefetchers follow poorly (GEMV from DRAM
- * went from ~10 to ~30 GB/s with it). Prefetch addresses are computed as integers (they may
+ * reads 8 or 16 rows in parallel, which the hardware prefetchers follow poorly (the GEMV reads
+ * DRAM several times faster with it; docs/performance.md). Prefetch addresses are computed as integers (they may
  * lie past the arrays: a prefetch never faults, and no out-of-range pointer is formed).
  * GEMV: whenever a tile has consumed 32 more bytes of each of its 8 rows (256 bytes), the 256
  * bytes Q8C_PFD tiles ahead are prefetched (full tiles are contiguous): for byte k of the rows

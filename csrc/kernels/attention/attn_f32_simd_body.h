@@ -131,8 +131,8 @@ void ATTN_FN(const if_attn_job *j, size_t r0, size_t r1, size_t h0, size_t h1, f
                 /* block-transposed float32 keys without sinks (if_kv_layer.keys_t): the
                  * block is already kt's layout, in slots (bs % cap) .. + B - 1; a one-row
                  * tile (decode) scores from it in place, a longer tile copies the chunks it
-                 * needs into kt first (scoring 16 rows from the cache in place was 3-4 %
-                 * slower at a 2048-token prefill than from the scratch, AVX2, 1 thread) */
+                 * needs into kt first (its 16 rows score faster from the scratch than from
+                 * the cache in place; docs/performance.md) */
                 const int direct = j->kv->keys_t && !j->kv->n_sinks;
                 const float *ktb = kt;
                 if (direct) {

@@ -13,11 +13,11 @@
  * identity lookup): the same int32 per group as q4_gemv_1x1_scalar, then each output adds
  * ((float)isum * ws) * xs in group order, so the bits are the scalar kernel's.
  * M = 1 (decode, decode_packed) walks the tiles directly: 8 groups' integer sums, then their
- * float chain (q4c_fold_block), with the stream prefetched Q4P_PF_BYTES ahead (against the
- * row-major GEMV at SmolLM2's shapes, 1 thread, 2-core Zen 3 VM, alternating in one process:
- * cold, 88 MB of weights, 65-70 -> 69-73 GOP/s at K = 576 and 60 -> 75-76 at K = 1536; hot
- * 81 -> 87). M > 1 expands a tile's group once (looked-up bytes, in
- * the packed order) into a small buffer that each of the tile's activation rows then dots.
+ * float chain (q4c_fold_block), with the stream prefetched Q4P_PF_BYTES ahead: faster than
+ * the row-major GEMV, cold and hot, since the tile needs no horizontal reduction
+ * (docs/performance.md), so a model decoding on this tier keeps only the packed copy. M > 1
+ * expands a tile's group once (looked-up bytes, in the packed order) into a small buffer that
+ * each of the tile's activation rows then dots.
  * Groups are taken Q4G_GCH at a time (the sums' buffer); a later pass continues each
  * output's float chain from out. Other group sizes (gs % 32, K % gs, gs > 256): pack copies
  * the row-major nibbles and run is the row-major GEMV row by row (same bits). */

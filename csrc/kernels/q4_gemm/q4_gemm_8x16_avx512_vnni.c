@@ -18,9 +18,8 @@
  * decode_packed: at M = 1 the packed tiles are one contiguous stream, prefetched Q4W_PF_BYTES
  * ahead, at the GEMV's instruction count per value (q4_gemv_1x16_avx512_vnni), so a model
  * decoding on this tier keeps only the packed copy. Each tile starts with the transpose of its
- * 16 rows' scales, so the scales of the tile Q4W_PF_TILES ahead are prefetched too: cold,
- * that transpose stalled the stream (standalone driver, 1 thread, Zen 5: 18-20 -> 29-34 GB/s
- * at SmolLM2's shapes; SmolLM2 CQ4 decode +40% at 1 thread, +20% at 2). */
+ * 16 rows' scales, so the scales of the tile Q4W_PF_TILES ahead are prefetched too: from
+ * memory, that transpose otherwise stalls the stream (docs/performance.md). */
 #include "../q4_avx512_common.h"
 
 #include <stdlib.h>

@@ -9,10 +9,9 @@
  * groups), and each lane adds ((float)isum * ws) * xs in group order, exactly as
  * q4_gemv_1x1_scalar. Per block of 8 groups the integer sums come first and the float chain
  * after them, so no group's conversion and scaling waits behind the next group's integer
- * work (hot 75 -> 82 GOP/s at SmolLM2's GS-64 CQ4 shapes, 2-core Zen 3 VM; the float order is
- * unchanged). Groups are taken Q4V_GCH at a time (the sums' buffer); a later pass
- * continues each row's float chain from out. The weight stream is prefetched Q8C_PFD tiles
- * ahead. */
+ * work (the float order is the same either way; docs/performance.md). Groups are taken
+ * Q4V_GCH at a time (the sums' buffer); a later pass continues each row's float chain from
+ * out. The weight stream is prefetched about Q4V_PF_BYTES ahead, in whole tiles. */
 #include "../q4_avx2_common.h"
 
 #define Q4V_GCH 512 /* groups per pass */
@@ -181,9 +180,8 @@ Q8C_INLINE void q4v_pass_tiles(float *out, const int8_t *xq, const float *xs, co
                                size_t n1, size_t K, const size_t gs, size_t ga, size_t gend,
                                const int mode) {
     const size_t ng = K / gs, rs = K / 2;
-    /* prefetch about Q4V_PF_BYTES ahead, whole tiles (1 .. Q8C_PFD): at K = 1536 one tile
-     * (6 KiB) ahead streamed 5-16 % faster than four (24 KiB) in a cold micro-benchmark, at
-     * K = 576 two or four alike (noisy, shared machine) */
+    /* prefetch about Q4V_PF_BYTES ahead, whole tiles (1 .. Q8C_PFD): a short distance streams
+     * long rows fastest (docs/performance.md) */
     const size_t pft0 = Q4V_PF_BYTES / (8 * rs);
     const size_t pft = pft0 < 1 ? 1 : pft0 > Q8C_PFD ? Q8C_PFD : pft0;
     for (size_t n = n0; n < n1; n += 8) {

@@ -117,9 +117,8 @@ Q8C_INLINE void q8c_unpack_weights(int8_t *w, const int8_t *src, size_t N, size_
  * block of weights (16 * Q8C_KL1 bytes) stays in L1 beside the activation rows streaming past
  * it; activation rows in blocks of up to Q8C_MB, transformed once per block (into the scratch
  * q8c_pack.x, Q8C_XB bytes) and reused by every output tile, so they stay in L1/L2. 1536
- * rather than 1024: SmolLM2's w2 (K = 1536) then runs as one block, 118.5 -> 121.4 GOP/s at
- * M = 512 (3 alternating rounds, 2-core Zen 3 VM, 32 KiB L1d; the other shapes unchanged,
- * pp512 +1%). */
+ * rather than 1024: SmolLM2's w2 (K = 1536) then runs as one block, which is faster even with
+ * a 32 KiB L1d (docs/performance.md). */
 #ifndef Q8C_KL1
 #define Q8C_KL1 1536
 #endif
@@ -187,8 +186,8 @@ Q8C_INLINE void q8c_prep_rows(int8_t *u, size_t su, const int8_t *xq, size_t K, 
  * instructions), then per accumulator vector, in the scalar kernel's order,
  * acc = acc + (((float)isum * ws) * xs) with the transposed scales st (16 floats per group)
  * and xs of row i at xs[i * ng + g]; acc: 4 rows x 16 floats (row i at acc + 16 i), in memory.
- * In C, GCC kept the group loop's pointers and counters on the stack around the asm (reloaded
- * every group, about 10 % of the step's samples in perf annotate). u: |x| rows (stride su)
+ * In C, GCC kept the group loop's pointers and counters on the stack around the asm, reloading
+ * them every group (docs/performance.md). u: |x| rows (stride su)
  * with x at u + Q8C_XOFF; w: the block's packed quads; qpg, gc >= 1. */
 #define Q8C_ASM_EPI(XS, AA, AB, OFF)                                                         \
     "vbroadcastss " XS ", %%ymm10\n\t"                                                       \
@@ -267,9 +266,8 @@ Q8C_INLINE void q8c_kblock_4x16(float *acc, const int8_t *w, const int8_t *u, si
 
 /* Bytes ahead of the group being read that a decode step (M <= 4, each tile read once from
  * memory) prefetches: the packed tiles are contiguous, so this runs on into the next tiles.
- * AVX2: 2048 (was 4096; SmolLM2 Q8 decode, alternating builds on a 2-core Zen 3: +4.5 to
- * +6.6 % at 2 threads, +3.5 to +6 % at 1; 1024 no different from 2048, 8192 slower, no
- * prefetch 6-12 % slower, NTA hints no better). AVX-VNNI keeps 4096 (not measured). */
+ * AVX2: 2048, the fastest distance for SmolLM2 Q8 decode (docs/performance.md); AVX-VNNI:
+ * 4096, its distance not tuned. */
 #ifndef Q8C_GPFD
 #if defined(__AVXVNNI__)
 #define Q8C_GPFD 4096
@@ -433,7 +431,7 @@ Q8C_INLINE void q8c_gemm_tiles(q8c_pack *pk, float *out, size_t ldo, const int8_
 
 /* q8c_gemm for M <= Q8C_MT (decode, M = 1): output tile outer, K blocks inner, each step
  * transforming its own rows. A function of its own: inlined into the blocked path's function,
- * the same loops ran 4-7 % slower at M = 1 on hot weights (2-core Zen 3, alternating A/B). */
+ * the same loops ran slower at M = 1 (docs/performance.md). */
 static __attribute__((noinline)) void q8c_gemm_small(float *out, size_t ldo, const int8_t *xq,
                                                      const float *xs, size_t M,
                                                      const int8_t *wp, const float *ws,

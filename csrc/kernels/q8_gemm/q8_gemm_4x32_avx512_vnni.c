@@ -16,9 +16,8 @@
  * and take the AVX-512 GEMV (q8_gemv_1x1_avx512_vnni) per activation row. Tails: packed
  * rows past N are zero and not stored; 1..3 leftover activation rows and a last 16-row half
  * are separate specialisations; K tails inside a block are masked loads of the activations.
- * Stack use: about 12 KiB. Written without AVX-512 hardware; first run and timed on a Zen 5 VM
- * (2026-12-02): the test suite's bit-identity checks pass natively, and at M = 512 it runs at
- * 55-66% of the tier's int8 peak probe (README, Performance). */
+ * Stack use: about 12 KiB. Its efficiency against the tier's int8 peak probe: see
+ * docs/performance.md. */
 #include <string.h>
 
 #include "../kernels.h"

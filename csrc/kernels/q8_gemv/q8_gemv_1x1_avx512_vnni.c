@@ -21,8 +21,8 @@
  * the speed. The rows are read one after another in memory order (one sequential stream,
  * plus its scales), with a software prefetch of the same bytes IFZ_PF_DIST bytes (whole rows)
  * ahead and of the first rows at the start of a call. Reading 16 rows in 64-byte columns
- * (16 interleaved streams, the previous design) ran at ~2/3 of the AVX2 GEMV's speed from
- * DRAM; without the software prefetch the row stream runs at ~60% speed.
+ * (16 interleaved streams) is slower from DRAM, and so is the row stream without the software
+ * prefetch (docs/performance.md).
  *
  * Per weight row, K is cut into segments of 16 groups (16 * gs bytes):
  *  - integers, offset trick: VPDPBUSD(u8 = w ^ 0x80 = w + 128, s8 = x) per 64-byte chunk gives
@@ -39,8 +39,9 @@
  *  - the row's accumulator (lane 0 of an xmm, starting at 0.0f) adds p's lanes ONE AT A TIME
  *    in group order (ADDSS): the scalar kernel's add chain, bit for bit. This serial chain
  *    costs ~16 adds per 16 groups, but it also paces the loop: the out-of-order window then
- *    holds only a few rows, and the DRAM stream measured 5-15% faster than with the same
- *    products summed 16 rows at a time through a 16x16 transpose (which runs ahead in bursts).
+ *    holds only a few rows, and the DRAM stream runs faster than with the same products summed
+ *    16 rows at a time through a 16x16 transpose, which runs ahead in bursts
+ *    (docs/performance.md).
  * gs = 4, 8, 16, 32: L = gs / 4 chunks per segment, a dedicated network; the last segment of
  * a row may hold fewer chunks (a compile-time case per chunk count, no padding). Other
  * gs >= 16 (any, even not a multiple of 4): each group is read as ceil(gs / 64) byte-masked
