@@ -125,14 +125,14 @@ def file_path(size: str, typ: str) -> Path:
 # files
 
 
-def _tokenizer_fields() -> list[tuple[str, object, object, object]]:
-    """(key, value, type, array element type) of every tokenizer.* field of the default
-    model's file: its vocabulary, merges, token types, special ids and chat template."""
+def _tokenizer_fields(src: Path | None = None) -> list[tuple[str, object, object, object]]:
+    """(key, value, type, array element type) of every tokenizer.* field of `src` (default:
+    the default model's file): vocabulary, merges, token types, special ids, chat template."""
     from gguf import GGUFReader, GGUFValueType
 
     from isaforge.pull import ensure_model
 
-    r = GGUFReader(str(ensure_model()))
+    r = GGUFReader(str(src or ensure_model()))
     out = []
     for key, f in r.fields.items():
         if key.startswith("tokenizer."):
@@ -141,16 +141,16 @@ def _tokenizer_fields() -> list[tuple[str, object, object, object]]:
     return out
 
 
-def write_f16(size: str, path: Path) -> None:
-    """The model at `size`'s shapes as an F16 GGUF, written tensor by tensor: every matrix
-    normal(0, STD) from a generator seeded by (SEED, tensor index), norms 1.0."""
+def write_f16(s: Shape, path: Path, vocab_from: Path | None = None) -> None:
+    """A model of shapes `s` as an F16 GGUF, written tensor by tensor: every matrix
+    normal(0, STD) from a generator seeded by (SEED, tensor index), norms 1.0; the tokenizer
+    fields of `vocab_from` (default: the default model's file)."""
     import numpy as np
     from gguf import GGUFWriter
 
     from isaforge.formats.hf import llama3_rope_divisors
 
-    s = SHAPES[size]
-    fields = _tokenizer_fields()
+    fields = _tokenizer_fields(vocab_from)
     vocab = len(next(v for k, v, _, _ in fields if k == "tokenizer.ggml.tokens"))
     w = GGUFWriter(str(path), "llama")
     w.add_name(f"{s.name} shapes, random weights (seed {SEED}, std {STD})")
@@ -243,7 +243,7 @@ def make_files(size: str, types: list[str], keep_f16: bool) -> None:
         log(f"{s.name}: writing F16 ({2 * s.params(49152) / 1e9:.1f} GB) to {f16}")
         tmp = f16.with_name(f16.name + ".part")
         t0 = time.perf_counter()
-        write_f16(size, tmp)
+        write_f16(s, tmp)
         tmp.rename(f16)
         log(f"{s.name}: F16 written in {time.perf_counter() - t0:.0f} s")
     for t in want:
@@ -272,15 +272,37 @@ def mem_available_mib() -> float | None:
     return None
 
 
+# The measured command runs under this small launcher: a forked child starts with its parent's
+# high-water RSS (Linux copies it with the address space and keeps it across exec), so the
+# measured process must be forked from a process that never grew; the launcher reports the
+# command's own rusage.
+LAUNCHER = """import json, os, sys
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, st, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"status": st, "maxrss_kib": ru.ru_maxrss, "utime_s": ru.ru_utime,
+               "stime_s": ru.ru_stime}, f)
+code = os.waitstatus_to_exitcode(st)
+os._exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_child(argv: list[str], timeout: float) -> dict:
     """Run argv as a fresh process: wall time to its first stdout byte and to its exit, its
-    peak RSS (ru_maxrss from wait4), exit status, stdout; killed (its process group) if
-    MemAvailable drops below MIN_AVAILABLE_MIB or it outlives `timeout`."""
+    peak RSS (ru_maxrss), exit status, stdout; killed (its process group) if MemAvailable
+    drops below MIN_AVAILABLE_MIB or it outlives `timeout`."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     err = tempfile.TemporaryFile()
+    fd_ru, ru_path = tempfile.mkstemp(prefix="scale-rusage-", suffix=".json")
+    os.close(fd_ru)
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env,
-                         start_new_session=True)
+    p = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, ru_path, *argv],
+                         stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
     fd = p.stdout.fileno()
     out, first, killed, low = bytearray(), None, None, None
     while True:
@@ -304,16 +326,21 @@ def run_child(argv: list[str], timeout: float) -> dict:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    _, status, ru = os.wait4(p.pid, 0)
+    p.wait()
     wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
     p.stdout.close()
     err.seek(0)
     stderr = err.read().decode(errors="replace")
     err.close()
+    try:
+        ru = json.loads(Path(ru_path).read_text() or "null")
+    except (OSError, json.JSONDecodeError):
+        ru = None
+    os.unlink(ru_path)
     return {"rc": p.returncode, "wall_s": wall, "first_byte_s": first,
-            "peak_rss_mib": round(ru.ru_maxrss / 1024, 1), "killed": killed,
-            "min_mem_available_mib": None if low is None else round(low),
+            "peak_rss_mib": round(ru["maxrss_kib"] / 1024, 1) if ru else None,
+            "cpu_s": round(ru["utime_s"] + ru["stime_s"], 2) if ru else None,
+            "killed": killed, "min_mem_available_mib": None if low is None else round(low),
             "stdout": out.decode(errors="replace"), "stderr": stderr}
 
 
@@ -441,6 +468,10 @@ def speed_argv(engine: str, path: Path, threads: int, depth: bool, a) -> list[st
     return [sys.executable, str(Path(__file__).resolve()), "_speed", json.dumps(spec)]
 
 
+def _mib(x) -> str:
+    return "?" if x is None else f"{x:.0f} MiB"
+
+
 def _fail(kind: str, engine: str, threads: int, res: dict) -> dict:
     return {"kind": kind, "engine": engine, "threads": threads, "rc": res["rc"],
             "killed": res["killed"], "peak_rss_mib": res["peak_rss_mib"],
@@ -468,8 +499,8 @@ def measure(size: str, typ: str, a) -> dict:
     info = gguf_info(path)
     row["params"] = info.params
     bpt = {"llama.cpp": info.weight_bytes_per_token}
-    eng_rows = {e: {"start_warm": {"first_token_s": [], "exit_s": [], "peak_rss_mib": []},
-                    "start_cold": {"first_token_s": [], "exit_s": [], "peak_rss_mib": []},
+    eng_rows = {e: {k: {"first_token_s": [], "exit_s": [], "peak_rss_mib": [], "cpu_s": []}
+                    for k in ("start_warm", "start_cold")} | {
                     "speed": {str(t): {"load_s": [], "peak_rss_mib": [], "pp_tps": [],
                                        "tg_tps": [], "depth_prefill_tps": [],
                                        "depth_tg_tps": []} for t in a.threads}}
@@ -491,7 +522,7 @@ def measure(size: str, typ: str, a) -> dict:
                 ok = res["rc"] == 0 and not res["killed"] and res["first_byte_s"] is not None
                 log(f"rep {rep + 1}/{a.reps} {kind} {e}: first token "
                     f"{res['first_byte_s'] or float('nan'):.2f} s, exit {res['wall_s']:.2f} s, "
-                    f"peak RSS {res['peak_rss_mib']:.0f} MiB" + ("" if ok else " FAILED"))
+                    f"peak RSS {_mib(res['peak_rss_mib'])}" + ("" if ok else " FAILED"))
                 if not ok:
                     row["failures"].append(_fail(kind, e, top, res))
                     continue
@@ -499,6 +530,7 @@ def measure(size: str, typ: str, a) -> dict:
                 d["first_token_s"].append(round(res["first_byte_s"], 3))
                 d["exit_s"].append(round(res["wall_s"], 3))
                 d["peak_rss_mib"].append(res["peak_rss_mib"])
+                d["cpu_s"].append(res["cpu_s"])
                 if e == "isaforge" and "run_stats" not in row:
                     row["run_stats"] = res["stderr"].strip().splitlines()[-3:]
                 if rep == 0 and kind == "start_warm":
@@ -534,7 +566,7 @@ def measure(size: str, typ: str, a) -> dict:
                     f"tg{a.n_gen} {d['tg_tps'][-1]:.2f} t/s"
                     + (f", pp{DEPTH} {d['depth_prefill_tps'][-1]:.2f} t/s, tg{a.n_gen}@{DEPTH} "
                        f"{d['depth_tg_tps'][-1]:.2f} t/s" if depth else "")
-                    + f", peak RSS {res['peak_rss_mib']:.0f} MiB")
+                    + f", peak RSS {_mib(res['peak_rss_mib'])}")
             for t2 in a.threads:  # the bandwidth probe in the same alternation as the runs
                 stream[str(t2)].append(round(_bench.stream_read(nbytes, t2, 1), 3))
     row.update(engines=eng_rows, weight_bytes_per_token=bpt, stream_gbps=stream,
