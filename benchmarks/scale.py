@@ -292,11 +292,11 @@ os._exit(code if code >= 0 else 128 - code)
 """
 
 
-def run_child(argv: list[str], timeout: float) -> dict:
-    """Run argv as a fresh process: wall time to its first stdout byte and to its exit, its
-    peak RSS (ru_maxrss), exit status, stdout; killed (its process group) if MemAvailable
-    drops below MIN_AVAILABLE_MIB or it outlives `timeout`."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def run_child(argv: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Run argv as a fresh process (`env` added to the environment): wall time to its first
+    stdout byte and to its exit, its peak RSS (ru_maxrss), exit status, stdout; killed (its
+    process group) if MemAvailable drops below MIN_AVAILABLE_MIB or it outlives `timeout`."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     err = tempfile.TemporaryFile()
     fd_ru, ru_path = tempfile.mkstemp(prefix="scale-rusage-", suffix=".json")
     os.close(fd_ru)
@@ -364,6 +364,15 @@ def warm_page_cache(path: Path) -> None:
 def isaforge_cmd() -> list[str]:
     exe = shutil.which("isaforge")
     return [exe] if exe else [sys.executable, "-m", "isaforge"]
+
+
+def child_env(engine: str, a) -> dict:
+    """llama.cpp's threads meet at OpenMP barriers, and libgomp's default spin-wait slows its
+    multi-thread runs by orders of magnitude whenever another process holds one of the cores,
+    so on a shared machine it runs with OMP_WAIT_POLICY=passive (--omp-wait-policy)."""
+    if engine == "llama.cpp" and a.omp_wait_policy != "default":
+        return {"OMP_WAIT_POLICY": a.omp_wait_policy}
+    return {}
 
 
 def start_argv(engine: str, path: Path, threads: int) -> list[str]:
@@ -518,7 +527,7 @@ def measure(size: str, typ: str, a) -> dict:
                     if cold_reason:
                         log(cold_reason)
                         continue
-                res = run_child(start_argv(e, path, top), a.child_timeout)
+                res = run_child(start_argv(e, path, top), a.child_timeout, child_env(e, a))
                 ok = res["rc"] == 0 and not res["killed"] and res["first_byte_s"] is not None
                 log(f"rep {rep + 1}/{a.reps} {kind} {e}: first token "
                     f"{res['first_byte_s'] or float('nan'):.2f} s, exit {res['wall_s']:.2f} s, "
@@ -540,7 +549,8 @@ def measure(size: str, typ: str, a) -> dict:
         for t in a.threads:
             depth = t == top and not a.skip_depth
             for e in ENGINES:
-                res = run_child(speed_argv(e, path, t, depth, a), a.child_timeout)
+                res = run_child(speed_argv(e, path, t, depth, a), a.child_timeout,
+                                child_env(e, a))
                 line = next((x for x in reversed(res["stdout"].splitlines())
                              if x.startswith("{")), None)
                 if res["rc"] != 0 or res["killed"] or line is None:
@@ -705,6 +715,7 @@ def document(rows: list[dict], a, argv: list[str]) -> dict:
         "machine_slug": machine_slug(),
         "machine": m,
         "conditions": {"text": a.conditions, "nice": os.nice(0),
+                       "llama_cpp_env": child_env("llama.cpp", a),
                        "page_cache": "warm (the file read once before the runs)"
                        + ("; cold start-up after drop_caches" if a.cold else "")},
         "method": {
@@ -836,6 +847,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cold", action="store_true",
                     help="also measure start-up after dropping the page cache (root)")
     ap.add_argument("--skip-depth", action="store_true", help=f"no tg after {DEPTH} tokens")
+    ap.add_argument("--omp-wait-policy", choices=("passive", "active", "default"),
+                    default="passive", help="OMP_WAIT_POLICY of llama.cpp's processes "
+                    "(default passive; default: leave it unset)")
     ap.add_argument("--child-timeout", type=float, default=3600.0)
     ap.add_argument("--conditions", default=None, help="free text stored with the results")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/"
