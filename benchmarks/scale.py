@@ -4,6 +4,7 @@ Q4_K_M, Q4_0 and Q8_0 (its default mixture, not pure), then measured on the same
 
     python3 benchmarks/scale.py [--sizes 1b,3b,8b] [--types q4_k_m,q4_0,q8_0] [--reps 3]
                                 [--threads 1,2] [--only-files] [--cold] [--skip-depth]
+                                [--only-start] [--report-only]
 
 At 135M parameters per-token overheads dominate, so a model that small says little about the
 files people run; these shapes put the weights' bytes and the loader's work in front.
@@ -31,8 +32,9 @@ measurement a fresh process:
   the probe sampled between the runs (isaforge.bench.limits' buffer size).
 
 Writes benchmarks/results/<machine>/scale.json (rows of other size x type pairs already there
-are kept) and prints a markdown table. A child is killed if MemAvailable falls below 1 GiB
-(the machine may be shared); the row records it.
+are kept) and prints a markdown table. A measured process is stopped if MemAvailable falls
+below --min-available-mib (default 1 GiB; the machine may be shared); the row records it
+with the peak RSS it had reached.
 """
 
 from __future__ import annotations
@@ -276,13 +278,14 @@ def mem_available_mib() -> float | None:
 # high-water RSS (Linux copies it with the address space and keeps it across exec), so the
 # measured process must be forked from a process that never grew; the launcher reports the
 # command's own rusage.
-LAUNCHER = """import json, os, sys
+LAUNCHER = """import json, os, signal, sys
 pid = os.fork()
 if pid == 0:
     try:
         os.execvp(sys.argv[2], sys.argv[2:])
     finally:
         os._exit(127)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a SIGTERM to the group ends only the command
 _, st, ru = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
     json.dump({"status": st, "maxrss_kib": ru.ru_maxrss, "utime_s": ru.ru_utime,
@@ -292,10 +295,13 @@ os._exit(code if code >= 0 else 128 - code)
 """
 
 
-def run_child(argv: list[str], timeout: float, env: dict | None = None) -> dict:
+def run_child(argv: list[str], timeout: float, env: dict | None = None,
+              min_available_mib: float = MIN_AVAILABLE_MIB) -> dict:
     """Run argv as a fresh process (`env` added to the environment): wall time to its first
-    stdout byte and to its exit, its peak RSS (ru_maxrss), exit status, stdout; killed (its
-    process group) if MemAvailable drops below MIN_AVAILABLE_MIB or it outlives `timeout`."""
+    stdout byte and to its exit, its peak RSS (ru_maxrss), exit status, stdout. Stopped if
+    MemAvailable drops below `min_available_mib` or it outlives `timeout`: SIGTERM to its
+    process group (the launcher outlives it and still reports its peak RSS), SIGKILL 5 s
+    later."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     err = tempfile.TemporaryFile()
     fd_ru, ru_path = tempfile.mkstemp(prefix="scale-rusage-", suffix=".json")
@@ -304,7 +310,7 @@ def run_child(argv: list[str], timeout: float, env: dict | None = None) -> dict:
     p = subprocess.Popen([sys.executable, "-I", "-c", LAUNCHER, ru_path, *argv],
                          stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
     fd = p.stdout.fileno()
-    out, first, killed, low = bytearray(), None, None, None
+    out, first, killed, low, killed_at = bytearray(), None, None, None, None
     while True:
         ready, _, _ = select.select([fd], [], [], 0.25)
         if ready:
@@ -317,15 +323,19 @@ def run_child(argv: list[str], timeout: float, env: dict | None = None) -> dict:
         avail = mem_available_mib()
         if avail is not None:
             low = avail if low is None else min(low, avail)
-        if killed is None and avail is not None and avail < MIN_AVAILABLE_MIB:
-            killed = f"MemAvailable {avail:.0f} MiB < {MIN_AVAILABLE_MIB} MiB"
+        if killed is None and avail is not None and avail < min_available_mib:
+            killed = f"MemAvailable {avail:.0f} MiB < {min_available_mib:.0f} MiB"
         elif killed is None and time.perf_counter() - t0 > timeout:
             killed = f"timeout {timeout:.0f} s"
         if killed and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            now = time.perf_counter()
+            sig = signal.SIGTERM if killed_at is None else signal.SIGKILL
+            if killed_at is None or now - killed_at > 5:
+                killed_at = now if killed_at is None else killed_at
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
     p.wait()
     wall = time.perf_counter() - t0
     p.stdout.close()
@@ -527,7 +537,8 @@ def measure(size: str, typ: str, a) -> dict:
                     if cold_reason:
                         log(cold_reason)
                         continue
-                res = run_child(start_argv(e, path, top), a.child_timeout, child_env(e, a))
+                res = run_child(start_argv(e, path, top), a.child_timeout, child_env(e, a),
+                                a.min_available_mib)
                 ok = res["rc"] == 0 and not res["killed"] and res["first_byte_s"] is not None
                 log(f"rep {rep + 1}/{a.reps} {kind} {e}: first token "
                     f"{res['first_byte_s'] or float('nan'):.2f} s, exit {res['wall_s']:.2f} s, "
@@ -546,11 +557,11 @@ def measure(size: str, typ: str, a) -> dict:
                     row.setdefault("first_output", {})[e] = res["stdout"][:200]
             if kind == "start_cold":
                 warm_page_cache(path)
-        for t in a.threads:
+        for t in [] if a.only_start else a.threads:
             depth = t == top and not a.skip_depth
             for e in ENGINES:
                 res = run_child(speed_argv(e, path, t, depth, a), a.child_timeout,
-                                child_env(e, a))
+                                child_env(e, a), a.min_available_mib)
                 line = next((x for x in reversed(res["stdout"].splitlines())
                              if x.startswith("{")), None)
                 if res["rc"] != 0 or res["killed"] or line is None:
@@ -582,7 +593,7 @@ def measure(size: str, typ: str, a) -> dict:
     row.update(engines=eng_rows, weight_bytes_per_token=bpt, stream_gbps=stream,
                stream_bytes=nbytes, cold=(cold_reason or "measured") if a.cold else None,
                loadavg_end=loadavg())
-    row["summary"] = summarize(row, a)
+    row["summary"] = summarize(row)
     return row
 
 
@@ -598,8 +609,18 @@ def _ratio(x, y):
     return round(x / y, 3) if x is not None and y else None
 
 
-def summarize(row: dict, a) -> dict:
-    """Means (stddev over processes), isaforge / llama.cpp ratios, fractions of bandwidth."""
+BANDWIDTH_METHOD = (
+    "tg t/s x the engine's weight bytes per token / the best stream probe reading "
+    "(isaforge._bench.stream_read, one pass over a buffer of 4x the last-level cache, one "
+    "sample after every speed pair) at that thread count; decode re-reads the same weights "
+    "every token, so where the last-level cache keeps a sizeable part of them the fraction "
+    "can exceed 1")
+
+
+def summarize(row: dict) -> dict:
+    """Means (stddev over processes), isaforge / llama.cpp ratios, fractions of bandwidth
+    (over the best stream probe reading, as isaforge.bench.limits takes a limit: what the
+    machine can reach; the median is kept beside it)."""
     e = row["engines"]
     s: dict = {}
     for kind in ("start_warm", "start_cold"):
@@ -609,7 +630,7 @@ def summarize(row: dict, a) -> dict:
                                           "ratio": _ratio(_mean(fi), _mean(fl))}
     ri, rl = (max(e[x]["start_warm"]["peak_rss_mib"], default=None) for x in ENGINES)
     s["start_peak_rss_mib"] = {"isaforge": ri, "llama.cpp": rl, "ratio": _ratio(ri, rl)}
-    for t in map(str, a.threads):
+    for t in map(str, row["threads"]):
         for test in ("pp_tps", "tg_tps", "depth_tg_tps", "depth_prefill_tps"):
             xi, xl = (e[x]["speed"][t][test] for x in ENGINES)
             if not (xi or xl):
@@ -617,12 +638,15 @@ def summarize(row: dict, a) -> dict:
             s[f"{test}_{t}t"] = {"isaforge": _mean(xi), "isaforge_std": _std(xi),
                                  "llama.cpp": _mean(xl), "llama.cpp_std": _std(xl),
                                  "ratio": _ratio(_mean(xi), _mean(xl))}
-        bw = statistics.median(row["stream_gbps"][t]) if row["stream_gbps"][t] else None
+        probe = row["stream_gbps"][t]
+        bw = max(probe) if probe else None
         frac = {}
         for x in ENGINES:
             tps, b = _mean(e[x]["speed"][t]["tg_tps"]), row["weight_bytes_per_token"].get(x)
             frac[x] = round(tps * b / (bw * 1e9), 4) if tps and b and bw else None
-        s[f"tg_fraction_of_bandwidth_{t}t"] = dict(frac, stream_gbps_median=bw)
+        s[f"tg_fraction_of_bandwidth_{t}t"] = dict(
+            frac, stream_gbps_best=bw,
+            stream_gbps_median=round(statistics.median(probe), 3) if probe else None)
     return s
 
 
@@ -733,8 +757,7 @@ def document(rows: list[dict], a, argv: list[str]) -> dict:
                      f"thread count tg{a.n_gen} after a {DEPTH}-token context; isaforge through "
                      f"isaforge.load + Engine.prefill/forward, llama.cpp through "
                      f"isaforge.bench.peers.LlamaCppRunner (Llama.eval)",
-            "bandwidth": "tg t/s x the engine's weight bytes per token / the median stream "
-                         "probe reading (isaforge._bench.stream_read) at that thread count",
+            "bandwidth": BANDWIDTH_METHOD,
             "order": "per repetition: start-up isaforge, llama.cpp; then per thread count "
                      "speed isaforge, llama.cpp, and a stream probe sample",
             "ratio": "isaforge / llama.cpp (time and RSS: > 1 means isaforge takes more; t/s: "
@@ -847,16 +870,32 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cold", action="store_true",
                     help="also measure start-up after dropping the page cache (root)")
     ap.add_argument("--skip-depth", action="store_true", help=f"no tg after {DEPTH} tokens")
+    ap.add_argument("--only-start", action="store_true",
+                    help="measure start-up and peak RSS only (no pp / tg)")
     ap.add_argument("--omp-wait-policy", choices=("passive", "active", "default"),
                     default="passive", help="OMP_WAIT_POLICY of llama.cpp's processes "
                     "(default passive; default: leave it unset)")
     ap.add_argument("--child-timeout", type=float, default=3600.0)
+    ap.add_argument("--min-available-mib", type=float, default=MIN_AVAILABLE_MIB,
+                    help="stop a measured process when MemAvailable falls below this (MiB; "
+                    f"default {MIN_AVAILABLE_MIB}): the machine may be shared")
     ap.add_argument("--conditions", default=None, help="free text stored with the results")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/"
                     "<machine>/scale.json)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="measure nothing: recompute the summaries of the results file and "
+                    "print its table")
     a = ap.parse_args(argv)
     if a.reps < 1:
         ap.error("--reps must be >= 1")
+    if a.report_only:
+        doc = json.loads(results_path(a).read_text())
+        for row in doc["rows"]:
+            row["summary"] = summarize(row)
+        doc["method"]["bandwidth"] = BANDWIDTH_METHOD
+        results_path(a).write_text(json.dumps(doc, indent=1) + "\n")
+        sys.stdout.write(table(doc))
+        return 0
     for size in a.sizes:
         make_files(size, a.types, a.keep_f16)
     if a.only_files:

@@ -62,7 +62,6 @@ def test_child_peak_rss_is_its_own():
 
 
 def test_table_renders_a_row():
-    a = type("A", (), {"threads": [1, 2]})()
     row = {"size": "1b", "model": "Llama-3.2-1B shapes", "type": "q4_0", "threads": [1, 2],
            "weight_bytes_per_token": {"isaforge": 2e9, "llama.cpp": 1e9},
            "stream_gbps": {"1": [10.0, 12.0, 11.0], "2": [20.0]},
@@ -72,10 +71,11 @@ def test_table_renders_a_row():
                              "depth_prefill_tps": []} for t in ("1", "2")}}
                for e, k in (("isaforge", 2), ("llama.cpp", 1))}}
     row["engines"]["isaforge"]["speed"]["2"]["depth_tg_tps"] = [4.0]
-    s = scale.summarize(row, a)
+    s = scale.summarize(row)
     assert s["start_warm_first_token_s"]["ratio"] == 2.0
     assert s["start_peak_rss_mib"] == {"isaforge": 2000.0, "llama.cpp": 1000.0, "ratio": 2.0}
-    assert s["tg_fraction_of_bandwidth_1t"]["isaforge"] == round(5.0 * 2e9 / 11e9, 4)
+    assert s["tg_fraction_of_bandwidth_1t"]["isaforge"] == round(5.0 * 2e9 / 12e9, 4)
+    assert s["tg_fraction_of_bandwidth_1t"]["stream_gbps_median"] == 11.0
     row["summary"] = s
     md = scale.table({"rows": [row]})
     assert md.count("\n") == 3
