@@ -728,10 +728,16 @@ def document(rows: list[dict], a, argv: list[str]) -> dict:
     except (ValueError, OSError):
         pass
     peer = llama_cpp_status()
+    command = "python3 benchmarks/scale.py " + " ".join(shlex.quote(x) for x in argv)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return {
         "schema": "isaforge-scale/1",
-        "command": "python3 benchmarks/scale.py " + " ".join(shlex.quote(x) for x in argv),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        # what every results file carries (bench.schema.json's provenance definition)
+        "provenance": {"machine": machine_slug(), "command": command,
+                       "commit": m.get("git_commit"), "dirty": m.get("git_dirty"),
+                       "created": created, "conditions": a.conditions},
+        "command": command,
+        "created": created,
         "script_commit": script_commit(),
         "isaforge": {"file": isaforge.__file__, "commit": m.get("git_commit"),
                      "dirty": m.get("git_dirty"), "cli": isaforge_cmd(), "quant": a.quant},
