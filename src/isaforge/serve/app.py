@@ -388,17 +388,19 @@ class Server:
                                             params, usage, echo), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
         left = len(reqs)
+
+        async def watch():  # the body is read, so the next ASGI message is the disconnect
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            cancel_all()
+
+        watcher = asyncio.ensure_future(watch())
         try:
-            checked = loop.time()
             while left:
                 try:
                     await asyncio.wait_for(inbox.wait(), 0.5)
                 except asyncio.TimeoutError:
                     pass
-                if loop.time() - checked >= 0.5:  # every half second, tokens or not
-                    checked = loop.time()
-                    if await request.is_disconnected():
-                        cancel_all()
                 for i, kind, value, extra in inbox.take():
                     if kind == "token":
                         choices[i].token(value, extra)
@@ -410,6 +412,7 @@ class Server:
         except RuntimeError as e:
             raise APIError(500, f"generation failed: {e}", type="server_error") from None
         finally:
+            watcher.cancel()
             cancel_all()
         out = []
         for c in choices:
