@@ -105,6 +105,25 @@ def test_info_json_reports_scalar_tier():
     assert text.returncode == 0 and b"decode (GEMV, M=1)" in text.stdout
 
 
+def test_info_with_a_model_reports_where_its_weights_live(stories):
+    model = stories / "stories260K.bin"
+    m = json.loads(cli("info", str(model), "--json").stdout)["model"]
+    # an fp32 llama2.c v0 file is mapped as it is: every byte after its 7-int header (and the
+    # RoPE tables it still carries, which nothing reads) is a weight view of the mapping
+    assert m["weight_bytes"]["in_memory"] == 0
+    hs, ctx = m["head_size"], m["model_ctx"]
+    assert m["weight_bytes"]["mapped"] == m["file_bytes"] - 28 - 4 * ctx * hs
+    assert m["file_bytes"] == model.stat().st_size
+    # the run state grows with the prefill chunk (rows) and the threads (their rows, scores)
+    s = {(u, t): json.loads(cli("info", str(model), "--json", "--ubatch", str(u), "--threads",
+                                 str(t)).stdout)["model"]["scratch_bytes"]
+         for u, t in ((64, 1), (128, 1), (64, 2))}
+    assert s[(128, 1)] > s[(64, 1)] and s[(64, 2)] > s[(64, 1)]
+    text = cli("info", str(model)).stdout.decode()
+    assert "memory:     weights 0.0 KiB converted into memory" in text
+    assert "KV cache 640.0 KiB (f32, ctx 512) reserved" in text
+
+
 def test_info_with_a_model_reports_its_kv_cache_per_type(stories):
     model = str(stories / "stories260K.bin")
     r = cli("info", model, "--json")

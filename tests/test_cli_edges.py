@@ -168,7 +168,7 @@ runpy.run_module("isaforge", run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("module", ["isaforge.cli", "argparse", "isaforge.bench.cli", "numpy",
+@pytest.mark.parametrize("module", ["isaforge.cli", "argparse", "tokenizers", "numpy",
                                     "isaforge._native", "isaforge.formats", "isaforge.model",
                                     "jinja2"])
 def test_ctrl_c_while_importing_is_status_130(tiny, module):
@@ -176,6 +176,25 @@ def test_ctrl_c_while_importing_is_status_130(tiny, module):
                        capture_output=True, timeout=120)
     quiet(r, 130)
     assert r.stdout == b""
+
+
+def test_run_does_not_import_the_benchmark_or_server_stacks(tiny):
+    code = ("import sys; from isaforge.cli import main; rc = main(sys.argv[1:]); "
+            "print(sorted(m for m in sys.modules if m.startswith(('isaforge.bench', "
+            "'isaforge.serve')))); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "run", str(tiny), "-n", "1", "hi"],
+                       capture_output=True, timeout=120)
+    quiet(r, 0)
+    assert r.stdout.decode().strip().splitlines()[-1] == "[]"
+
+
+def test_run_verbose_prints_each_start_up_phase(tiny):
+    r = run(["run", str(tiny), "-n", "1", "-t", "0", "--verbose", "hi"])
+    quiet(r, 0)
+    block = [ln for ln in r.stderr.decode().splitlines() if ln.startswith("start-up (ms): ")]
+    assert len(block) == 1, r.stderr
+    names = [p.rsplit(" ", 1)[0] for p in block[0].split(": ", 1)[1].split("; ")[0].split(", ")]
+    assert names[-6:] == ["imports", "resolve", "read", "engine", "tokenizer", "chat template"]
 
 
 def test_ctrl_c_while_chat_waits_for_input_is_status_130(tiny):

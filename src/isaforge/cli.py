@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from .settings import int_at_least
 
@@ -103,11 +104,13 @@ def _quant(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    from .bench import cli as bench_cli
-    from .bench import evaluate
-    from .serve import cli as serve_cli
+FRONT_ENDS = ("bench", "eval", "serve")  # commands whose parsers live in their own packages
 
+
+def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `cmd`, one of the core commands (run, chat, ...), the front ends'
+    commands are bare names: their packages (the benchmark and server stacks) are not
+    imported for a command that never runs them."""
     p = _Parser(prog="isaforge", description="LLM inference with per-ISA quantized kernels.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
@@ -119,6 +122,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("-i", dest="prompt", default=None, help="prompt")
     r.add_argument("--raw", action="store_true",
                    help="no chat template: continue the prompt as plain text")
+    r.add_argument("--verbose", action="store_true",
+                   help="also print on stderr where start-up went: each phase from process "
+                        "start to the first generated token")
     _model_options(r)
 
     c = sub.add_parser("chat", help="interactive, streaming, multi-turn chat (/exit or EOF ends)",
@@ -167,11 +173,28 @@ def _build_parser() -> argparse.ArgumentParser:
                         "most 4096)")
     i.add_argument("--ubatch", type=_positive_int, default=0,
                    help="prefill chunk (default 512; sizes a sliding-window ring)")
+    i.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads, for the run state's size (default: physical cores)")
     i.add_argument("--json", action="store_true")
+    if cmd is not None and cmd not in FRONT_ENDS:
+        for name in FRONT_ENDS:
+            sub.add_parser(name, add_help=False)
+        return p
+    from .bench import cli as bench_cli
+    from .bench import evaluate
+    from .serve import cli as serve_cli
+
     bench_cli.add_parser(sub)  # `isaforge bench`
     evaluate.add_parser(sub)  # `isaforge eval`
     serve_cli.add_parser(sub)  # `isaforge serve`
     return p
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command word of argv when it is a core command given first (`run ...`), else
+    None (help, a front end's command, or something argparse will refuse)."""
+    core = ("run", "chat", "pull", "convert", "quantize", "info")
+    return argv[0] if argv and argv[0] in core else None
 
 
 def _looks_like_model(arg: str) -> bool:
@@ -249,11 +272,40 @@ def _print_stats(model) -> None:
           f"time to first token: {s.ttft_s * 1000:.1f} ms", file=sys.stderr)
 
 
+def _since_process_start() -> float | None:
+    """Seconds since this process started (Linux: /proc/self/stat's start time against
+    CLOCK_BOOTTIME, to the kernel's clock tick), or None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - start
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _print_startup(phases: list[tuple[str, float]], model, stats) -> None:
+    """`run --verbose`: each start-up phase's milliseconds, then what the first token took."""
+    ms = ", ".join(f"{name} {sec * 1000:.0f}" for name, sec in phases)
+    kv = model.engine.kv_cache_bytes / 2**20
+    print(f"start-up (ms): {ms}; first prefill {stats.prefill_s * 1000:.0f} "
+          f"({stats.prompt_tokens} tokens); first token "
+          f"{(sum(s for _, s in phases) + stats.ttft_s) * 1000:.0f} after process start",
+          file=sys.stderr)
+    print(f"start-up: read = header, tensors and any conversion; engine = packing, run state, "
+          f"thread pool, KV cache ({model.engine.kv_cache} {kv:.1f} MiB reserved)",
+          file=sys.stderr)
+
+
 def _cmd_run(a) -> int:
+    started = _since_process_start() if a.verbose else None
+    t0 = time.perf_counter()
     model_path, prompt = _split_run_args(a)
     model = _load(a, model_path)
+    t_loaded = time.perf_counter()
     profile, config = model.profile, _config(a, model)
     out = sys.stdout.buffer
+    prompt_phase = None  # (name, seconds) of rendering the chat template
     raw = _raw(prompt)  # a llama2.c tokenizer takes the prompt's bytes as run.c does
     prompt = model.encode(raw) if profile.runc_output else _clean(prompt)
     if profile.runc_output and not a.stop:  # run.c, byte for byte: every piece as printed
@@ -269,12 +321,21 @@ def _cmd_run(a) -> int:
             out.write(raw if profile.runc_output else prompt.encode())
         else:  # a chat model answers the prompt as one user message
             tokens = model.chat_tokens([{"role": "user", "content": prompt}])
+            prompt_phase = ("chat template", time.perf_counter() - t_loaded)
         for piece in model.stream(tokens, config):
             out.write(piece.encode())
             out.flush()
     out.write(b"\n")
     out.flush()
     _print_stats(model)
+    if a.verbose and model.last_stats is not None:
+        lt = model.load_times
+        imports = t_loaded - t0 - sum(lt.values())  # the API's modules, imported by _load
+        phases = ([("python start and CLI import", started)] if started is not None else [])
+        phases += [("imports", imports), *lt.items()]
+        if prompt_phase is not None:
+            phases.append(prompt_phase)
+        _print_startup(phases, model, model.last_stats)
     c = config
     how = "as given" if a.temperature is not None else (
         "model card" if profile.name == "chat" else "run.c defaults")
@@ -420,11 +481,18 @@ def _bytes(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
-def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
-    """A model's shapes and its KV cache bytes per cache type at the context `run` uses."""
+def _model_info(path: str, ctx: int | None, ubatch: int, threads: int) -> dict:
+    """A model's shapes, its KV cache bytes per cache type at the context `run` uses, and the
+    memory its weights, packed copies and run state take."""
     from .formats import with_context
     from .model import read_model
-    from .runtime.engine import KV_CACHE_TYPES, kv_cache_bytes, packed_bytes
+    from .runtime.engine import (
+        KV_CACHE_TYPES,
+        kv_cache_bytes,
+        packed_bytes,
+        scratch_bytes,
+        weight_bytes,
+    )
 
     loaded = read_model(path)
     c = with_context(loaded, ctx).config
@@ -434,7 +502,32 @@ def _model_info(path: str, ctx: int | None, ubatch: int) -> dict:
             "model_ctx": loaded.config.seq_len, "ctx": c.seq_len,
             "sliding_window": c.sliding_window, "n_sinks": c.n_sinks,
             "kv_cache_bytes": {t: kv_cache_bytes(c, t, ubatch) for t in KV_CACHE_TYPES},
-            "packed_bytes": packed_bytes(c, getattr(loaded.weights.wq[0], "group_size", 0))}
+            "packed_bytes": packed_bytes(c, getattr(loaded.weights.wq[0], "group_size", 0)),
+            "file_bytes": os.path.getsize(loaded.path) if os.path.isfile(loaded.path) else None,
+            "weight_bytes": weight_bytes(loaded), "threads": threads,
+            "scratch_bytes": scratch_bytes(c, ubatch, threads)}
+
+
+def _print_memory(mi: dict, decode: dict) -> None:
+    """What each part of a loaded model holds: weights (mapped from the file, or converted in
+    memory), packed copies, KV cache and run state, and what stays resident after the load."""
+    wb, packed = mi["weight_bytes"], mi["packed_bytes"]
+    rowmajor = wb["in_memory"]
+    # decode reads the row-major Q8 weights unless its kernel is M = 1 over the packed copy
+    keeps_rowmajor = not packed or decode["q8_decode"] == decode["q8_gemv"]
+    size = f" of the {_bytes(mi['file_bytes'])} file" if mi.get("file_bytes") else ""
+    print(f"memory:     weights {_bytes(rowmajor)} converted into memory, {_bytes(wb['mapped'])} "
+          f"mapped{size} (resident while read, given back after the load)")
+    print(f"            packed {_bytes(packed)}" + (
+        "; the row-major copies stay (decode's GEMV reads them)" if packed and keeps_rowmajor
+        else "; each row-major copy goes once packed" if packed else ""))
+    print(f"            KV cache {_bytes(mi['kv_cache_bytes']['f32'])} (f32, ctx {mi['ctx']}) "
+          "reserved: resident as positions fill")
+    print(f"            run state about {_bytes(mi['scratch_bytes'])} ({mi['threads']} threads) "
+          "reserved: resident as rows use it")
+    held = (rowmajor if keeps_rowmajor else 0) + packed
+    print(f"            resident after the load: about {_bytes(held)} of weights, plus the KV "
+          "cache and run state pages in use")
 
 
 def _cmd_info(a) -> int:
@@ -445,7 +538,7 @@ def _cmd_info(a) -> int:
     info["threads_default"] = default_threads()
     info["override"] = kernel_tier()
     if a.model is not None:
-        info["model"] = _model_info(a.model, a.ctx, a.ubatch)
+        info["model"] = _model_info(a.model, a.ctx, a.ubatch, a.threads or default_threads())
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -481,6 +574,7 @@ def _cmd_info(a) -> int:
         print(f"packed:     {_bytes(mi['packed_bytes'])} of Q8 weights packed at load for the "
               "prefill GEMM's layout" if mi["packed_bytes"] else "packed:     none (the GEMM "
               "reads the row-major weights)")
+        _print_memory(mi, info["decode"])
     else:
         print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
               "saves memory; `isaforge info MODEL` gives the sizes")
@@ -513,6 +607,18 @@ def _message(e: BaseException) -> str:
     return text or type(e).__name__
 
 
+def _cmd_bench(a) -> int:
+    from .bench import cli as bench_cli
+
+    return bench_cli.main(a)
+
+
+def _cmd_eval(a) -> int:
+    from .bench import evaluate
+
+    return evaluate.main(list(a.eval_argv))
+
+
 def _cmd_serve(a) -> int:
     from .serve import cli as serve_cli
 
@@ -525,19 +631,16 @@ def main(argv: list[str] | None = None) -> int:
         if sys.stdout is None:  # fd 1 was closed when Python started
             print("isaforge: error: standard output is closed", file=sys.stderr)
             return 1
-        parser = _build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        parser = _build_parser(_command(argv))
         a, extra = parser.parse_known_args(argv)
         if extra:  # run/chat take positionals after options: `run MODEL -t 0 "PROMPT"`
             if a.cmd not in ("run", "chat") or any(x.startswith("-") and x != "-" for x in extra):
                 raise UsageError(f"isaforge: unrecognized arguments: {' '.join(extra)}")
             a.args = list(a.args) + extra
-        from .bench import cli as bench_cli
-        from .bench import evaluate
-
         cmds = {"run": _cmd_run, "chat": _cmd_chat, "pull": _cmd_pull, "convert": _cmd_convert,
-                "quantize": _cmd_quantize, "info": _cmd_info, "bench": bench_cli.main,
-                "eval": lambda a: evaluate.main(list(a.eval_argv)),
-                "serve": _cmd_serve}
+                "quantize": _cmd_quantize, "info": _cmd_info, "bench": _cmd_bench,
+                "eval": _cmd_eval, "serve": _cmd_serve}
         return cmds[a.cmd](a)
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,7 @@ the engine and the one generation loop under the model's profile).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -85,6 +86,8 @@ class Model:
                                        kernel=kernel)
         self.session = Session(self.engine)
         self.profile: ModelProfile = profile_for(tokenizer, self.chat_template)
+        # seconds per phase of `load` (resolve, read, engine, tokenizer); empty otherwise
+        self.load_times: dict[str, float] = {}
 
     @property
     def path(self) -> str:
@@ -253,6 +256,8 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
         raise ValueError(f"threads must be >= 1, got {threads}")
     if ctx is not None and ctx < 1:  # before pulling or reading anything
         raise ValueError(f"ctx must be >= 1, got {ctx}")
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
     runtime_info(kernel)  # an unknown or unsupported tier fails before anything is read
     if path is None:
         from .pull import ensure_model
@@ -262,11 +267,24 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
         from .pull import resolve_model
 
         path = resolve_model(path)  # a registry name (gemma3-270m) or a cached model's file
+    t0 = _lap(times, "resolve", t0)
     loaded = with_context(read_model(path, quant), ctx)
     # Peak RSS: the file's pages go once its tensors are converted (and again once the engine
     # packed them); the engine comes before the tokenizer, whose tables need not be resident
     # while packing holds one matrix twice for a moment.
     drop_file_pages(loaded)
+    t0 = _lap(times, "read", t0)
     engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
     drop_file_pages(loaded)
-    return Model(loaded, tokenizer_for(loaded, tokenizer), engine=engine)
+    t0 = _lap(times, "engine", t0)
+    model = Model(loaded, tokenizer_for(loaded, tokenizer), engine=engine)
+    _lap(times, "tokenizer", t0)
+    model.load_times = times
+    return model
+
+
+def _lap(times: dict[str, float], phase: str, t0: float) -> float:
+    """Record the seconds since t0 as `phase`'s; return now (the next phase's start)."""
+    now = time.perf_counter()
+    times[phase] = now - t0
+    return now

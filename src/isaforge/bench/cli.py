@@ -24,8 +24,6 @@ import sys
 from pathlib import Path
 
 from ..settings import int_at_least
-from .kernels import OPS, Q4_FORMATS
-from .report import RENDER
 
 DEFAULT_MODEL = "synthetic:smollm2-135m"
 
@@ -61,6 +59,8 @@ _nonneg, _pos = int_at_least(0), int_at_least(1)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from .report import RENDER
+
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md",
                    help="output format on stdout (default md)")
     p.add_argument("--save", metavar="FILE", nargs="?", const="",
@@ -98,6 +98,8 @@ def _e2e_parser() -> _Parser:
 
 
 def _kernels_parser() -> _Parser:
+    from .kernels import OPS, Q4_FORMATS
+
     p = _Parser(prog="isaforge bench kernels",
                 description="GOP/s per tier per op at a model's shapes, timed in C.")
     p.add_argument("--model-shapes", default="smollm2-135m",
@@ -123,6 +125,8 @@ def _kernels_parser() -> _Parser:
 
 
 def _report_parser() -> _Parser:
+    from .report import RENDER
+
     p = _Parser(prog="isaforge bench report",
                 description="Render a bench JSON, or regenerate the pages made from the "
                             "committed results (README.md's bench block, docs/performance.md's "
@@ -183,6 +187,8 @@ def _doc(kind: str, argv: list[str], a, machine: dict, model: dict, settings: di
 
 
 def _emit(doc: dict, a, path: Path | None) -> None:
+    from .report import RENDER
+
     """Print the report; write the JSON to `path` (save_path of --save) unless None."""
     sys.stdout.write(RENDER[a.fmt](doc))
     sys.stdout.flush()
@@ -268,7 +274,7 @@ def _shape_model_info(spec: str, gs: int) -> dict:
 
 
 def _run_kernels(argv: list[str]) -> int:
-    from .kernels import bench_kernels, model_shapes
+    from .kernels import OPS, Q4_FORMATS, bench_kernels, model_shapes
     from .limits import measure_limits
     from .machine import machine_info, save_path
     from .peers import torch_kernel_rows, torch_status
@@ -345,6 +351,8 @@ def _validated(path: Path) -> dict:
 
 
 def _run_report(argv: list[str]) -> int:
+    from .report import RENDER
+
     a = _report_parser().parse_args(argv)
     if a.update_readme:
         from .machine import RESULTS

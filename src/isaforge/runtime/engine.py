@@ -310,3 +310,55 @@ class Engine:
             return out
         self._m.prefill(t, int(pos0), self._logits)
         return self._logits
+
+
+def weight_bytes(model: LoadedModel) -> dict[str, int]:
+    """Bytes of the model's tensors by where they live: "mapped" (views of the model file's
+    mapping: resident only while read, their pages given back after the load) and "in_memory"
+    (converted or requantized arrays on the heap). A tied token table counts once."""
+    w = model.weights
+    out = {"mapped": 0, "in_memory": 0}
+    seen: set[int] = set()
+
+    def add(t) -> None:
+        if t is None or id(t) in seen:
+            return
+        seen.add(id(t))
+        if isinstance(t, Q4Tensor):
+            main, rest = t.nibbles, [t.s, t.codebook, t.signs]
+        elif isinstance(t, Q8Tensor):
+            main, rest = t.q, [t.s]
+        else:
+            main, rest = np.asarray(t), []
+        for a in [main, *rest]:
+            if isinstance(a, np.ndarray):
+                out["in_memory" if _in_memory(a) else "mapped"] += a.nbytes
+
+    for t in (w.tok_embeddings, w.wcls, w.rms_final, w.rope_freqs, *w.rms_att, *w.rms_ffn):
+        add(t)
+    for name in LAYER_MATRICES:
+        for t in getattr(w, name):
+            add(t)
+    for per_layer in w.vectors.values():
+        for t in per_layer or ():
+            add(t)
+    return out
+
+
+def scratch_bytes(config: Config, ubatch: int = 0, threads: int = 1) -> int:
+    """About the bytes of an engine's run state besides the KV cache and weights: the
+    activation rows of a prefill chunk (ubatch rows; 0: 512), their quantized copies, each
+    thread's decode row and attention scores (csrc/model.c alloc_run_state's buffers, the
+    attention scratch as csrc/ops.c's f32 bound). Reserved, not touched: the pages become
+    resident as a prompt's rows use them."""
+    c = config
+    ub = min(ubatch or 512, c.seq_len)
+    hs = c.head_size
+    q_dim, kv_dim = hs * c.n_heads, hs * c.n_kv_heads
+    wide = max(c.dim, q_dim)
+    big = max(wide, c.hidden_dim)
+    rows = 3 * c.dim + wide + 2 * c.hidden_dim + q_dim + 2 * kv_dim + hs  # floats per row
+    group = min(c.n_heads, c.n_heads // c.n_kv_heads)
+    keys = -(-c.seq_len // 16) * 16
+    att = 16 * group * keys + 64 + 3 * 64 * hs + 128  # floats per thread
+    return 4 * ub * rows + 9 * ub * big + threads * (13 * big + 4 * att)
