@@ -135,8 +135,8 @@ def _report_parser() -> _Parser:
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md")
     p.add_argument("--update-readme", action="store_true",
                    help="regenerate README.md's bench block (the machine with the newest "
-                        "e2e.json) and docs/performance.md's results block from "
-                        "benchmarks/results/<machine>/")
+                        "scale.json, else e2e.json) and docs/performance.md's results block "
+                        "from benchmarks/results/<machine>/")
     p.add_argument("--check", action="store_true",
                    help="with --update-readme: write nothing, exit 1 if a page is out of date")
     p.add_argument("--root", default=None,

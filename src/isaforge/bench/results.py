@@ -2,9 +2,11 @@
 benchmark), and the pages generated from them: the README's short performance table and the
 per-machine tables of docs/performance.md.
 
-The README shows one machine: the one whose e2e.json is the newest by its `created` time (a
-new end-to-end run saved with a bare `--save` moves the README to the machine it ran on).
-A/B records (the `ab/` folder of a machine) are listed, not tabled."""
+The README shows one machine: the one whose scale.json (benchmarks/scale.py: the model sizes
+people run, against llama.cpp) is the newest by its `created` time; where no machine has one,
+the one whose e2e.json is (a new end-to-end run saved with a bare `--save` then moves the
+README to the machine it ran on). A/B records (the `ab/` folder of a machine) are listed, not
+tabled."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 from .report import (
+    _README_WIDTH,
     BEGIN,
     END,
     UPDATE_COMMAND,
@@ -21,11 +24,12 @@ from .report import (
     readme_block,
     replace_block,
 )
+from .scale import readme_scale_block, scale_notes, scale_table
 from .schema import SCHEMA_ID
 
 DOC_BEGIN, DOC_END = "<!-- results:begin -->", "<!-- results:end -->"
 # the order of a machine's sections; a file of another name still gets its provenance line
-ORDER = ["e2e", "kernels", "kernels_cold", "quant", "peak_rss", "decode_profile",
+ORDER = ["scale", "e2e", "kernels", "kernels_cold", "quant", "peak_rss", "decode_profile",
          "prefill_ttft", "serve_load", "agreement", "eval"]
 WRAP = 100
 
@@ -54,11 +58,21 @@ def provenance(doc: dict) -> dict:
     return doc.get("provenance") or {}
 
 
+def readme_source(results: dict[str, dict[str, dict]]) -> tuple[str, str] | None:
+    """(machine, "scale" or "e2e") of the README's block: the newest scale.json (by its
+    created time), else the newest e2e.json; None when there is neither."""
+    for name in ("scale", "e2e"):
+        dated = [(provenance(docs[name]).get("created") or docs[name].get("created") or "",
+                  slug) for slug, docs in results.items() if name in docs]
+        if dated:
+            return max(dated)[1], name
+    return None
+
+
 def readme_machine(results: dict[str, dict[str, dict]]) -> str | None:
-    """The README's machine: the one with the newest e2e.json (by its created time)."""
-    dated = [(docs["e2e"].get("created") or "", slug) for slug, docs in results.items()
-             if "e2e" in docs]
-    return max(dated)[1] if dated else None
+    """The README's machine (readme_source's)."""
+    src = readme_source(results)
+    return src[0] if src else None
 
 
 def _when(p: dict) -> str:
@@ -291,7 +305,8 @@ def eval_table(doc: dict) -> list[str]:
 
 
 TITLES = {"e2e": "End to end", "kernels": "Kernels, hot", "kernels_cold": "Kernels, cold",
-          "quant": "Weight formats, decode", "peak_rss": "Peak RSS",
+          "scale": "Llama 3 sizes against llama.cpp", "quant": "Weight formats, decode",
+          "peak_rss": "Peak RSS",
           "decode_profile": "Decode profile", "prefill_ttft": "Prefill, time to first token",
           "serve_load": "Server load", "agreement": "Agreement with llama.cpp",
           "eval": "Quality against the f32 reference"}
@@ -307,7 +322,9 @@ def section(slug: str, name: str, doc: dict) -> list[str]:
     title = TITLES.get(kind or "", name)
     if kind and name != kind:
         title += f" ({name[len(kind) + 1:]})"
-    if kind == "e2e":
+    if kind == "scale":
+        body = scale_notes(doc, WRAP) + [""] + scale_table(doc)
+    elif kind == "e2e":
         body = e2e_notes(doc) + [""] + e2e_table(doc)
     elif kind in ("kernels", "kernels_cold"):
         body = kernel_notes(doc) + [""] + kernel_table(doc)
@@ -362,16 +379,21 @@ def performance_section(results: dict[str, dict[str, dict]]) -> str:
 
 
 def update_pages(root: Path, check: bool = False) -> list[Path]:
-    """Regenerate README.md's bench block (the README machine's e2e.json) and
-    docs/performance.md's results block under `root`, from root/benchmarks/results. Returns
-    the files that were out of date (with check=True, nothing is written)."""
+    """Regenerate README.md's bench block (readme_source's file: the newest scale.json, else
+    e2e.json) and docs/performance.md's results block under `root`, from
+    root/benchmarks/results. Returns the files that were out of date (with check=True,
+    nothing is written)."""
     results = load(root / "benchmarks" / "results")
-    slug = readme_machine(results)
-    if slug is None:
-        raise ValueError(f"{root / 'benchmarks' / 'results'}: no <machine>/e2e.json")
+    src = readme_source(results)
+    if src is None:
+        raise ValueError(f"{root / 'benchmarks' / 'results'}: no <machine>/scale.json or "
+                         "<machine>/e2e.json")
+    slug, name = src
+    block = (readme_scale_block(slug, results[slug][name], _README_WIDTH) if name == "scale"
+             else readme_block(results[slug][name]))
     stale = []
     readme, doc = root / "README.md", root / "docs" / "performance.md"
-    if not replace_block(readme, BEGIN, END, readme_block(results[slug]["e2e"]), check):
+    if not replace_block(readme, BEGIN, END, block, check):
         stale.append(readme)
     if not replace_block(doc, DOC_BEGIN, DOC_END, performance_section(results), check):
         stale.append(doc)
