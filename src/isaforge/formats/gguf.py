@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _native, settings
 from ..quant.cq4 import parse_quant, to_4bit
 from ..quant.ggml import (
     GGML_TYPES,
@@ -42,9 +43,8 @@ from ..quant.ggml import (
     SUPPORTED_NAMES,
     dequantize,
     q4_split,
-    q8_0_split,
 )
-from ..quant.q8 import as_q8, read_group_size
+from ..quant.q8 import read_group_size
 from ..types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = b"GGUF"
@@ -429,11 +429,39 @@ def _matrix(mm, t: TensorInfo, quant: str, gs: int):
         return _float32(mm, t)
     if quant == "f32":
         return _float32(mm, t)
-    if t.type_name == "Q8_0" and gs == 32:
-        q, s = q8_0_split(_raw(mm, t), *t.shape)
-        if not (q == -128).any():  # isaforge's kernels need q in [-127, 127]
-            return Q8Tensor(q, s, 32)
-    return as_q8(_float32(mm, t), gs)
+    return _q8(mm, t, gs)
+
+
+def _q8(mm, t: TensorInfo, gs: int) -> Q8Tensor:
+    """t as Q8 at group gs, converted by the C core from the mapped blocks a row at a time
+    (never the matrix in float32), the same bits as as_q8(dequantize(...), gs); a Q8_0 tensor
+    at group 32 is taken as stored unless a quant is -128 (the kernels need [-127, 127]).
+    The tensor's pages then leave this process's resident set."""
+    rows, cols = t.shape
+    q = np.empty((rows, cols), np.int8)
+    s = np.empty((rows, cols // gs), np.float32)
+    try:
+        _native.ggml_to_q8(t.type_id, _raw(mm, t), rows, cols, gs, q, s,
+                           threads=settings.physical_cores(), keep_q8_0=True)
+    except ValueError as e:
+        raise ValueError(f"tensor {t.name}: {e}") from None
+    _drop_pages(mm, t)
+    return Q8Tensor(q, s, gs)
+
+
+def _drop_pages(mm, t: TensorInfo) -> None:
+    """Drop the whole pages of t's bytes from the resident set: the map is read-only and
+    file-backed, so a later read faults them back in from the file."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    start = -(-t.offset // page) * page
+    end = (t.offset + t.nbytes) // page * page
+    if end > start:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (OSError, ValueError):
+            pass  # only a memory saving
 
 
 def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
