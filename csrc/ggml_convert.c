@@ -280,7 +280,7 @@ static int quantize_row(const float *x, size_t cols, size_t gs, int8_t *q, float
         memcpy(&amax, &top, sizeof amax);
         const float scale = amax / 127.0f;
         s[g] = scale;
-        if (scale == 0.0f) {
+        if (scale == 0.0f || top >= 0x7f800000u) { /* (a non-finite row fails) */
             memset(qg, 0, gs);
         } else if (scale >= 1.17549435e-38f) {
             /* a normal scale: |v / scale| <= 127 * (1 + 2^-23) rounds to [-127, 127], and
