@@ -299,6 +299,57 @@ static PyObject *py_trim_heap(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ggml_to_q8(type, src, rows, cols, gs, q, s, threads=1, keep_q8_0=False, r0=0, r1=rows)
+ * -> kept: rows [r0, r1) of the GGML tensor src (exactly its bytes) as Q8 into the writable
+ * int8 (rows, cols) q and float32 (rows, cols / gs) s, on `threads` threads, without the GIL.
+ * kept: a Q8_0 tensor kept as stored (keep_q8_0 at group 32 and no -128 quant). */
+static PyObject *py_ggml_to_q8(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    static char *kwlist[] = {"type", "src", "rows", "cols", "gs", "q", "s", "threads",
+                             "keep_q8_0", "r0", "r1", NULL};
+    int type, keep = 0;
+    PyObject *src, *qo, *so;
+    Py_ssize_t rows, cols, gs, threads = 1, r0 = 0, r1 = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOnnnOO|npnn", kwlist, &type, &src, &rows,
+                                     &cols, &gs, &qo, &so, &threads, &keep, &r0, &r1))
+        return NULL;
+    if (r1 < 0) r1 = rows;
+    if (rows <= 0 || cols <= 0 || gs <= 0 || threads <= 0 || r0 < 0 || r0 > r1 || r1 > rows)
+        return PyErr_Format(PyExc_ValueError, "ggml_to_q8: bad shape (%zd, %zd), group size "
+                            "%zd, threads %zd or row range [%zd, %zd)", rows, cols, gs, threads,
+                            r0, r1);
+    if ((size_t)rows > SIZE_MAX / (size_t)cols)
+        return PyErr_Format(PyExc_ValueError, "ggml_to_q8: %zd x %zd overflows", rows, cols);
+    bufset bs = {0};
+    Py_buffer sv;
+    if (PyObject_GetBuffer(src, &sv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    const size_t n = (size_t)rows * (size_t)cols;
+    int8_t *q = (int8_t *)ifpy_borrow(&bs, qo, n, 1, "q");
+    float *s = q ? (float *)ifpy_borrow(&bs, so, n / (size_t)gs * sizeof(float), 1, "s") : NULL;
+    if (!s) {
+        PyBuffer_Release(&sv);
+        ifpy_release_all(&bs);
+        return NULL;
+    }
+    char err[ERRLEN] = "";
+    int kept = 0;
+    if_status st = IF_ENOMEM;
+    Py_BEGIN_ALLOW_THREADS
+    if_pool *pool = threads > 1 ? if_pool_create((size_t)threads) : NULL;
+    if (threads == 1 || pool)
+        st = if_ggml_to_q8(type, sv.buf, (size_t)sv.len, (size_t)rows, (size_t)cols, (size_t)r0,
+                           (size_t)r1, (size_t)gs, keep ? IF_GGML_KEEP_Q8_0 : 0, q, s, pool,
+                           &kept, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "cannot start %zd threads", threads);
+    if_pool_free(pool);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&sv);
+    ifpy_release_all(&bs);
+    if (st != IF_OK) return ifpy_raise_status(st, err);
+    return PyBool_FromLong(kept);
+}
+
 static PyMethodDef module_methods[] = {
     {"trim_heap", py_trim_heap, METH_NOARGS,
      "trim_heap(): return the C heap's free pages to the system (glibc; else a no-op)."},
@@ -316,6 +367,10 @@ static PyMethodDef module_methods[] = {
      "info(tier=None, disabled=None) -> dict: CPU, features, tiers (supported with the "
      "`disabled` feature names hidden) and the kernels that (tier, disabled) chooses; "
      "ValueError/RuntimeError for an unknown/unsupported tier or an unknown feature"},
+    {"ggml_to_q8", (PyCFunction)(void (*)(void))py_ggml_to_q8, METH_VARARGS | METH_KEYWORDS,
+     "ggml_to_q8(type, src, rows, cols, gs, q, s, threads=1, keep_q8_0=False, r0=0, r1=rows) "
+     "-> kept: rows of a GGML tensor's raw bytes as Q8 into q and s (isaforge.quant.q8's "
+     "arithmetic); kept: a Q8_0 tensor taken as stored"},
     {NULL, NULL, 0, NULL},
 };
 

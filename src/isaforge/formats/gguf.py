@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _native, settings
 from ..quant.cq4 import parse_quant, to_4bit
 from ..quant.ggml import (
     GGML_TYPES,
@@ -42,9 +43,8 @@ from ..quant.ggml import (
     SUPPORTED_NAMES,
     dequantize,
     q4_split,
-    q8_0_split,
 )
-from ..quant.q8 import as_q8, read_group_size
+from ..quant.q8 import read_group_size
 from ..types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
 MAGIC = b"GGUF"
@@ -422,18 +422,47 @@ def _float32(mm, t: TensorInfo) -> np.ndarray:
     return a.reshape(t.shape)
 
 
-def _matrix(mm, t: TensorInfo, quant: str, gs: int):
+def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1):
     if quant not in ("q8", "f32"):  # 4-bit: Q4_0/IQ4_* as they are for cq4, else float32
         if t.type_name in Q4_NATIVE and parse_quant(quant).kind == "cq4":
             return q4_split(_raw(mm, t), t.type_id, *t.shape)
         return _float32(mm, t)
     if quant == "f32":
         return _float32(mm, t)
-    if t.type_name == "Q8_0" and gs == 32:
-        q, s = q8_0_split(_raw(mm, t), *t.shape)
-        if not (q == -128).any():  # isaforge's kernels need q in [-127, 127]
-            return Q8Tensor(q, s, 32)
-    return as_q8(_float32(mm, t), gs)
+    return _q8(mm, t, gs, threads)
+
+
+def _q8(mm, t: TensorInfo, gs: int, threads: int) -> Q8Tensor:
+    """t as Q8 at group gs, converted by the C core from the mapped blocks a row at a time
+    (never the matrix in float32) on `threads` threads, the same bits as
+    as_q8(dequantize(...), gs); a Q8_0 tensor at group 32 is taken as stored unless a quant is
+    -128 (the kernels need [-127, 127]). The tensor's pages then leave this process's
+    resident set."""
+    rows, cols = t.shape
+    q = np.empty((rows, cols), np.int8)
+    s = np.empty((rows, cols // gs), np.float32)
+    try:
+        _native.ggml_to_q8(t.type_id, _raw(mm, t), rows, cols, gs, q, s,
+                           threads=threads, keep_q8_0=True)
+    except ValueError as e:
+        raise ValueError(f"tensor {t.name}: {e}") from None
+    _drop_pages(mm, t)
+    return Q8Tensor(q, s, gs)
+
+
+def _drop_pages(mm, t: TensorInfo) -> None:
+    """Drop the whole pages of t's bytes from the resident set: the map is read-only and
+    file-backed, so a later read faults them back in from the file."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    start = -(-t.offset // page) * page
+    end = (t.offset + t.nbytes) // page * page
+    if end > start:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+        except (OSError, ValueError):
+            pass  # only a memory saving
 
 
 def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
@@ -443,6 +472,7 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     and the reason for anything malformed or unsupported."""
     spec = parse_quant(quant)  # ValueError naming the valid forms
     quant = str(spec)
+    threads = settings.default_threads()  # the Q8 conversion's (ISAFORGE_THREADS, or cores)
     g, mm = _open(path)
     try:
         c = gguf_config(g)
@@ -459,15 +489,16 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             for f, n in _LAYER_TENSORS.items():
                 ti = t[f"blk.{i}.{n}.weight"]
                 layers[f].append(_float32(mm, ti) if f.startswith("rms") else
-                                 _matrix(mm, ti, quant, gs))
+                                 _matrix(mm, ti, quant, gs, threads))
         if c.shared_classifier:
             wcls = tok if quant == "f32" else _matrix(
-                mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs)
+                mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs, threads)
             tok = wcls
         else:
-            wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs)
+            wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs,
+                           threads)
             if tok is None:
-                tok = _matrix(mm, t["token_embd.weight"], "q8", gs)
+                tok = _matrix(mm, t["token_embd.weight"], "q8", gs, threads)
         vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
                    for f, n in ARCHITECTURES[arch].items()}
         freqs = t.get("rope_freqs.weight")
