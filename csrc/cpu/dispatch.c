@@ -52,7 +52,10 @@ static const if_kernel_table g_tiers[] = {
      .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
      * the AVX-512 VNNI kernels until an AMX 4-bit GEMM exists (the GEMM decodes from its packed
@@ -63,7 +66,10 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
     /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the

@@ -159,4 +159,10 @@ void if_k8_quantize_1x1_scalar(int8_t *q, float *d, int16_t *bsum, const float *
 /* bsum[i] = the int16 sum of q[16 i .. 16 i + 16), i < K / 16 */
 void if_k8_sums(int16_t *bsum, const int8_t *q, size_t K);
 
+#if defined(IF_X86_TIERS)
+/* avx512_vnni: 16 rows per tile, VPMADDUBSW + VPDPWSSD with VPERMW-spread scales */
+void if_q4k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
+void if_q6k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
+#endif
+
 #endif
