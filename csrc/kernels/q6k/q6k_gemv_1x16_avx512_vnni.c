@@ -23,7 +23,9 @@ void if_q6k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
         const uint8_t *rows[16];
         const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
         __m512 acc = _mm512_setzero_ps();
+        const uint8_t *next = w + (n + 32) * rowbytes;
         for (size_t b = 0; b < nb; b++) {
+            ifkz_prefetch(next + b * 16 * IF_Q6K_BLOCK_BYTES, 16 * IF_Q6K_BLOCK_BYTES);
             const int8_t *x = xq + b * IF_QK;
             const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
             const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
