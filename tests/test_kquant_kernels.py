@@ -233,6 +233,33 @@ def test_extremes_fit_int32(typ):
 
 
 @pytest.mark.parametrize("typ", TYPES)
+def test_special_block_scales_equal_scalar_bits(typ):
+    """f16 block scales that are subnormal, zero, negative, infinite or NaN: every tier's
+    conversion gives the scalar kernel's floats: the result bits equal, except that a NaN's
+    payload may differ (which NaN operand x86 passes on depends on the compiler's operand
+    order; a NaN scale is a broken file either way)."""
+    rng = np.random.default_rng(8)
+    N, K = 19, 512
+    specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
+                         0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
+    blocks = make_blocks(rng, typ, N * K // 256).reshape(N * K // 256, -1)
+    off = 0 if typ == "q4_k" else 208
+    pick = specials[rng.integers(0, len(specials), (blocks.shape[0], 2))]
+    blocks[:, off:off + 2] = pick[:, :1].view(np.uint8)
+    if typ == "q4_k":
+        blocks[:, 2:4] = pick[:, 1:].view(np.uint8)
+    blocks = blocks.reshape(N, -1)
+    xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
+    want = run(typ, xq, xd, xsum, blocks, N, "scalar")
+    nan = np.isnan(want)
+    assert nan.any() and np.isinf(want).any() and np.isfinite(want).any()
+    for tier in TIERS:
+        got = run(typ, xq, xd, xsum, blocks, N, tier)
+        assert np.array_equal(np.isnan(got), nan), tier
+        assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+
+
+@pytest.mark.parametrize("typ", TYPES)
 def test_tiers_equal_scalar_bits(typ):
     rng = np.random.default_rng(6 + len(typ))
     failures = []

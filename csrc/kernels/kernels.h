@@ -163,6 +163,11 @@ void if_k8_sums(int16_t *bsum, const int8_t *q, size_t K);
 /* avx512_vnni: 16 rows per tile, VPMADDUBSW + VPDPWSSD with VPERMW-spread scales */
 void if_q4k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
+/* avx2 / avx_vnni: 8 rows per tile, one body (kquant_avx2.h) per ISA */
+void if_q4k_gemv_1x8_avx2(IF_KQ_GEMV_ARGS);
+void if_q6k_gemv_1x8_avx2(IF_KQ_GEMV_ARGS);
+void if_q4k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
+void if_q6k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 #endif
 
 #endif
