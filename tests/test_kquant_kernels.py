@@ -110,7 +110,8 @@ def model(typ, xq, xd, xsum, blocks, N):
         for b in range(nb):
             t1 = d[None, :, b] * xd[:, None, b]
             t2 = dmin[None, :, b] * xd[:, None, b]
-            acc = (acc + t1 * sumi[:, :, b].astype(np.float32)) - t2 * summ[:, :, b].astype(np.float32)
+            si, sm = sumi[:, :, b].astype(np.float32), summ[:, :, b].astype(np.float32)
+            acc = (acc + t1 * si) - t2 * sm
         return acc
     d, sc, u = decode(typ, blocks)
     u, sc, d = u.reshape(N, nb, 16, 16), sc.reshape(N, nb, 16), d.reshape(N, nb)
@@ -201,10 +202,10 @@ def test_k8_quantizer_equals_model_and_tiers():
     x[2, 300] = 1e30
     want = k8_model(x)
     got = quantize(x)
-    for w, g in zip(want, got):
+    for w, g in zip(want, got, strict=True):
         assert np.array_equal(w, g)
     for tier in TIERS:
-        for w, g in zip(got, quantize(x, tier)):
+        for w, g in zip(got, quantize(x, tier), strict=True):
             assert np.array_equal(w.view(np.uint8), g.view(np.uint8)), tier
 
 
