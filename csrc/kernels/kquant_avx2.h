@@ -222,4 +222,131 @@ IFY_INLINE void ifky_q6k(float *out, const int8_t *xq, const float *xd, const in
     }
 }
 
+/* The GEMMs: each block of the 8-row tile unpacked once (values as unsigned bytes, scale
+ * spreads, Q4_K's mins / Q6_K's int16 scales) into an L1 scratch, then every activation row
+ * runs its products from it; per output the GEMV's arithmetic, the running sums kept in out
+ * between blocks (float32 values stored and reloaded as they are). */
+typedef struct ifky_blk {
+    __m256i u[8][8];  /* per row: the 8 product operands (32 values each), in the GEMV's order */
+    __m256i s[8][8];  /* their int16 scale spreads */
+    __m256i sc[8];    /* Q4_K: the mins as int16 (low 128 bits); Q6_K: the 16 scales */
+    _Alignas(16) uint16_t dh[8], mh[8];
+} ifky_blk;
+
+IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b, const int q6) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int r = 0; r < 8; r++) {
+        if (!q6) {
+            const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
+            memcpy(&B->dh[r], blk, 2);
+            memcpy(&B->mh[r], blk + 2, 2);
+            uint8_t sc8[8], m8[8];
+            ifk_q4k_scales(blk + 4, sc8, m8);
+            const __m256i sc = _mm256_broadcastsi128_si256(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sc8)));
+            B->sc[r] = _mm256_castsi128_si256(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)m8)));
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                B->u[r][2 * c] = _mm256_and_si256(q, m4);
+                B->u[r][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                B->s[r][2 * c] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c));
+                B->s[r][2 * c + 1] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1));
+            }
+            continue;
+        }
+        const uint8_t *blk = rows[r] + b * IF_Q6K_BLOCK_BYTES;
+        memcpy(&B->dh[r], blk + 208, 2);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+        B->sc[r] = _mm256_cvtepi8_epi16(sc8);
+        for (int h = 0; h < 2; h++) {
+            const __m256i sc = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
+            const uint8_t *ql = blk + 64 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+            __m256i *u = B->u[r] + 4 * h;
+            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            for (int t = 0; t < 4; t++)
+                B->s[r][4 * h + t] = _mm256_shuffle_epi8(sc, ifky_spread(2 * t, 2 * t + 1));
+        }
+    }
+}
+
+IFY_INLINE void ifky_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                          const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                          size_t K, const int q6) {
+    const size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+    const size_t nb = K / IF_QK, rowbytes = nb * bb;
+    ifky_blk B;
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *rows[8];
+        const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
+        const uint8_t *next = w + (n + 16) * rowbytes;
+        for (size_t b = 0; b < nb; b++) {
+            ifky_prefetch(next + b * 8 * bb, 8 * bb);
+            ifky_unpack(&B, rows, b, q6);
+            const __m256 d = ifky_f16x8(B.dh), dmin = q6 ? d : ifky_f16x8(B.mh);
+            for (size_t m = 0; m < M; m++) {
+                const int8_t *x = xq + m * K + b * IF_QK;
+                const __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + m * (K / 16) + b * 16));
+                __m256i corr = s16; /* Q4_K: the 8 sums of 32 as int16 (low 128 bits) */
+                if (!q6) {
+                    const __m256i p32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+                    corr = _mm256_castsi128_si256(_mm_packs_epi32(
+                        _mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1)));
+                }
+                __m256i v[8], mz[4];
+                IFY_UNROLL
+                for (int r = 0; r < 8; r++) {
+                    __m256i a;
+                    if (q6) {
+                        a = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                             _mm256_slli_epi32(_mm256_madd_epi16(B.sc[r], corr), 5));
+                    } else {
+                        a = _mm256_setzero_si256();
+                        const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(B.sc[r]),
+                                                            _mm256_castsi256_si128(corr));
+                        if (r < 4) mz[r] = _mm256_castsi128_si256(mins);
+                        else mz[r - 4] = _mm256_inserti128_si256(mz[r - 4], mins, 1);
+                    }
+                    IFY_UNROLL
+                    for (int k = 0; k < 8; k++) {
+                        /* Q4_K operand k: chunk k / 2, low (even) or high nibbles; Q6_K: half
+                         * k / 4, quarter k % 4: both the activations at 32 k */
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * k));
+                        a = ifky_dpwssd(a, _mm256_maddubs_epi16(B.u[r][k], xv), B.s[r][k]);
+                    }
+                    v[r] = a;
+                }
+                const __m256i sumi = ifky_net8(v);
+                const __m256 xdb = _mm256_set1_ps(xd[m * nb + b]);
+                float *o = out + m * ldo + n;
+                _Alignas(32) float t[8];
+                __m256 acc = _mm256_setzero_ps();
+                if (b) {
+                    for (size_t r = 0; r < 8; r++) t[r] = r < nr ? o[r] : 0.0f;
+                    acc = _mm256_load_ps(t);
+                }
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, xdb), _mm256_cvtepi32_ps(sumi)));
+                if (!q6) {
+                    const __m256i h0 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[0], mz[1]),
+                                                        _mm256_unpackhi_epi32(mz[0], mz[1]));
+                    const __m256i h1 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[2], mz[3]),
+                                                        _mm256_unpackhi_epi32(mz[2], mz[3]));
+                    const __m256i summ = _mm256_add_epi32(_mm256_unpacklo_epi64(h0, h1),
+                                                          _mm256_unpackhi_epi64(h0, h1));
+                    acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dmin, xdb), _mm256_cvtepi32_ps(summ)));
+                }
+                ifky_store(o, acc, nr);
+            }
+        }
+    }
+}
+
 #endif

@@ -1,13 +1,11 @@
-/* Q4_K GEMM, avx2: the tier's GEMV per activation row (the same per-output arithmetic; a
- * GEMM that shares each weight load across rows is later work). */
-#include "../kquant_common.h"
+/* Q4_K GEMM, avx2 (kquant_avx2.h's GEMM body: each block of the 8-row tile unpacked
+ * once for every activation row; the int16 pair product-sums by VPMADDWD + VPADDD). */
+#include "../kquant_avx2.h"
 
 void if_q4k_gemm_1x8_avx2(float *out, size_t ldo, const int8_t *xq, const float *xd,
                           const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
                           size_t K) {
-    for (size_t m = 0; m < M; m++)
-        if_q4k_gemv_1x8_avx2(out + m * ldo, xq + m * K, xd + m * (K / IF_QK),
-                             xsum + m * (K / 16), w, n0, n1, K);
+    ifky_gemm(out, ldo, xq, xd, xsum, M, w, n0, n1, K, 0);
 }
 
 const if_kq_gemm_kernel if_k_q4k_gemm_1x8_avx2 = {.name = "q4k_gemm_1x8_avx2",
