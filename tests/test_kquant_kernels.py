@@ -349,3 +349,22 @@ def test_no_out_of_bounds_reads_at_guard_pages():
     r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+def test_bench_cases_gate_and_count_the_file_bytes():
+    """isaforge bench kernels' q4k_gemv / q6k_gemv cases: weight bytes are the blocks, every
+    tier passes the bit-for-bit gate, and a group size other than 256 is refused."""
+    for op, bb in (("q4k_gemv", 144), ("q6k_gemv", 210)):
+        case = _bench.Case(op, 1, 40, 512, 256, 2)
+        assert case.weight_bytes == 40 * 2 * bb
+        for tier in ["scalar", *TIERS]:
+            assert case.check(tier) is None, (op, tier)
+            assert case.time(tier, 1) > 0
+        with pytest.raises(ValueError, match="gs = 256"):
+            _bench.Case(op, 1, 40, 512, 32, 1)
+    from isaforge.bench.kernels import Shape, kquant_shapes
+
+    shapes = kquant_shapes("smollm2-135m")
+    assert {s.op for s in shapes} == {"q4k_gemv", "q6k_gemv"}
+    assert all(s.K % 256 == 0 for s in shapes)
+    assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
