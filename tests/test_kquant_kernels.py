@@ -6,8 +6,12 @@ kernels bit for bit on a shape grid with row tails, extreme values and guard pag
 
 from __future__ import annotations
 
+import os
+import platform
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,7 +285,6 @@ def test_tiers_equal_scalar_bits(typ):
 def test_real_file_blocks(typ):
     """Blocks llama.cpp's quantizer wrote (a Q4_K_M file: Q4_K and Q6_K matrices), when the
     measurement model is present: every tier = the numpy model, bit for bit."""
-    from pathlib import Path
     gguf = pytest.importorskip("gguf")
     path = Path.home() / ".cache/isaforge/scale/llama-3.2-1b-random-q4_k_m.gguf"
     if not path.is_file():
@@ -368,3 +371,44 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     assert {s.op for s in shapes} == {"q4k_gemv", "q6k_gemv"}
     assert all(s.K % 256 == 0 for s in shapes)
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
+
+
+KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register width)
+    "q4k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q6k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q4k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q6k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q4k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
+    "q6k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
+    "q4k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
+    "q6k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
+}
+
+
+@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
+                    reason="needs a C compiler and objdump")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@pytest.mark.parametrize("stem", list(KQ_SIMD))
+def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
+    """Each x86 K-quant kernel compiled with only its manifest group's flags contains its
+    product instructions on its own register width (zmm for AVX-512, ymm otherwise), and the
+    AVX2 body no VNNI instruction."""
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "csrc"))
+    import manifest
+
+    m = manifest.read()
+    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    src = next(p for g, p, _ in m.kernels if Path(p).stem == stem)
+    group = next(g for g, p, _ in m.kernels if Path(p).stem == stem)
+    obj = tmp_path / f"{stem}.o"
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
+                    "-DIF_X86_TIERS=1", *m.groups[group].flags, f"-I{repo / 'csrc/include'}",
+                    f"-I{tmp_path}", "-c", str(repo / src), "-o", str(obj)], check=True)
+    asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
+                         check=True).stdout.lower().splitlines()
+    reg = "%zmm" if "avx512" in stem else "%ymm"
+    for ins in KQ_SIMD[stem]:
+        assert any(ins in x and reg in x for x in asm), (stem, ins)
+    if stem.endswith("_avx2"):
+        assert not any("vpdp" in x for x in asm), stem
