@@ -20,6 +20,7 @@ struct ifb_case {
     float *x;       /* (M, K) floats for quantize */
     int8_t **w;     /* copies x (N, K); 4-bit ops: copies x (N, K/2) nibbles */
     int8_t cb[16];  /* 4-bit ops: the codebook */
+    int16_t *xsum;  /* K-quant ops: (M, K/16) sums of 16 activations */
     float **ws;     /* copies x (N, K/gs) */
     int8_t **packed; /* copies x packed GEMM weights (for the table in packed_for) */
     const if_kernel_table *packed_for;
@@ -66,6 +67,7 @@ void ifb_case_free(ifb_case *c) {
     free(c->packed);
     free(c->xq);
     free(c->xs);
+    free(c->xsum);
     free(c->x);
     free(c->out);
     free(c->ref);
@@ -77,11 +79,17 @@ void ifb_case_free(ifb_case *c) {
 }
 
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
+static int is_kq(ifb_op op) { return op == IFB_Q4K_GEMV || op == IFB_Q6K_GEMV; }
+/* Bytes of one (N, K) K-quant matrix in the file's blocks. */
+static size_t kq_bytes(ifb_op op, size_t N, size_t K) {
+    return N * (K / IF_QK) * (op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES);
+}
 
 if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
                           const int8_t *cb, ifb_case **out, char *err, size_t errlen) {
     *out = NULL;
-    if (op != IFB_Q8_GEMV && op != IFB_Q8_GEMM && op != IFB_QUANTIZE && !is_q4(op)) {
+    if (op != IFB_Q8_GEMV && op != IFB_Q8_GEMM && op != IFB_QUANTIZE && !is_q4(op) &&
+        !is_kq(op)) {
         snprintf(err, errlen, "unknown op %d", (int)op);
         return IF_EINVAL;
     }
@@ -90,7 +98,11 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
                  "(gs=%zu)", gs);
         return IF_EINVAL;
     }
-    if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV) M = 1;
+    if (is_kq(op) && gs != IF_QK) {
+        snprintf(err, errlen, "a K-quant case needs gs = 256 (gs=%zu)", gs);
+        return IF_EINVAL;
+    }
+    if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV || is_kq(op)) M = 1;
     if (op == IFB_QUANTIZE) N = 0, copies = 1;
     if (M == 0 || K == 0 || gs == 0 || K % gs != 0 || copies == 0 ||
         (op != IFB_QUANTIZE && N == 0)) {
@@ -126,11 +138,22 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
     if (!c->xq || !c->xs || !c->out || !c->ref || !c->w || !c->ws || !c->packed) goto oom;
     fill_i8(c->xq, M * K, &st);
     fill_f32(c->xs, M * G, &st, 0.01f, 0.02f);
+    if (is_kq(op)) {
+        c->xsum = alloc64(M * K / 16 * sizeof(int16_t));
+        if (!c->xsum) goto oom;
+        if_k8_sums(c->xsum, c->xq, M * K);
+    }
     for (size_t i = 0; i < copies; i++) {
-        const size_t wb = is_q4(op) ? N * K / 2 : N * K; /* 4-bit: random nibble pairs */
+        /* 4-bit: random nibble pairs; K-quants: random blocks with finite f16 scales */
+        const size_t wb = is_q4(op) ? N * K / 2 : is_kq(op) ? kq_bytes(op, N, K) : N * K;
         c->w[i] = alloc64(wb), c->ws[i] = alloc64(N * G * sizeof(float));
         if (!c->w[i] || !c->ws[i]) goto oom;
         fill_i8(c->w[i], wb, &st);
+        const size_t bb = op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+        for (size_t o = op == IFB_Q4K_GEMV ? 0 : 208; is_kq(op) && o < wb; o += bb) {
+            c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
+            if (op == IFB_Q4K_GEMV) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
+        }
         fill_f32(c->ws[i], N * G, &st, 0.0005f, 0.001f);
     }
     *out = c;
@@ -144,6 +167,7 @@ oom:
 
 size_t ifb_case_weight_bytes(const ifb_case *c) {
     if (c->op == IFB_QUANTIZE) return 0;
+    if (is_kq(c->op)) return kq_bytes(c->op, c->N, c->K);
     return (is_q4(c->op) ? c->N * c->K / 2 : c->N * c->K) + c->N * (c->K / c->gs) * sizeof(float);
 }
 
@@ -176,6 +200,13 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
     return IF_OK;
 }
 
+/* The K-quant GEMV table t runs for c's type (the scalar one when t has none). */
+static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
+    const if_kernel_table *s = if_tier_table(0);
+    if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
+    return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
+}
+
 /* One call of t's op on weight copy i, writing to (out or q/s). */
 static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *out, int8_t *q,
                       float *s) {
@@ -201,6 +232,12 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
         k->run(out, c->N, c->xq, c->xs, c->M, w, c->ws[i], c->cb, 0, c->N, c->K, c->gs);
         break;
     }
+    case IFB_Q4K_GEMV:
+    case IFB_Q6K_GEMV: {
+        const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
+        k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
+        break;
+    }
     case IFB_QUANTIZE:
         for (size_t m = 0; m < c->M; m++)
             t->quantize->run(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
@@ -216,6 +253,8 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q8_GEMM: return t->q8_gemm->name;
     case IFB_Q4_GEMV: return (t->q4_gemv ? t->q4_gemv : s->q4_gemv)->name;
     case IFB_Q4_GEMM: return (t->q4_gemm ? t->q4_gemm : s->q4_gemm)->name;
+    case IFB_Q4K_GEMV:
+    case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     default: return t->quantize->name;
     }
 }

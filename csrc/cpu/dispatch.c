@@ -27,7 +27,10 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_1x1_scalar,
-     .hadamard = &if_k_f32_hadamard_1x1_scalar},
+     .hadamard = &if_k_f32_hadamard_1x1_scalar,
+     .q4k_gemv = &if_k_q4k_gemv_1x1_scalar, .q6k_gemv = &if_k_q6k_gemv_1x1_scalar,
+     .q4k_gemm = &if_k_q4k_gemm_1x1_scalar, .q6k_gemm = &if_k_q6k_gemm_1x1_scalar,
+     .k8_quantize = &if_k_k8_quantize_1x1_scalar},
 #if defined(IF_X86_TIERS)
     {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
      .quantize = &if_k_q8_quantize_1x1_avx2, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
@@ -35,21 +38,30 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_avx2,
      .geglu = &if_k_f32_geglu_1x1_avx2,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x8_avx2, .q6k_gemv = &if_k_q6k_gemv_1x8_avx2,
+     .q4k_gemm = &if_k_q4k_gemm_1x8_avx2, .q6k_gemm = &if_k_q6k_gemm_1x8_avx2,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
      .attn_i8 = &if_k_f32_attn_16x64_avx2, .swiglu = &if_k_f32_swiglu_1x1_avx2,
      .geglu = &if_k_f32_geglu_1x1_avx2,
      .q4_gemv = &if_k_q4_gemv_1x8_avx2, .q4_gemm = &if_k_q4_gemm_16x8_avx2,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x8_avx_vnni, .q6k_gemv = &if_k_q6k_gemv_1x8_avx_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_1x8_avx_vnni, .q6k_gemm = &if_k_q6k_gemm_1x8_avx_vnni,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
      .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
      * the AVX-512 VNNI kernels until an AMX 4-bit GEMM exists (the GEMM decodes from its packed
@@ -60,7 +72,10 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_avx512,
      .geglu = &if_k_f32_geglu_1x1_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2},
+     .hadamard = &if_k_f32_hadamard_1x1_avx2,
+     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
     /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the
@@ -113,7 +128,10 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            t->f32_gemv->requires | t->attn->requires | t->attn_i8->requires |
            t->swiglu->requires | t->geglu->requires |
            (t->q4_gemv ? t->q4_gemv->requires : 0) | (t->q4_gemm ? t->q4_gemm->requires : 0) |
-           (t->hadamard ? t->hadamard->requires : 0);
+           (t->hadamard ? t->hadamard->requires : 0) |
+           (t->q4k_gemv ? t->q4k_gemv->requires : 0) | (t->q6k_gemv ? t->q6k_gemv->requires : 0) |
+           (t->q4k_gemm ? t->q4k_gemm->requires : 0) | (t->q6k_gemm ? t->q6k_gemm->requires : 0) |
+           (t->k8_quantize ? t->k8_quantize->requires : 0);
 }
 
 int if_table_decodes_packed(const if_kernel_table *t) {

@@ -223,6 +223,55 @@ typedef struct if_q4_gemm_kernel {
     if_q4_unpack_fn unpack; /* required with pack */
     int decode_packed;
 } if_q4_gemm_kernel;
+/* ---- K-quants read as stored: GGUF Q4_K and Q6_K super-blocks of IF_QK = 256 values ----
+ * w: (N, K / 256) blocks, row-major, each the file's bytes unchanged (no repack, no expanded
+ * scales: the resident copy is the file's own). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
+ * of 6-bit scales sc[8] and mins m[8] (ggml's packing), 128 bytes of nibbles: chunk c (32
+ * bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; value = d * sc[j] *
+ * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q6_K (210 bytes): ql[128], qh[64], int8
+ * sc[16], f16 d; value = d * sc[j] * (u - 32), u in 0..63, 16 sub-blocks of 16.
+ * Activations (K8): per 256 values one float scale xd and int8 xq (the Q8 rule, if_quantize_fn
+ * at gs = 256), plus xsum, the int16 sum of each 16 consecutive xq (K / 16 of them).
+ * Per output and block b, in integers (exact, any order): Q4_K sumi = sum_j sc[j] * dot_j(q,
+ * xq), summ = sum_j m[j] * (xsum of sub-block j's two halves); Q6_K sumi = sum_j sc[j] *
+ * (dot_j(u, xq) - 32 * xsum_j). Then the one float order, blocks in order from acc = 0:
+ * Q4_K acc = (acc + (d * xd[b]) * (float)sumi) - (dmin * xd[b]) * (float)summ;
+ * Q6_K acc = acc + (d * xd[b]) * (float)sumi. K is a multiple of 256. */
+#define IF_QK 256
+#define IF_Q4K_BLOCK_BYTES 144
+#define IF_Q6K_BLOCK_BYTES 210
+/* Quantize one activation row x (K floats, K % 256 == 0) to the K8 form: q (K), d (K / 256),
+ * bsum (K / 16). */
+typedef void (*if_k8_quantize_fn)(int8_t *q, float *d, int16_t *bsum, const float *x, size_t K);
+/* K-quant GEMV: out[n] for n in [n0, n1) from K8 activations (xq, xd, xsum). */
+typedef void (*if_kq_gemv_fn)(float *out, const int8_t *xq, const float *xd,
+                              const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
+                              size_t K);
+/* K-quant GEMM: out[m, n] (ldo >= N) for m < M, n in [n0, n1); activation row m at xq + m K,
+ * xd + m K / 256, xsum + m K / 16; the same per-output arithmetic as the GEMV. */
+typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                              const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
+                              size_t n1, size_t K);
+/* K-quant kernels of one weight type (q4k_* or q6k_*, by the file name). */
+typedef struct if_kq_gemv_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_kq_gemv_fn run;
+} if_kq_gemv_kernel;
+typedef struct if_kq_gemm_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_kq_gemm_fn run;
+} if_kq_gemm_kernel;
+typedef struct if_k8_quantize_kernel {
+    const char *name;
+    uint32_t requires;
+    size_t mr, nr;
+    if_k8_quantize_fn run;
+} if_k8_quantize_kernel;
+
 /* Hadamard rotation kernel (one row per call). */
 typedef struct if_hadamard_kernel {
     const char *name;
@@ -279,6 +328,10 @@ typedef struct if_kernel_table {
     const if_q4_gemv_kernel *q4_gemv;  /* 4-bit decode matmuls (NULL in a test table: scalar) */
     const if_q4_gemm_kernel *q4_gemm;  /* 4-bit prefill matmuls (likewise) */
     const if_hadamard_kernel *hadamard; /* activation rotation of 4-bit matrices (likewise) */
+    /* K-quant matmuls on the file's blocks and their activation quantizer (NULL: scalar) */
+    const if_kq_gemv_kernel *q4k_gemv, *q6k_gemv;
+    const if_kq_gemm_kernel *q4k_gemm, *q6k_gemm;
+    const if_k8_quantize_kernel *k8_quantize;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------

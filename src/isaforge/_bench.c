@@ -57,9 +57,12 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "quantize") == 0) o = IFB_QUANTIZE;
     else if (strcmp(op, "q4_gemv") == 0) o = IFB_Q4_GEMV;
     else if (strcmp(op, "q4_gemm") == 0) o = IFB_Q4_GEMM;
+    else if (strcmp(op, "q4k_gemv") == 0) o = IFB_Q4K_GEMV;
+    else if (strcmp(op, "q6k_gemv") == 0) o = IFB_Q6K_GEMV;
     else {
         PyErr_Format(PyExc_ValueError,
-                     "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm)", op);
+                     "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
+                     "q6k_gemv)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
@@ -570,10 +573,80 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): out (M, N) with `tier`'s
+ * K-quant kernel of type "q4_k" / "q6_k" over the file's blocks w (N, K / 256 blocks): its
+ * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
+ * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
+static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *objs[5];
+    const char *type, *tier = NULL;
+    Py_ssize_t M, N, K;
+    int gemm = 0;
+    if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
+                          &objs[3], &N, &K, &objs[4], &tier, &gemm))
+        return NULL;
+    const int q6 = strcmp(type, "q6_k") == 0;
+    if (!q6 && strcmp(type, "q4_k") != 0)
+        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q6_k)", type);
+    if (M <= 0 || N <= 0 || K <= 0 || K % IF_QK)
+        return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
+    const if_kernel_table *t = table_for(tier, M > 1 || gemm), *t0 = if_tier_table(0);
+    if (!t) return NULL;
+    size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
+    size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+    size_t need[5] = {m * k, m * k / IF_QK * sizeof(float), m * k / 16 * sizeof(int16_t),
+                      n * k / IF_QK * bb, m * n * sizeof(float)};
+    Py_buffer v[5];
+    if (!get_views(objs, need, 5, 1, v)) return NULL;
+    const if_kq_gemv_kernel *gv = q6 ? (t->q6k_gemv ? t->q6k_gemv : t0->q6k_gemv)
+                                     : (t->q4k_gemv ? t->q4k_gemv : t0->q4k_gemv);
+    const if_kq_gemm_kernel *gm = q6 ? (t->q6k_gemm ? t->q6k_gemm : t0->q6k_gemm)
+                                     : (t->q4k_gemm ? t->q4k_gemm : t0->q4k_gemm);
+    Py_BEGIN_ALLOW_THREADS
+    if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
+    else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_k8_quantize(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *objs[4];
+    const char *tier = NULL;
+    if (!PyArg_ParseTuple(args, "OOOO|z", &objs[0], &objs[1], &objs[2], &objs[3], &tier))
+        return NULL;
+    const if_kernel_table *t = table_for(tier, 0);
+    if (!t) return NULL;
+    Py_buffer v[4];
+    size_t need[4] = {0, 0, 0, 0};
+    if (!get_views(objs, need, 4, 3, v)) return NULL;
+    size_t K = (size_t)v[0].len / sizeof(float);
+    PyObject *ret = NULL;
+    if (K == 0 || K % IF_QK) {
+        PyErr_SetString(PyExc_ValueError, "row length must be a multiple of 256");
+    } else if ((size_t)v[1].len < K || (size_t)v[2].len < K / IF_QK * sizeof(float) ||
+               (size_t)v[3].len < K / 16 * sizeof(int16_t)) {
+        PyErr_SetString(PyExc_ValueError, "output buffers too small");
+    } else {
+        const if_k8_quantize_kernel *qk = t->k8_quantize ? t->k8_quantize
+                                                         : if_tier_table(0)->k8_quantize;
+        qk->run(v[1].buf, v[2].buf, v[3].buf, v[0].buf, K);
+        ret = Py_NewRef(Py_None);
+    }
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
+    return ret;
+}
+
 static PyMethodDef module_methods[] = {
     {"q4_gemm", py_q4_gemm, METH_VARARGS,
      "q4_gemm(xq, xs, M, w, ws, cb, N, K, gs, out, tier=None, gemm=0): 4-bit codebook matmul "
      "(tests)."},
+    {"kq_gemm", py_kq_gemm, METH_VARARGS,
+     "kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): K-quant matmul (tests)."},
+    {"k8_quantize", py_k8_quantize, METH_VARARGS,
+     "k8_quantize(x, q, d, bsum, tier=None): K8 activation quantization (tests)."},
     {"hadamard", py_hadamard, METH_VARARGS,
      "hadamard(x, signs, kpad, gs, out, tier=None): activation rotation (tests)."},
     {"tiers", py_tiers, METH_VARARGS,

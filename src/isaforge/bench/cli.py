@@ -98,7 +98,7 @@ def _e2e_parser() -> _Parser:
 
 
 def _kernels_parser() -> _Parser:
-    from .kernels import OPS, Q4_FORMATS
+    from .kernels import KQ_OPS, OPS, Q4_FORMATS
 
     p = _Parser(prog="isaforge bench kernels",
                 description="GOP/s per tier per op at a model's shapes, timed in C.")
@@ -107,7 +107,8 @@ def _kernels_parser() -> _Parser:
     p.add_argument("--m", dest="ms", type=_int_list, default=[64, 512],
                    help="GEMM activation rows (default 64,512)")
     p.add_argument("--ops", default=",".join(OPS),
-                   help=f"comma-separated ops (default {','.join(OPS)}; the 4-bit ones run "
+                   help=f"comma-separated ops (default {','.join(OPS)}; also {','.join(KQ_OPS)}, "
+                        f"the K-quant GEMVs on GGUF blocks; the 4-bit ones run "
                         f"each of the formats {', '.join(Q4_FORMATS)} at its own group size)")
     p.add_argument("--q4-formats", default=",".join(Q4_FORMATS),
                    help=f"4-bit formats of q4_gemv / q4_gemm (default {','.join(Q4_FORMATS)})")
@@ -274,7 +275,7 @@ def _shape_model_info(spec: str, gs: int) -> dict:
 
 
 def _run_kernels(argv: list[str]) -> int:
-    from .kernels import OPS, Q4_FORMATS, bench_kernels, model_shapes
+    from .kernels import KQ_OPS, OPS, Q4_FORMATS, bench_kernels, kquant_shapes, model_shapes
     from .limits import measure_limits
     from .machine import machine_info, save_path
     from .peers import torch_kernel_rows, torch_status
@@ -286,9 +287,9 @@ def _run_kernels(argv: list[str]) -> int:
         raise ValueError(f"--min-time must be > 0, got {a.min_time}")
     log = _log(a)
     ops = [x.strip() for x in a.ops.split(",") if x.strip()]
-    bad = [o for o in ops if o not in OPS]
+    bad = [o for o in ops if o not in OPS + KQ_OPS]
     if bad:
-        raise ValueError(f"unknown op(s) {', '.join(bad)} ({', '.join(OPS)})")
+        raise ValueError(f"unknown op(s) {', '.join(bad)} ({', '.join(OPS + KQ_OPS)})")
     fmts = [x.strip() for x in a.q4_formats.split(",") if x.strip()]
     badf = [f for f in fmts if f not in Q4_FORMATS]
     if badf:
@@ -298,6 +299,8 @@ def _run_kernels(argv: list[str]) -> int:
         tiers.append("broken")
     shapes = [s for s in model_shapes(a.model_shapes, a.ms)
               if s.op in ops and (s.fmt is None or s.fmt in fmts)]
+    if any(o in KQ_OPS for o in ops):
+        shapes += [s for s in kquant_shapes(a.model_shapes) if s.op in ops]
     limits = None
     if not a.no_limits:
         limits = measure_limits([t for t in tiers if t != "broken"],

@@ -19,6 +19,10 @@ from .schedule import run_alternating
 SHAPE_MODELS = ("smollm2-135m",)
 Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
 OPS = Q8_OPS + Q4_OPS
+# The K-quant GEMVs on GGUF Q4_K / Q6_K blocks as stored (bytes per 256 values); asked for by
+# name (--ops), at the model's matrix shapes with K8 activations (gs 256).
+KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q6k_gemv": 210}
+KQ_OPS = tuple(KQ_BLOCK_BYTES)
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).
 Q4_FORMATS = ("cq4", "q4_0")
@@ -66,6 +70,10 @@ class Shape:
         """Bytes a call must move at least: weights + activations (+ output)."""
         if self.op == "quantize":
             return self.M * self.K * 5 + 4 * self.M * (self.K // gs)
+        if self.op in KQ_OPS:  # the blocks; K8 activations: int8, a float per 256, int16 per 16
+            return (self.N * self.K // 256 * KQ_BLOCK_BYTES[self.op] + self.M * self.K
+                    + 4 * self.M * (self.K // 256) + 2 * self.M * (self.K // 16)
+                    + 4 * self.M * self.N)
         w = self.N * self.K // 2 if self.op in Q4_OPS else self.N * self.K
         return (w + 4 * self.N * (self.K // gs) + self.M * self.K
                 + 4 * self.M * (self.K // gs) + 4 * self.M * self.N)
@@ -105,6 +113,13 @@ def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
     return shapes
 
 
+def kquant_shapes(spec: str) -> list[Shape]:
+    """The K-quant GEMV shapes of a model: each distinct matrix shape (rows whose length is a
+    multiple of 256) and the classifier, at each K-quant type."""
+    return [Shape(op, s.name, 1, s.N, s.K) for op in KQ_OPS
+            for s in model_shapes(spec, []) if s.op == "q8_gemv" and s.K % 256 == 0]
+
+
 def _copies(weight_bytes: int, cold: bool) -> int:
     if not cold or weight_bytes == 0:
         return 1
@@ -127,6 +142,8 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
     rows, pending = [], []  # pending: (row, case, iters) to sample
     for sh in shapes:
         g, cb, extra = gs, None, {}
+        if sh.op in KQ_OPS:
+            g = 256
         if sh.op in Q4_OPS:  # the format's own group size and codebook
             g, cbv = q4_format(sh.fmt)
             cb = cbv.astype("int8").tobytes()

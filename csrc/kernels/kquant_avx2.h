@@ -1,0 +1,352 @@
+/* kquant_avx2.h - the AVX2 and AVX-VNNI K-quant GEMVs (q4k/, q6k/ *_avx2.c, *_avx_vnni.c): one
+ * body per type, compiled once per ISA; the only difference is the int16 pair product-sum,
+ * VPDPWSSD under AVX-VNNI, VPMADDWD + VPADDD under AVX2 (the same int32 sums). Include only
+ * from translation units compiled with -mavx2 -mfma (and -mavxvnni for the VNNI ones).
+ *
+ * A tile of 8 weight rows (lane = row in the float state) on the file's blocks, read in place.
+ * Per row and block: VPMADDUBSW of the unsigned weight bytes against the int8 activations
+ * (pairs, at most 2 * 63 * 127 in magnitude: no saturation), then the pair product-sum with
+ * each 32-value product vector's sub-block scale(s) spread over its int16 lanes (VPSHUFB of the
+ * row's scales), so the scales apply in integers; one 8-row reduction per block gives each
+ * row's sumi in its lane; the float step is the scalar kernel's, lane-wise. The tile two ahead
+ * is prefetched into L2, a block's share per block. */
+#ifndef IF_KQUANT_AVX2_H
+#define IF_KQUANT_AVX2_H
+
+#include <immintrin.h>
+
+#include "kquant_common.h"
+
+#define IFY_INLINE static inline __attribute__((always_inline))
+#define IFY_UNROLL _Pragma("GCC unroll 8")
+
+IFY_INLINE __m256i ifky_dpwssd(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+/* 8 row vectors -> lane r = the sum of v[r]'s lanes. */
+IFY_INLINE __m256i ifky_net8(const __m256i v[8]) {
+    __m256i t[4], u[2];
+    IFY_UNROLL
+    for (int k = 0; k < 4; k++)
+        t[k] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                                _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    IFY_UNROLL
+    for (int k = 0; k < 2; k++)
+        u[k] = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
+                                _mm256_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u[0], u[1], 0x20),
+                            _mm256_permute2x128_si256(u[0], u[1], 0x31));
+}
+
+/* 8 f16 words -> floats, exactly as ifk_f16 (no F16C: the magnitude bits moved into a float's
+ * fields and scaled by 2^112, exact for normals and subnormals; exponent 31 forced to 255). */
+IFY_INLINE __m256 ifky_f16x8(const uint16_t h[8]) {
+    const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fff)), 13);
+    const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1p112f));
+    const __m256i e31 = _mm256_set1_epi32(0x7c00);
+    const __m256i inf = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(x, e31), e31),
+                                         _mm256_set1_epi32(0x7f800000));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
+    return _mm256_castsi256_ps(
+        _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(f), inf), sign));
+}
+
+/* A VPSHUFB control: 128-bit lane 0's 8 words all take word i0 of their lane, lane 1's word i1. */
+IFY_INLINE __m256i ifky_spread(int i0, int i1) {
+    const char a0 = (char)(2 * i0), a1 = (char)(2 * i0 + 1), b0 = (char)(2 * i1),
+               b1 = (char)(2 * i1 + 1);
+    return _mm256_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, a0, a1, b0, b1,
+                            b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1);
+}
+
+/* Rows of the tile at n (rows past n1 repeat the last: read, never stored); returns how many
+ * are real. */
+IFY_INLINE size_t ifky_rows(const uint8_t *rows[8], const uint8_t *w, size_t rowbytes, size_t n,
+                            size_t n1) {
+    const size_t nr = n1 - n < 8 ? n1 - n : 8;
+    for (size_t r = 0; r < 8; r++) rows[r] = w + (n + (r < nr ? r : nr - 1)) * rowbytes;
+    return nr;
+}
+
+IFY_INLINE void ifky_prefetch(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)(p + o), _MM_HINT_T1);
+}
+
+/* Store the first nr lanes of v at out. */
+IFY_INLINE void ifky_store(float *out, __m256 v, size_t nr) {
+    if (nr == 8) {
+        _mm256_storeu_ps(out, v);
+        return;
+    }
+    _Alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    for (size_t r = 0; r < nr; r++) out[r] = t[r];
+}
+
+/* Q4_K: per row and block the 6-bit scales and mins unpacked with 32-bit masks, then per
+ * 32-byte chunk c the low nibbles (sub-block 2c) and the high ones (2c + 1) against their 32
+ * activations; the mins times the 32-value activation sums by VPMADDWD into 4 vectors (row
+ * 4k + q in 128-bit lane k of vector q), summed per row by two in-lane steps. */
+IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QK, rowbytes = nb * IF_Q4K_BLOCK_BYTES;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *rows[8];
+        const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
+        const uint8_t *next = w + (n + 16) * rowbytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            ifky_prefetch(next + b * 8 * IF_Q4K_BLOCK_BYTES, 8 * IF_Q4K_BLOCK_BYTES);
+            const int8_t *x = xq + b * IF_QK;
+            const __m256i p32 = _mm256_madd_epi16(
+                _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16)),
+                _mm256_set1_epi16(1));
+            const __m128i bs32 = _mm_packs_epi32(_mm256_castsi256_si128(p32),
+                                                 _mm256_extracti128_si256(p32, 1));
+            __m256i v[8], mz[4];
+            _Alignas(16) uint16_t dh[8], mh[8];
+            IFY_UNROLL
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
+                memcpy(&dh[r], blk, 2);
+                memcpy(&mh[r], blk + 2, 2);
+                uint32_t u[3];
+                memcpy(u, blk + 4, 12);
+                const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+                const __m128i scm = _mm_set_epi32(
+                    (int)(((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)), (int)(u[1] & k1),
+                    (int)((u[2] & k2) | (((u[0] >> 6) & k3) << 4)), (int)(u[0] & k1));
+                const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+                const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
+                if (r < 4) mz[r] = _mm256_castsi128_si256(mins);
+                else mz[r - 4] = _mm256_inserti128_si256(mz[r - 4], mins, 1);
+                __m256i a = _mm256_setzero_si256();
+                IFY_UNROLL
+                for (int c = 0; c < 4; c++) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c));
+                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c + 32));
+                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl),
+                                    _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c)));
+                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh),
+                                    _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1)));
+                }
+                v[r] = a;
+            }
+            const __m256i sumi = ifky_net8(v);
+            /* lane 4k + q = mz[q]'s lane k = row 4k + q */
+            const __m256i h0 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[0], mz[1]),
+                                                _mm256_unpackhi_epi32(mz[0], mz[1]));
+            const __m256i h1 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[2], mz[3]),
+                                                _mm256_unpackhi_epi32(mz[2], mz[3]));
+            const __m256i summ = _mm256_add_epi32(_mm256_unpacklo_epi64(h0, h1),
+                                                  _mm256_unpackhi_epi64(h0, h1));
+            const __m256 xdb = _mm256_set1_ps(xd[b]);
+            const __m256 t1 = _mm256_mul_ps(ifky_f16x8(dh), xdb);
+            const __m256 t2 = _mm256_mul_ps(ifky_f16x8(mh), xdb);
+            acc = _mm256_sub_ps(_mm256_add_ps(acc, _mm256_mul_ps(t1, _mm256_cvtepi32_ps(sumi))),
+                                _mm256_mul_ps(t2, _mm256_cvtepi32_ps(summ)));
+        }
+        ifky_store(out + n, acc, nr);
+    }
+}
+
+/* Q6_K: per row and 128-value half, the 64 low-nibble bytes in two loads and the 32 high-bit
+ * bytes in one; each 32-value product vector is two 16-value sub-blocks (one per 128-bit
+ * lane), values 32t .. 32t + 31 of the half from quarter t: low nibbles of the first (t = 0)
+ * or second (t = 1) load, high nibbles (t = 2, 3), top bits 2t, 2t + 1 of the high-bit bytes
+ * moved to bits 4-5. The 32 * sum(x) part of u = q + 32 comes off per row with one VPMADDWD of
+ * the 16 scales and the activations' 16-value sums. */
+IFY_INLINE void ifky_q6k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QK, rowbytes = nb * IF_Q6K_BLOCK_BYTES;
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *rows[8];
+        const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
+        const uint8_t *next = w + (n + 16) * rowbytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            ifky_prefetch(next + b * 8 * IF_Q6K_BLOCK_BYTES, 8 * IF_Q6K_BLOCK_BYTES);
+            const int8_t *x = xq + b * IF_QK;
+            const __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16));
+            __m256i v[8];
+            _Alignas(16) uint16_t dh[8];
+            IFY_UNROLL
+            for (int r = 0; r < 8; r++) {
+                const uint8_t *blk = rows[r] + b * IF_Q6K_BLOCK_BYTES;
+                memcpy(&dh[r], blk + 208, 2);
+                const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+                __m256i a = _mm256_sub_epi32(
+                    _mm256_setzero_si256(),
+                    _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), s16), 5));
+                IFY_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    const __m256i sc = _mm256_broadcastsi128_si256(
+                        _mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
+                    const uint8_t *ql = blk + 64 * h;
+                    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+                    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+                    __m256i u[4];
+                    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                           _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                           _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                           _mm256_and_si256(qh, m30));
+                    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                    IFY_UNROLL
+                    for (int t = 0; t < 4; t++) {
+                        const __m256i xv = _mm256_loadu_si256(
+                            (const __m256i *)(const void *)(x + 128 * h + 32 * t));
+                        a = ifky_dpwssd(a, _mm256_maddubs_epi16(u[t], xv),
+                                        _mm256_shuffle_epi8(sc, ifky_spread(2 * t, 2 * t + 1)));
+                    }
+                }
+                v[r] = a;
+            }
+            const __m256i sumi = ifky_net8(v);
+            const __m256 t = _mm256_mul_ps(ifky_f16x8(dh), _mm256_set1_ps(xd[b]));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(t, _mm256_cvtepi32_ps(sumi)));
+        }
+        ifky_store(out + n, acc, nr);
+    }
+}
+
+/* The GEMMs: each block of the 8-row tile unpacked once (values as unsigned bytes, scale
+ * spreads, Q4_K's mins / Q6_K's int16 scales) into an L1 scratch, then every activation row
+ * runs its products from it; per output the GEMV's arithmetic, the running sums kept in out
+ * between blocks (float32 values stored and reloaded as they are). */
+typedef struct ifky_blk {
+    __m256i u[8][8];  /* per row: the 8 product operands (32 values each), in the GEMV's order */
+    __m256i s[8][8];  /* their int16 scale spreads */
+    __m256i sc[8];    /* Q4_K: the mins as int16 (low 128 bits); Q6_K: the 16 scales */
+    _Alignas(16) uint16_t dh[8], mh[8];
+} ifky_blk;
+
+IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b, const int q6) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int r = 0; r < 8; r++) {
+        if (!q6) {
+            const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
+            memcpy(&B->dh[r], blk, 2);
+            memcpy(&B->mh[r], blk + 2, 2);
+            uint8_t sc8[8], m8[8];
+            ifk_q4k_scales(blk + 4, sc8, m8);
+            const __m256i sc = _mm256_broadcastsi128_si256(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sc8)));
+            B->sc[r] = _mm256_castsi128_si256(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)m8)));
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                B->u[r][2 * c] = _mm256_and_si256(q, m4);
+                B->u[r][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                B->s[r][2 * c] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c));
+                B->s[r][2 * c + 1] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1));
+            }
+            continue;
+        }
+        const uint8_t *blk = rows[r] + b * IF_Q6K_BLOCK_BYTES;
+        memcpy(&B->dh[r], blk + 208, 2);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(blk + 192));
+        B->sc[r] = _mm256_cvtepi8_epi16(sc8);
+        for (int h = 0; h < 2; h++) {
+            const __m256i sc = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
+            const uint8_t *ql = blk + 64 * h;
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
+            __m256i *u = B->u[r] + 4 * h;
+            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            for (int t = 0; t < 4; t++)
+                B->s[r][4 * h + t] = _mm256_shuffle_epi8(sc, ifky_spread(2 * t, 2 * t + 1));
+        }
+    }
+}
+
+IFY_INLINE void ifky_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                          const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                          size_t K, const int q6) {
+    const size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+    const size_t nb = K / IF_QK, rowbytes = nb * bb;
+    ifky_blk B;
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *rows[8];
+        const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
+        const uint8_t *next = w + (n + 16) * rowbytes;
+        for (size_t b = 0; b < nb; b++) {
+            ifky_prefetch(next + b * 8 * bb, 8 * bb);
+            ifky_unpack(&B, rows, b, q6);
+            const __m256 d = ifky_f16x8(B.dh), dmin = q6 ? d : ifky_f16x8(B.mh);
+            for (size_t m = 0; m < M; m++) {
+                const int8_t *x = xq + m * K + b * IF_QK;
+                const __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + m * (K / 16) + b * 16));
+                __m256i corr = s16; /* Q4_K: the 8 sums of 32 as int16 (low 128 bits) */
+                if (!q6) {
+                    const __m256i p32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+                    corr = _mm256_castsi128_si256(_mm_packs_epi32(
+                        _mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1)));
+                }
+                __m256i v[8], mz[4];
+                IFY_UNROLL
+                for (int r = 0; r < 8; r++) {
+                    __m256i a;
+                    if (q6) {
+                        a = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                             _mm256_slli_epi32(_mm256_madd_epi16(B.sc[r], corr), 5));
+                    } else {
+                        a = _mm256_setzero_si256();
+                        const __m128i mins = _mm_madd_epi16(_mm256_castsi256_si128(B.sc[r]),
+                                                            _mm256_castsi256_si128(corr));
+                        if (r < 4) mz[r] = _mm256_castsi128_si256(mins);
+                        else mz[r - 4] = _mm256_inserti128_si256(mz[r - 4], mins, 1);
+                    }
+                    IFY_UNROLL
+                    for (int k = 0; k < 8; k++) {
+                        /* Q4_K operand k: chunk k / 2, low (even) or high nibbles; Q6_K: half
+                         * k / 4, quarter k % 4: both the activations at 32 k */
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + 32 * k));
+                        a = ifky_dpwssd(a, _mm256_maddubs_epi16(B.u[r][k], xv), B.s[r][k]);
+                    }
+                    v[r] = a;
+                }
+                const __m256i sumi = ifky_net8(v);
+                const __m256 xdb = _mm256_set1_ps(xd[m * nb + b]);
+                float *o = out + m * ldo + n;
+                _Alignas(32) float t[8];
+                __m256 acc = _mm256_setzero_ps();
+                if (b) {
+                    for (size_t r = 0; r < 8; r++) t[r] = r < nr ? o[r] : 0.0f;
+                    acc = _mm256_load_ps(t);
+                }
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, xdb), _mm256_cvtepi32_ps(sumi)));
+                if (!q6) {
+                    const __m256i h0 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[0], mz[1]),
+                                                        _mm256_unpackhi_epi32(mz[0], mz[1]));
+                    const __m256i h1 = _mm256_add_epi32(_mm256_unpacklo_epi32(mz[2], mz[3]),
+                                                        _mm256_unpackhi_epi32(mz[2], mz[3]));
+                    const __m256i summ = _mm256_add_epi32(_mm256_unpacklo_epi64(h0, h1),
+                                                          _mm256_unpackhi_epi64(h0, h1));
+                    acc = _mm256_sub_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dmin, xdb), _mm256_cvtepi32_ps(summ)));
+                }
+                ifky_store(o, acc, nr);
+            }
+        }
+    }
+}
+
+#endif

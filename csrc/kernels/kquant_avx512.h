@@ -1,0 +1,58 @@
+/* kquant_avx512.h - helpers of the AVX-512 VNNI K-quant kernels (q4k/, q6k/ *_avx512_vnni.c).
+ * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni.
+ *
+ * The kernels share one shape: a tile of 16 weight rows (lane = row in the float state), the
+ * file's blocks read in place, block by block. Per row and 256-value block the products go
+ * VPMADDUBSW (unsigned weight bytes x int8 activations: pairs, at most 2 * 63 * 127 in
+ * magnitude, no saturation) then VPDPWSSD with the sub-block scales spread over the int16
+ * lanes of their sub-block (VPERMW), so the scales are applied in integers without separating
+ * the sub-blocks; one 16-row reduction per block then gives each row's sumi in a lane. */
+#ifndef IF_KQUANT_AVX512_H
+#define IF_KQUANT_AVX512_H
+
+#include "kquant_common.h"
+#include "q8_avx512_common.h"
+
+/* 16 row vectors -> lane r = the sum of all of v[r]'s lanes (exact int32). */
+IFZ_INLINE __m512i ifkz_net16(const __m512i v[16]) {
+    __m512i a[8], b[4];
+    IFZ_UNROLL
+    for (int k = 0; k < 8; k++) a[k] = ifz_hA(v[2 * k], v[2 * k + 1]);
+    IFZ_UNROLL
+    for (int k = 0; k < 4; k++) b[k] = ifz_hB(a[2 * k], a[2 * k + 1]);
+    /* b[k] block j lane q = row 4k + q's sum over block j */
+    return ifz_hC(ifz_hC(b[0], b[1]), ifz_hC(b[2], b[3]));
+}
+
+/* A VPERMW index: 128-bit block k's 8 words all select word i[k]. */
+IFZ_INLINE __m512i ifkz_spread(int i0, int i1, int i2, int i3) {
+    return _mm512_set_epi16(i3, i3, i3, i3, i3, i3, i3, i3, i2, i2, i2, i2, i2, i2, i2, i2, i1,
+                            i1, i1, i1, i1, i1, i1, i1, i0, i0, i0, i0, i0, i0, i0, i0);
+}
+
+/* The f16 words at byte offset `off` of 16 rows' current blocks (rows[r] + off), as floats. */
+IFZ_INLINE __m512 ifkz_f16x16(const uint16_t h[16]) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)h));
+}
+
+/* The 16 row pointers of the tile at row n (rows past n1 repeat the last one: read, never
+ * stored) and the store mask. */
+IFZ_INLINE __mmask16 ifkz_rows(const uint8_t *rows[16], const uint8_t *w, size_t rowbytes,
+                               size_t n, size_t n1) {
+    const size_t nr = n1 - n < 16 ? n1 - n : 16;
+    for (size_t r = 0; r < 16; r++) rows[r] = w + (n + (r < nr ? r : nr - 1)) * rowbytes;
+    return (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+}
+
+/* Software prefetch into L2 of the lines of [p, p + n): the bytes of the tile two ahead, a
+ * block's share of them per block of this tile, so the 16 interleaved row streams do not wait
+ * on memory (a hint: a line past the weights is never read; docs/kernels.md has the figures). */
+#ifndef IFKZ_PF_HINT
+#define IFKZ_PF_HINT _MM_HINT_T1
+#endif
+IFZ_INLINE void ifkz_prefetch(const uint8_t *p, size_t n) {
+    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)(p + o), IFKZ_PF_HINT);
+}
+
+#endif

@@ -1,0 +1,414 @@
+"""The K-quant kernels (q4k_*, q6k_*) on the file's GGUF Q4_K / Q6_K blocks and the K8 activation
+quantizer: the scalar kernels against a numpy model of isaforge.h's arithmetic (exact integer
+sums per 256-value block, then the float step in block order), the integers they multiply
+against the GGUF dequantizer (gguf.quants.dequantize), and every other tier against the scalar
+kernels bit for bit on a shape grid with row tails, extreme values and guard pages."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import GUARDED_PRELUDE
+from isaforge import _bench, _native
+from isaforge.quant import ggml
+
+BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}
+TYPES = list(BLOCK_BYTES)
+M_SET = [1, 2, 3, 17]
+N_SET = [1, 3, 15, 16, 17, 33, 64]
+K_SET = [256, 512, 2304]
+
+
+def tiers() -> list[str]:
+    return [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
+
+
+TIERS = tiers()
+
+
+def f16_bits(v) -> np.ndarray:
+    return np.asarray(v, np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
+    """Random blocks of `typ` (every byte pattern is a valid block) with finite f16 scales:
+    powers of two when pow2 (so every product order is exact), every value and scale at its
+    largest magnitude when extreme."""
+    nb = BLOCK_BYTES[typ]
+    b = rng.integers(0, 256, (n_blocks, nb), dtype=np.uint8)
+    if extreme:
+        b[:] = 0xFF
+        if typ == "q6_k":
+            b[:, 192:208] = 0x80  # scale -128, values 63 (u - 32 = 31)
+    if pow2:
+        d = 2.0 ** rng.integers(-20, -2, (n_blocks, 2))
+    else:
+        d = rng.uniform(-1, 1, (n_blocks, 2)) * 10.0 ** rng.integers(-6, 1, (n_blocks, 2))
+    if typ == "q4_k":
+        b[:, 0:2], b[:, 2:4] = f16_bits(d[:, 0]), f16_bits(np.abs(d[:, 1]))
+    else:
+        b[:, 208:210] = f16_bits(d[:, 0])
+    return b
+
+
+def decode(typ, blocks):
+    """The integers the kernels multiply, per block: Q4_K (d, dmin, sc (8), m (8), q (8, 32));
+    Q6_K (d, sc (16), u (16, 16)) with u = q + 32."""
+    nb = blocks.shape[0]
+    if typ == "q4_k":
+        d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
+        dmin = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)[:, 0]
+        sc, mn = ggml._k4_scales(blocks[:, 4:16])
+        qs = blocks[:, 16:144].reshape(nb, 4, 32)
+        q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32)
+        return d, dmin, sc.astype(np.int64), mn.astype(np.int64), q.astype(np.int64)
+    ql = blocks[:, 0:128].reshape(nb, 2, 2, 32)
+    qh = blocks[:, 128:192].reshape(nb, 2, 1, 32)
+    lo = np.concatenate([ql & 15, ql >> 4], axis=2)
+    hi = (qh >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3
+    u = (lo | (hi << 4)).astype(np.int64).reshape(nb, 16, 16)
+    sc = blocks[:, 192:208].copy().view(np.int8).astype(np.int64)
+    d = blocks[:, 208:210].copy().view(np.float16).astype(np.float32)[:, 0]
+    return d, sc, u
+
+
+def k8_model(x: np.ndarray):
+    """The K8 form of float rows x (M, K) in numpy: the Q8 rule per 256 values, then int16 sums
+    of each 16 int8 values."""
+    M, K = x.shape
+    g = x.reshape(M, -1, 256)
+    d = (np.abs(g).max(axis=2) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = g / d[:, :, None]
+    # roundf: half away from zero
+    q = np.where(d[:, :, None] != 0, np.sign(r) * np.floor(np.abs(r) + 0.5), 0).astype(np.int8)
+    q = q.reshape(M, K)
+    return q, d, q.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+
+
+def model(typ, xq, xd, xsum, blocks, N):
+    """isaforge.h's K-quant arithmetic in numpy: exact int64 sums per block, then float32 steps
+    in block order."""
+    M, K = xq.shape
+    nb = K // 256
+    blocks = blocks.reshape(-1, BLOCK_BYTES[typ])
+    x = xq.astype(np.int64).reshape(M, nb, -1)
+    bs = xsum.astype(np.int64).reshape(M, nb, 16)
+    acc = np.zeros((M, N), np.float32)
+    if typ == "q4_k":
+        d, dmin, sc, mn, q = decode(typ, blocks)
+        q, sc, mn = q.reshape(N, nb, 8, 32), sc.reshape(N, nb, 8), mn.reshape(N, nb, 8)
+        d, dmin = d.reshape(N, nb), dmin.reshape(N, nb)
+        dots = np.einsum("mbjl,nbjl->mnbj", x.reshape(M, nb, 8, 32), q)
+        sumi = (dots * sc[None]).sum(axis=3)
+        bs32 = bs.reshape(M, nb, 8, 2).sum(axis=3)
+        summ = np.einsum("mbj,nbj->mnb", bs32, mn)
+        for b in range(nb):
+            t1 = d[None, :, b] * xd[:, None, b]
+            t2 = dmin[None, :, b] * xd[:, None, b]
+            si, sm = sumi[:, :, b].astype(np.float32), summ[:, :, b].astype(np.float32)
+            acc = (acc + t1 * si) - t2 * sm
+        return acc
+    d, sc, u = decode(typ, blocks)
+    u, sc, d = u.reshape(N, nb, 16, 16), sc.reshape(N, nb, 16), d.reshape(N, nb)
+    dots = np.einsum("mbjl,nbjl->mnbj", x.reshape(M, nb, 16, 16), u) - 32 * bs[:, None]
+    sumi = (dots * sc[None]).sum(axis=3)
+    for b in range(nb):
+        acc = acc + (d[None, :, b] * xd[:, None, b]) * sumi[:, :, b].astype(np.float32)
+    return acc
+
+
+def run(typ, xq, xd, xsum, blocks, N, tier, gemm=False):
+    M, K = xq.shape
+    out = np.full((M, N), np.nan, np.float32)
+    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, tier, gemm)
+    return out
+
+
+def quantize(x, tier="scalar"):
+    M, K = x.shape
+    q = np.empty((M, K), np.int8)
+    d = np.empty((M, K // 256), np.float32)
+    s = np.empty((M, K // 16), np.int16)
+    for m in range(M):
+        _bench.k8_quantize(np.ascontiguousarray(x[m]), q[m], d[m], s[m], tier)
+    return q, d, s
+
+
+def make_case(rng, typ, M, N, K, extreme=False):
+    x = (rng.normal(size=(M, K)) * 10.0 ** rng.integers(-3, 3, (M, 1))).astype(np.float32)
+    x[0, :256] = 0.0  # a zero block: scale 0, q 0
+    if K >= 512:
+        x[0, 256:512] = np.where(np.arange(256) % 2, 1.0, -1.0)  # all +-127
+    xq, xd, xsum = quantize(x)
+    if extreme:
+        xq[:] = -127
+        xsum = xq.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    blocks = make_blocks(rng, typ, N * K // 256, extreme=extreme)
+    return xq, xd, xsum, blocks.reshape(N, -1)
+
+
+def test_some_tier_besides_scalar_is_tested():
+    assert TIERS, "no SIMD tier available on this machine"
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_dequantized_levels_equal_gguf(typ):
+    """The integers the kernels multiply (decode) rebuild gguf.quants.dequantize exactly in its
+    own order (Q4_K: (d sc) q - dmin m; Q6_K: (d sc) (u - 32))."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(1)
+    blocks = make_blocks(rng, typ, 64)
+    gtype = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
+    want = gguf.quants.dequantize(blocks.reshape(-1), gtype).reshape(64, 256)
+    if typ == "q4_k":
+        d, dmin, sc, mn, q = decode(typ, blocks)
+        scale = (d[:, None] * sc.astype(np.float32))[:, :, None]
+        off = (dmin[:, None] * mn.astype(np.float32))[:, :, None]
+        got = (scale * q.astype(np.float32) - off).reshape(64, 256)
+    else:
+        d, sc, u = decode(typ, blocks)
+        got = ((d[:, None] * sc.astype(np.float32))[:, :, None] * (u - 32).astype(np.float32))
+        got = got.reshape(64, 256)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_kernel_weights_equal_gguf_dequantize(typ):
+    """One-hot activations read the kernel's weights back: with power-of-two block scales (every
+    float order exact) the scalar kernel's out[i, n] is gguf.quants.dequantize's value i of row
+    n, bit for bit."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(2)
+    N, K = 5, 512
+    blocks = make_blocks(rng, typ, N * K // 256, pow2=True).reshape(N, -1)
+    gtype = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
+    want = gguf.quants.dequantize(blocks.reshape(-1), gtype).reshape(N, K)
+    xq = np.eye(K, dtype=np.int8)
+    xd = np.ones((K, K // 256), np.float32)
+    xsum = xq.reshape(K, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    got = run(typ, xq, xd, xsum, blocks, N, "scalar")
+    assert np.array_equal(got.T, want)
+
+
+def test_k8_quantizer_equals_model_and_tiers():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 2304)).astype(np.float32) * np.float32(7.5)
+    x[1, :256] = 0.0
+    x[2, 300] = 1e30
+    want = k8_model(x)
+    got = quantize(x)
+    for w, g in zip(want, got, strict=True):
+        assert np.array_equal(w, g)
+    for tier in TIERS:
+        for w, g in zip(got, quantize(x, tier), strict=True):
+            assert np.array_equal(w.view(np.uint8), g.view(np.uint8)), tier
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_scalar_equals_model(typ):
+    rng = np.random.default_rng(4)
+    for M, N, K in [(1, 5, 256), (3, 17, 768), (2, 9, 2304)]:
+        xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
+        want = model(typ, xq, xd, xsum, blocks, N)
+        got = run(typ, xq, xd, xsum, blocks, N, "scalar")
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K)
+        got = run(typ, xq, xd, xsum, blocks, N, "scalar", gemm=True)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K)
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_extremes_fit_int32(typ):
+    """Every value, scale and activation at its largest magnitude: the int32 sums are exact
+    (the model's are int64)."""
+    rng = np.random.default_rng(5)
+    xq, xd, xsum, blocks = make_case(rng, typ, 2, 17, 2304, extreme=True)
+    want = model(typ, xq, xd, xsum, blocks, 17)
+    for tier in ["scalar", *TIERS]:
+        got = run(typ, xq, xd, xsum, blocks, 17, tier)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), tier
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_special_block_scales_equal_scalar_bits(typ):
+    """f16 block scales that are subnormal, zero, negative, infinite or NaN: every tier's
+    conversion gives the scalar kernel's floats: the result bits equal, except that a NaN's
+    payload may differ (which NaN operand x86 passes on depends on the compiler's operand
+    order; a NaN scale is a broken file either way)."""
+    rng = np.random.default_rng(8)
+    N, K = 19, 512
+    specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
+                         0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
+    blocks = make_blocks(rng, typ, N * K // 256).reshape(N * K // 256, -1)
+    off = 0 if typ == "q4_k" else 208
+    pick = specials[rng.integers(0, len(specials), (blocks.shape[0], 2))]
+    blocks[:, off:off + 2] = pick[:, :1].view(np.uint8)
+    if typ == "q4_k":
+        blocks[:, 2:4] = pick[:, 1:].view(np.uint8)
+    blocks = blocks.reshape(N, -1)
+    xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
+    want = run(typ, xq, xd, xsum, blocks, N, "scalar")
+    nan = np.isnan(want)
+    assert nan.any() and np.isinf(want).any() and np.isfinite(want).any()
+    for tier in TIERS:
+        got = run(typ, xq, xd, xsum, blocks, N, tier)
+        assert np.array_equal(np.isnan(got), nan), tier
+        assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_tiers_equal_scalar_bits(typ):
+    rng = np.random.default_rng(6 + len(typ))
+    failures = []
+    for K in K_SET:
+        for N in N_SET:
+            for M in M_SET:
+                xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
+                want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
+                for tier in TIERS:
+                    for gemm in (False, True):
+                        got = run(typ, xq, xd, xsum, blocks, N, tier, gemm).view(np.uint32)
+                        if not np.array_equal(got, want):
+                            failures.append((tier, gemm, M, N, K))
+    assert not failures, failures[:10]
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_real_file_blocks(typ):
+    """Blocks llama.cpp's quantizer wrote (a Q4_K_M file: Q4_K and Q6_K matrices), when the
+    measurement model is present: every tier = the numpy model, bit for bit."""
+    gguf = pytest.importorskip("gguf")
+    path = Path.home() / ".cache/isaforge/scale/llama-3.2-1b-random-q4_k_m.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    want_type = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
+    r = gguf.GGUFReader(str(path))
+    t = next(t for t in r.tensors if t.tensor_type == want_type and "blk.0." in t.name)
+    K = int(t.shape[0])
+    N = 40
+    blocks = np.ascontiguousarray(np.asarray(t.data).reshape(-1)[: N * K // 256 * BLOCK_BYTES[typ]])
+    blocks = blocks.view(np.uint8).reshape(N, -1)
+    rng = np.random.default_rng(7)
+    xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
+    want = model(typ, xq, xd, xsum, blocks, N)
+    for tier in ["scalar", *TIERS]:
+        got = run(typ, xq, xd, xsum, blocks, N, tier)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, t.name)
+
+
+def test_bad_shapes_refused():
+    z = np.zeros(256, np.int8)
+    with pytest.raises(ValueError, match="bad shape"):
+        _bench.kq_gemm("q4_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
+                       np.zeros(144, np.uint8), 1, 100, np.zeros(1, np.float32), "scalar")
+    with pytest.raises(ValueError, match="too small"):
+        _bench.kq_gemm("q6_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
+                       np.zeros(209, np.uint8), 1, 256, np.zeros(1, np.float32), "scalar")
+    with pytest.raises(ValueError, match="unknown K-quant type"):
+        _bench.kq_gemm("q5_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
+                       np.zeros(210, np.uint8), 1, 256, np.zeros(1, np.float32), "scalar")
+    with pytest.raises(ValueError, match="multiple of 256"):
+        _bench.k8_quantize(np.zeros(100, np.float32), np.zeros(100, np.int8),
+                           np.zeros(1, np.float32), np.zeros(7, np.int16), "scalar")
+
+
+GUARD_SCRIPT = GUARDED_PRELUDE + '''
+rng = np.random.default_rng(0)
+for typ, bb in (("q4_k", 144), ("q6_k", 210)):
+    for (M, N, K) in [(1, 17, 256), (3, 15, 512), (17, 1, 768), (1, 33, 2304), (2, 16, 256)]:
+        nb = K // 256
+        x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
+        xd = guarded((M, nb), np.float32); xd[:] = rng.uniform(0, 1, (M, nb))
+        xs = guarded((M, K // 16), np.int16)
+        xs[:] = x.reshape(M, -1, 16).astype(np.int16).sum(axis=2)
+        w = guarded((N, nb * bb), np.uint8); w[:] = rng.integers(0, 256, (N, nb * bb))
+        for r in range(N * nb):  # finite f16 scales
+            o = r * bb + (0 if typ == "q4_k" else 208)
+            w.reshape(-1)[o:o + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+        ref = np.empty((M, N), np.float32)
+        _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, ref, "scalar")
+        for tier in sys.argv[1].split(","):
+            for gemm in (False, True):
+                out = guarded((M, N), np.float32)
+                _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, out, tier, gemm)
+                assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K)
+            xf = guarded((K,), np.float32); xf[:] = rng.normal(size=K)
+            q = guarded((K,), np.int8); d = guarded((nb,), np.float32)
+            s = guarded((K // 16,), np.int16)
+            _bench.k8_quantize(xf, q, d, s, tier)
+print("ok")
+'''
+
+
+def test_no_out_of_bounds_reads_at_guard_pages():
+    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+def test_bench_cases_gate_and_count_the_file_bytes():
+    """isaforge bench kernels' q4k_gemv / q6k_gemv cases: weight bytes are the blocks, every
+    tier passes the bit-for-bit gate, and a group size other than 256 is refused."""
+    for op, bb in (("q4k_gemv", 144), ("q6k_gemv", 210)):
+        case = _bench.Case(op, 1, 40, 512, 256, 2)
+        assert case.weight_bytes == 40 * 2 * bb
+        for tier in ["scalar", *TIERS]:
+            assert case.check(tier) is None, (op, tier)
+            assert case.time(tier, 1) > 0
+        with pytest.raises(ValueError, match="gs = 256"):
+            _bench.Case(op, 1, 40, 512, 32, 1)
+    from isaforge.bench.kernels import Shape, kquant_shapes
+
+    shapes = kquant_shapes("smollm2-135m")
+    assert {s.op for s in shapes} == {"q4k_gemv", "q6k_gemv"}
+    assert all(s.K % 256 == 0 for s in shapes)
+    assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
+
+
+KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register width)
+    "q4k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q6k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q4k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q6k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q4k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
+    "q6k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
+    "q4k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
+    "q6k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
+}
+
+
+@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
+                    reason="needs a C compiler and objdump")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@pytest.mark.parametrize("stem", list(KQ_SIMD))
+def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
+    """Each x86 K-quant kernel compiled with only its manifest group's flags contains its
+    product instructions on its own register width (zmm for AVX-512, ymm otherwise), and the
+    AVX2 body no VNNI instruction."""
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "csrc"))
+    import manifest
+
+    m = manifest.read()
+    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    src = next(p for g, p, _ in m.kernels if Path(p).stem == stem)
+    group = next(g for g, p, _ in m.kernels if Path(p).stem == stem)
+    obj = tmp_path / f"{stem}.o"
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
+                    "-DIF_X86_TIERS=1", *m.groups[group].flags, f"-I{repo / 'csrc/include'}",
+                    f"-I{tmp_path}", "-c", str(repo / src), "-o", str(obj)], check=True)
+    asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
+                         check=True).stdout.lower().splitlines()
+    reg = "%zmm" if "avx512" in stem else "%ymm"
+    for ins in KQ_SIMD[stem]:
+        assert any(ins in x and reg in x for x in asm), (stem, ins)
+    if stem.endswith("_avx2"):
+        assert not any("vpdp" in x for x in asm), stem
