@@ -118,6 +118,7 @@ void if_q8_gemm_4x32_avx512_vnni(IF_GEMM_ARGS);
 /* amx tier: -mamx-tile -mamx-int8 (+AVX-512 for readout); TDPBSSD on packed 16x64 tiles */
 size_t if_q8_gemm_pack_size_amx(size_t N, size_t K, size_t gs);
 void if_q8_gemm_pack_amx(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs);
+void if_q8_gemm_unpack_amx(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs);
 void if_q8_gemm_16x16_amx(IF_GEMM_ARGS);
 /* the 4-bit GEMM: the row-major nibbles expanded per K chunk into VNNI B tiles, TDPBSSD */
 void if_q4_gemm_16x16_amx(IF_Q4_GEMM_ARGS);

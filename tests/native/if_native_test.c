@@ -355,6 +355,44 @@ static void conformance_shape(const tier_ref *tiers, size_t n_tiers, size_t N, s
     free(got);
 }
 
+/* A Q8 GEMM with an unpack declares its packed layout tile-major: unpack gives w back, and
+ * each tile of nr rows at t * pack_size(nr, K, gs) unpacks to its rows alone. Checked for
+ * every tier's packing GEMM, including group sizes that are not a multiple of 4 and rows
+ * whose tiles are not a multiple of 64 bytes. */
+static void check_q8_unpack(const tier_ref *tiers, size_t n_tiers) {
+    static const size_t cases[][3] = {{17, 576, 32}, {40, 30, 3}, {33, 18, 6}, {5, 64, 4},
+                                      {49, 1536, 256}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const size_t N = cases[c][0], K = cases[c][1], gs = cases[c][2];
+        int8_t *w = xmalloc(N * K), *back = xmalloc(N * K);
+        fill_q8(w, N, K, gs);
+        for (size_t ti = 0; ti < n_tiers; ti++) {
+            const if_q8_gemm_kernel *k = tiers[ti].t->q8_gemm;
+            if (!k->pack || !k->unpack) continue;
+            const size_t bytes = (k->pack_size(N, K, gs) + 63) / 64 * 64, nr = k->nr;
+            int8_t *p = aligned_alloc(64, bytes);
+            if (!p) FAIL("out of memory packing for %s", tiers[ti].name);
+            k->pack(p, w, N, K, gs);
+            memset(back, 0xA5, N * K);
+            k->unpack(back, p, N, K, gs);
+            if (memcmp(back, w, N * K) != 0)
+                FAIL("q8_unpack %s N=%zu K=%zu gs=%zu: unpack(pack(w)) != w", k->name, N, K, gs);
+            for (size_t t = 0; t * nr < N; t++) {
+                const size_t n = N - t * nr < nr ? N - t * nr : nr;
+                memset(back, 0xA5, n * K);
+                k->unpack(back, p + t * k->pack_size(nr, K, gs), n, K, gs);
+                if (memcmp(back, w + t * nr * K, n * K) != 0)
+                    FAIL("q8_unpack %s N=%zu K=%zu gs=%zu: tile %zu does not unpack to its rows",
+                         k->name, N, K, gs, t);
+            }
+            g_cases++;
+            free(p);
+        }
+        free(w);
+        free(back);
+    }
+}
+
 /* Activation rows meant to hit every branch of the quantizer: zero groups (scale 0), -0.0,
  * exact halves (rounding away from zero), subnormals, huge values, one outlier per group. */
 static void fill_activations(float *x, size_t K, size_t gs) {
@@ -482,6 +520,7 @@ static int cmd_conformance(int argc, char **argv) {
                 conformance_shape(tiers, n_tiers, Ns[ni], K, gs);
         }
     }
+    check_q8_unpack(tiers, n_tiers); /* after the digested cases: it draws from the same rng */
     printf("conformance ok %zu cases digest %016llx (%.1f s)\n", g_cases,
            (unsigned long long)g_digest, now_s() - t0);
     return 0;

@@ -17,8 +17,9 @@
  *   Size: ceil(N/16) * 16 * K bytes (a multiple of 64, since K % 4 == 0). With a 64-byte
  *   aligned buffer every B tile row is exactly one cache line.
  * When gs % 4 != 0 (no K window of a whole number of dwords covers exactly one group) the
- *   packed buffer is the plain row-major copy of w (N*K bytes, rounded up to 64 with zero
- *   padding) and the kernel calls if_q8_gemm_1x1_scalar on it.
+ *   packed buffer holds the rows row-major, in tiles of 16 rows each zero-padded to a
+ *   multiple of 64 bytes (so it is tile-major like the VNNI layout), and the kernel calls
+ *   if_q8_gemm_1x1_scalar on each tile.
  * The activations are not packed: an A tile is read straight from xq with stride K.
  * Scales stay row-major: ws (N, K/gs), xs (M, K/gs).
  *
@@ -314,8 +315,14 @@ static void amx_q8_gemm_body(float *out, size_t ldo, const int8_t *xq, const flo
                              size_t M, const int8_t *w, const float *ws, size_t n0, size_t n1,
                              size_t K, size_t gs) {
     if (M == 0 || n0 >= n1) return;
-    if (!amx_layout_is_vnni(K, gs)) { /* packed = row-major copy */
-        if_q8_gemm_1x1_scalar(out, ldo, xq, xs, M, w, ws, n0, n1, K, gs);
+    if (!amx_layout_is_vnni(K, gs)) { /* packed = row-major tiles of 16 rows */
+        const size_t tb = (16 * K + 63) / 64 * 64, ngs = K / gs;
+        for (size_t b = n0 / 16; 16 * b < n1; b++) {
+            const size_t nb = 16 * b, lo = n0 > nb ? n0 - nb : 0;
+            const size_t hi = n1 - nb < 16 ? n1 - nb : 16;
+            if_q8_gemm_1x1_scalar(out + nb, ldo, xq, xs, M, w + b * tb, ws + nb * ngs, lo, hi,
+                                  K, gs);
+        }
         return;
     }
     const size_t ng = K / gs;
