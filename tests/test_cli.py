@@ -94,7 +94,7 @@ def test_info_json_reports_scalar_tier():
     tier = info["decode"]["tier"]
     assert info["decode"]["q8_gemv"].endswith("_" + {"amx": "avx512_vnni"}.get(tier, tier))
     d = info["decode"]
-    q8_packed = ("avx2", "avx_vnni", "avx512_vnni", "amx")
+    q8_packed = ("avx2", "avx_vnni", "amx")
     assert d["q8_decode"] == (d["q8_gemm"] if tier in q8_packed else d["q8_gemv"])
     # 4-bit likewise (the GEMMs of AVX2, i8mm and AVX-512 VNNI read their packed copy at M = 1;
     # the AMX 4-bit GEMM does not pack: AMX decodes with AVX-512 VNNI's GEMV)

@@ -221,7 +221,7 @@ def test_row_major_matrices_go_one_by_one_while_packing(stories_q8, monkeypatch)
     from isaforge.runtime import engine as engine_mod
     from isaforge.types import LAYER_MATRICES
 
-    tiers = [t for t in ("avx2", "avx_vnni", "avx512_vnni", "amx") if any(
+    tiers = [t for t in ("avx2", "avx_vnni", "amx") if any(
         i["name"] == t and i["supported"] for i in _native.info()["tiers"])]
     if not tiers:
         pytest.skip("no tier here decodes from the packed copy")
@@ -327,7 +327,7 @@ def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):
 
 
 def test_one_resident_copy_decode_reads_the_packed_layout(stories_q8):
-    """Where a tier's GEMM declares decode_packed (AVX2, AVX-VNNI, AVX-512 VNNI, AMX), decode
+    """Where a tier's GEMM declares decode_packed (AVX2, AVX-VNNI, AMX), decode
     reads the packed copy too: the engine lets the in-memory row-major int8 go (reads_rowmajor
     False) and the model's Q8 matrices are then unpacked from the packed copy on access, equal
     to the originals; every tier's decode and prefill stay bit-identical to scalar's.
@@ -354,7 +354,7 @@ def test_one_resident_copy_decode_reads_the_packed_layout(stories_q8):
             assert np.array_equal(bits(got), bits(ref)), (tier, threads)
             batched = eng.prefill(tokens, 0, all_logits=True)
             assert np.array_equal(bits(batched), bits(ref)), (tier, threads)
-            if tier in ("avx2", "avx_vnni", "avx512_vnni", "amx"):
+            if tier in ("avx2", "avx_vnni", "amx"):
                 assert not eng._m.reads_rowmajor, tier
                 assert type(w.wq[0]) is not Q8Tensor and type(w.wcls) is not Q8Tensor
             for name, qs in want.items():

@@ -87,14 +87,16 @@ static void unpack(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs) 
 
 /* Bytes ahead of the line being read that the M = 1 path prefetches (0: none). */
 #ifndef GM_M1_PFD
-#define GM_M1_PFD 4096
+#define GM_M1_PFD 9216
 #endif
 
-/* M = 1 (decode): each tile's K dwords streamed once, in order, with no K blocking and no
+/* M = 1: each tile's K dwords streamed once, in order, with no K blocking and no
  * scratch (the blocked path's transposed scales and prepared activations pay off only when
  * several activation rows reuse them): per dword d, one VPDPBUSD per 16 rows against
  * x ^ 0x80 broadcast, the packed correction subtracted per group, ws over the 16 rows a
  * masked gather (stride K / gs); then acc += ((float)isum * ws) * xs in group order. */
+/* Not declared decode_packed: against the row-major GEMV it measured 5-10 % slower (cold,
+ * 1 thread, docs/performance.md), so the tier's decode keeps reading row-major rows. */
 static void gm_decode(float *out, const int8_t *xq, const float *xs, const int32_t *w,
                       const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
     const size_t T = GM_NV * 16, ng = K / gs, L = gs / 4, ti = gm_tile_ints(K, gs);
@@ -296,5 +298,4 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
 
 const if_q8_gemm_kernel if_k_q8_gemm_4x32_avx512_vnni = {.name = "q8_gemm_4x32_avx512_vnni",
     .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 4, .nr = 32,
-    .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x32_avx512_vnni,
-    .decode_packed = 1, .unpack = unpack};
+    .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x32_avx512_vnni, .unpack = unpack};
