@@ -327,10 +327,11 @@ def test_packed_bytes_are_what_the_model_packed(stories, stories_q8):
 
 
 def test_one_resident_copy_decode_reads_the_packed_layout(stories_q8):
-    """Where a tier's GEMM declares decode_packed (AVX2, AVX-VNNI, AMX), decode reads the packed copy
-    too: the engine lets the in-memory row-major int8 go (reads_rowmajor False) and the model's
-    Q8 matrices are then unpacked from the packed copy on access, equal to the originals; every
-    tier's decode and prefill stay bit-identical to scalar's. File-backed (mmapped) ones stay."""
+    """Where a tier's GEMM declares decode_packed (AVX2, AVX-VNNI, AMX), decode
+    reads the packed copy too: the engine lets the in-memory row-major int8 go (reads_rowmajor
+    False) and the model's Q8 matrices are then unpacked from the packed copy on access, equal
+    to the originals; every tier's decode and prefill stay bit-identical to scalar's.
+    File-backed (mmapped) ones stay."""
     from isaforge.types import LAYER_MATRICES
 
     m = read_llama2c(stories_q8)

@@ -27,7 +27,7 @@
 #define AMX_M1_GB 256
 /* Bytes ahead of the line being read that the M = 1 path prefetches (0: none). */
 #ifndef AMX_M1_PFD
-#define AMX_M1_PFD 4096
+#define AMX_M1_PFD 9216
 #endif
 
 /* M = 1 (decode) over the VNNI blocks with AVX-512 VNNI, no tiles: a 64-byte line of a block

@@ -71,6 +71,86 @@ static void pack(int8_t *dst, const int8_t *w, size_t N, size_t K, size_t gs) {
     }
 }
 
+/* The inverse of pack for the N rows of src (a whole matrix, or one tile of up to 32 rows at
+ * t * pack_size(32, K, gs)); the offset corrections are derived data and skipped. */
+static void unpack(int8_t *w, const int8_t *src, size_t N, size_t K, size_t gs) {
+    if (!gm_tiled(gs)) {
+        memcpy(w, src, N * K);
+        return;
+    }
+    const size_t T = GM_NV * 16, ti = gm_tile_ints(K, gs);
+    for (size_t n = 0; n < N; n++) {
+        const int32_t *t = (const int32_t *)(const void *)src + n / T * ti;
+        for (size_t d = 0; d < K / 4; d++) memcpy(w + n * K + 4 * d, t + d * T + n % T, 4);
+    }
+}
+
+/* Bytes ahead of the line being read that the M = 1 path prefetches (0: none). */
+#ifndef GM_M1_PFD
+#define GM_M1_PFD 9216
+#endif
+
+/* M = 1: each tile's K dwords streamed once, in order, with no K blocking and no
+ * scratch (the blocked path's transposed scales and prepared activations pay off only when
+ * several activation rows reuse them): per dword d, one VPDPBUSD per 16 rows against
+ * x ^ 0x80 broadcast, the packed correction subtracted per group, ws over the 16 rows a
+ * masked gather (stride K / gs); then acc += ((float)isum * ws) * xs in group order. */
+/* Not declared decode_packed: against the row-major GEMV it measured 5-10 % slower (cold,
+ * 1 thread, docs/performance.md), so the tier's decode keeps reading row-major rows. */
+static void gm_decode(float *out, const int8_t *xq, const float *xs, const int32_t *w,
+                      const float *ws, size_t n0, size_t n1, size_t K, size_t gs) {
+    const size_t T = GM_NV * 16, ng = K / gs, L = gs / 4, ti = gm_tile_ints(K, gs);
+    const __m512i vidx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)ng));
+    for (size_t nb = n0; nb < n1; nb += T) {
+        const size_t nr = n1 - nb < T ? n1 - nb : T;
+        const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+        const __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF
+                             : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
+        const int32_t *t = w + nb / T * ti, *cw = t + K / 4 * T;
+        const float *ws0 = ws + nb * ng, *ws1 = ws + (nb + 16) * ng;
+        /* the next tile's 32 rows of scales are 128 * ng bytes: two lines per group */
+        const char *wsn = (const char *)(ws + (nb + T) * ng);
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        const int32_t *p = t;
+        const uint32_t *x = (const uint32_t *)(const void *)xq;
+        for (size_t g = 0; g < ng; g++) {
+            if (GM_M1_PFD) {
+                _mm_prefetch(wsn + 128 * g, _MM_HINT_T0);
+                _mm_prefetch(wsn + 128 * g + 64, _MM_HINT_T0);
+            }
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (size_t j = 0; j < L; j++) {
+                uint32_t xd;
+                memcpy(&xd, x + j, 4);
+                const __m512i xb = _mm512_set1_epi32((int)(xd ^ 0x80808080u));
+                if (GM_M1_PFD) {
+                    _mm_prefetch((const char *)p + GM_M1_PFD, _MM_HINT_T0);
+                    _mm_prefetch((const char *)p + GM_M1_PFD + 64, _MM_HINT_T0);
+                }
+                s0 = _mm512_dpbusd_epi32(s0, xb, _mm512_load_si512(p));
+                s1 = _mm512_dpbusd_epi32(s1, xb, _mm512_load_si512(p + 16));
+                p += T;
+            }
+            x += L;
+            const __m512 xsv = _mm512_set1_ps(xs[g]);
+            const __m512 w0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, vidx, ws0 + g, 4);
+            const __m512 p0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, _mm512_load_si512(cw + g * T)));
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_mul_ps(p0, w0), xsv));
+            if (m1) {
+                const __m512 w1 =
+                    _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, vidx, ws1 + g, 4);
+                const __m512 p1 =
+                    _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, _mm512_load_si512(cw + g * T + 16)));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_mul_ps(p1, w1), xsv));
+            }
+        }
+        _mm512_mask_storeu_ps(out + nb, m0, a0);
+        if (m1) _mm512_mask_storeu_ps(out + nb + 16, m1, a1);
+    }
+}
+
 typedef struct gm_scratch {
     const int32_t *wt;                            /* the block's [d][v][16] packed weights */
     const int32_t *cw;                            /* the block's [g][v][16] 128 * sum_k w */
@@ -159,6 +239,10 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
                                        gs);
         return;
     }
+    if (M == 1) {
+        gm_decode(out, xq, xs, (const int32_t *)(const void *)w, ws, n0, n1, K, gs);
+        return;
+    }
     const size_t ng = K / gs, L = gs / 4, ti = gm_tile_ints(K, gs);
     size_t gpb = GM_KLEN / gs;
     if (gpb > GM_GMAX) gpb = GM_GMAX;
@@ -214,4 +298,4 @@ void if_q8_gemm_4x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const
 
 const if_q8_gemm_kernel if_k_q8_gemm_4x32_avx512_vnni = {.name = "q8_gemm_4x32_avx512_vnni",
     .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 4, .nr = 32,
-    .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x32_avx512_vnni};
+    .pack_size = pack_size, .pack = pack, .run = if_q8_gemm_4x32_avx512_vnni, .unpack = unpack};
