@@ -94,7 +94,9 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_1x4_dotprod,
-     .hadamard = &if_k_f32_hadamard_1x1_scalar},
+     .hadamard = &if_k_f32_hadamard_1x1_scalar,
+     .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
      * M = 1) */
     {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
@@ -103,7 +105,9 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_4x4_i8mm,
-     .hadamard = &if_k_f32_hadamard_1x1_scalar},
+     .hadamard = &if_k_f32_hadamard_1x1_scalar,
+     .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
@@ -112,7 +116,9 @@ static const if_kernel_table g_tiers[] = {
      .swiglu = &if_k_f32_swiglu_1x1_scalar,
      .geglu = &if_k_f32_geglu_1x1_scalar,
      .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_vlxvl_sme2,
-     .hadamard = &if_k_f32_hadamard_1x1_scalar},
+     .hadamard = &if_k_f32_hadamard_1x1_scalar,
+     .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])

@@ -171,4 +171,11 @@ void if_q4k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 #endif
 
+#if defined(IF_ARM_TIERS)
+/* dotprod (also the i8mm and sme2 tiers'): one row at a time, SDOT per sub-block, MLA by the
+ * scale, one ADDV per block */
+void if_q4k_gemv_1x1_dotprod(IF_KQ_GEMV_ARGS);
+void if_q6k_gemv_1x1_dotprod(IF_KQ_GEMV_ARGS);
+#endif
+
 #endif

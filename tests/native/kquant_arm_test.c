@@ -1,0 +1,58 @@
+/* kquant_arm_test.c - the Arm K-quant GEMVs against the scalar ones, bit for bit, run under
+ * qemu-aarch64 by tests/test_kquant_arm.py: random Q4_K / Q6_K blocks and activations, and
+ * every value, scale and activation at its largest magnitude, over row counts and row lengths;
+ * the GEMMs at several activation rows. Prints "runs R bad B" and exits 1 on a difference. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static uint64_t st = 7;
+static uint8_t rnd(void) {
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    return (uint8_t)(st >> 24);
+}
+
+int main(void) {
+    int bad = 0, runs = 0;
+    for (int typ = 0; typ < 2; typ++)
+        for (size_t N = 1; N <= 19; N += 9)
+            for (size_t K = 256; K <= 1280; K += 512)
+                for (int ext = 0; ext < 2; ext++)
+                    for (size_t M = 1; M <= 3; M += 2) {
+                        const size_t bb = typ ? 210 : 144, wb = N * K / 256 * bb;
+                        uint8_t *w = malloc(wb);
+                        int8_t *x = malloc(M * K);
+                        float *xd = malloc(M * K / 256 * sizeof(float));
+                        int16_t *xs = malloc(M * K / 16 * sizeof(int16_t));
+                        float *a = malloc(M * N * sizeof(float)), *b = malloc(M * N * sizeof(float));
+                        if (!w || !x || !xd || !xs || !a || !b) return 2;
+                        for (size_t i = 0; i < wb; i++) w[i] = ext ? 0xFF : rnd();
+                        for (size_t o = 0; o < wb; o += bb) {
+                            if (typ && ext) memset(w + o + 192, 0x80, 16); /* scales -128 */
+                            uint8_t *d = w + o + (typ ? 208 : 0);
+                            d[0] = rnd(), d[1] = 0x1C; /* f16 near 1/256 */
+                            if (!typ) d[2] = rnd(), d[3] = 0x18;
+                        }
+                        for (size_t i = 0; i < M * K; i++) x[i] = ext ? -127 : (int8_t)(rnd() % 255 - 127);
+                        for (size_t i = 0; i < M * K / 256; i++) xd[i] = 0.01f * (float)(1 + i % 5);
+                        if_k8_sums(xs, x, M * K);
+                        const if_kq_gemv_kernel *gv = typ ? &if_k_q6k_gemv_1x1_dotprod : &if_k_q4k_gemv_1x1_dotprod;
+                        const if_kq_gemm_kernel *gm = typ ? &if_k_q6k_gemm_1x1_dotprod : &if_k_q4k_gemm_1x1_dotprod;
+                        (typ ? if_q6k_gemm_1x1_scalar : if_q4k_gemm_1x1_scalar)(a, N, x, xd, xs, M, w, 0, N, K);
+                        if (M == 1) gv->run(b, x, xd, xs, w, 0, N, K);
+                        else gm->run(b, N, x, xd, xs, M, w, 0, N, K);
+                        runs++;
+                        if (memcmp(a, b, M * N * sizeof(float)) != 0) {
+                            bad++;
+                            printf("differs: %s M=%zu N=%zu K=%zu extremes=%d\n",
+                                   typ ? "q6_k" : "q4_k", M, N, K, ext);
+                        }
+                        free(w), free(x), free(xd), free(xs), free(a), free(b);
+                    }
+    printf("runs %d bad %d\n", runs, bad);
+    return bad != 0;
+}
