@@ -29,8 +29,13 @@ typedef enum if_status {
 } if_status;
 
 /* IF_Q4: 4-bit indices into a 16-entry int8 codebook, one float scale per group (CQ4, GGUF
- * Q4_0 / IQ4_NL / IQ4_XS); see if_q4_gemv_fn for the layout. */
-typedef enum if_dtype { IF_F32 = 0, IF_Q8 = 1, IF_Q4 = 2 } if_dtype;
+ * Q4_0 / IQ4_NL / IQ4_XS); see if_q4_gemv_fn for the layout.
+ * IF_KQ: a GGUF Q4_K or Q6_K matrix run in place on the file's blocks (if_matrix.ggml_type,
+ * .raw; the caller keeps the bytes alive, they are the one resident copy).
+ * IF_GGML: a GGUF matrix of any other type given as the file's bytes (.ggml_type, .raw,
+ * .raw_bytes); model creation turns it into Q8 at group 32 (if_ggml_to_q8), one matrix at a
+ * time, and packs it, so no whole-model temporary exists. */
+typedef enum if_dtype { IF_F32 = 0, IF_Q8 = 1, IF_Q4 = 2, IF_KQ = 3, IF_GGML = 4 } if_dtype;
 
 /* ---------------------------------------------------------------------------------------
  * Kernel interfaces. Every ISA variant of an op fills the same signature. Kernels compute
@@ -455,6 +460,11 @@ typedef struct if_matrix {
     const int8_t *codebook;        /* (16) */
     const float *signs;            /* (kpad) +-1 of the rotation (if_hadamard_fn), or NULL */
     size_t kpad;
+    /* IF_KQ and IF_GGML only: the GGML type (IF_GGML_*) and the file's bytes of the
+     * (rows, cols) tensor, raw_bytes == if_ggml_bytes(ggml_type, rows, cols) */
+    int ggml_type;
+    const void *raw;
+    size_t raw_bytes;
 } if_matrix;
 
 /* The matrices of one layer, in the one order every reader, writer, binding and the core use
