@@ -16,8 +16,7 @@
 
 if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
     if (!w->tok_embeddings) return w->tok;
-    if_matrix t = {IF_F32, vocab, dim, 0, w->tok_embeddings, NULL, NULL, NULL, NULL, NULL, 0,
-                   0,      NULL,  0};
+    if_matrix t = {.dtype = IF_F32, .rows = vocab, .cols = dim, .f32 = w->tok_embeddings};
     return t;
 }
 
