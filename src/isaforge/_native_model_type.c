@@ -23,13 +23,44 @@ static void Model_dealloc(ModelObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A GGUF matrix given as the file's bytes: (dtype, rows, cols, ggml_type, raw), dtype IF_KQ or
+ * IF_GGML; raw must hold exactly if_ggml_bytes(ggml_type, rows, cols) bytes. */
+static int parse_raw_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const char *what) {
+    int dtype, type;
+    Py_ssize_t rows, cols;
+    PyObject *raw;
+    if (!PyArg_ParseTuple(spec, "innnO", &dtype, &rows, &cols, &type, &raw)) return 0;
+    const char *name = if_ggml_type_name(type);
+    const size_t bytes = rows > 0 && cols > 0 ? if_ggml_bytes(type, (size_t)rows, (size_t)cols) : 0;
+    if (!name || !bytes ||
+        (dtype == IF_KQ && type != IF_GGML_Q4_K && type != IF_GGML_Q6_K)) {
+        PyErr_Format(PyExc_ValueError, "%s: GGML type %d (%s) cannot be a (%zd, %zd) %s matrix",
+                     what, type, name ? name : "unknown", rows, cols,
+                     dtype == IF_KQ ? "in-place" : "converted");
+        return 0;
+    }
+    memset(w, 0, sizeof *w);
+    w->dtype = (if_dtype)dtype;
+    w->rows = (size_t)rows;
+    w->cols = (size_t)cols;
+    w->ggml_type = type;
+    w->raw_bytes = bytes;
+    w->raw = ifpy_borrow(&self->bufs, raw, bytes, 0, what);
+    return w->raw != NULL;
+}
+
 /* A matrix spec is (dtype, rows, cols, group_size, data, scales_or_None); a Q4 one adds
  * (codebook, signs_or_None, kpad): nibbles (rows, kpad / 2) u8, scales (rows, kpad / gs) f32,
- * codebook (16) i8, signs (kpad) f32. */
+ * codebook (16) i8, signs (kpad) f32. IF_KQ and IF_GGML: see parse_raw_matrix. */
 static int parse_matrix(ModelObject *self, PyObject *spec, if_matrix *w, const char *what) {
     int dtype;
     Py_ssize_t rows, cols, gs, kpad = 0;
     PyObject *data, *scales, *codebook = NULL, *signs = NULL;
+    if (PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 5) {
+        PyObject *d = PyTuple_GET_ITEM(spec, 0);
+        const long dt = PyLong_Check(d) ? PyLong_AsLong(d) : -1;
+        if (dt == IF_KQ || dt == IF_GGML) return parse_raw_matrix(self, spec, w, what);
+    }
     if (!PyArg_ParseTuple(spec, "innnOO|OOn", &dtype, &rows, &cols, &gs, &data, &scales,
                           &codebook, &signs, &kpad))
         return 0;
