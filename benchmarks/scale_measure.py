@@ -9,7 +9,6 @@ import datetime
 import json
 import os
 import select
-import shutil
 import signal
 import statistics
 import subprocess
@@ -147,7 +146,10 @@ def warm_page_cache(path: Path) -> None:
 
 
 def isaforge_cmd() -> list[str]:
-    exe = shutil.which("isaforge")
+    """The console script a user of this interpreter runs (its own, not another install's on
+    PATH), else `python -m isaforge`."""
+    own = Path(sys.executable).parent / "isaforge"
+    exe = str(own) if own.is_file() else None
     return [exe] if exe else [sys.executable, "-m", "isaforge"]
 
 
