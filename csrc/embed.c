@@ -67,6 +67,23 @@ int if_matrix_check(const if_matrix *w, size_t rows, size_t cols, size_t q8_gs,
                 ERR("%s: codebook entry %d is -128 (the kernels need [-127, 127])", name, i);
                 return 0;
             }
+    } else if (w->dtype == IF_GGML) { /* converted to Q8 at group 32 when the model is made */
+        const char *type = if_ggml_type_name(w->ggml_type);
+        if (table) {
+            ERR("%s: a GGUF tensor's bytes cannot be a token table", name);
+            return 0;
+        }
+        if (!type || cols % 32 || q8_gs != 32) {
+            ERR("%s: GGML type %d cannot be converted to Q8 at group 32 in a model of group "
+                "size %zu", name, w->ggml_type, q8_gs);
+            return 0;
+        }
+        const size_t need = if_ggml_bytes(w->ggml_type, rows, cols);
+        if (!w->raw || !need || w->raw_bytes != need) {
+            ERR("%s: %s tensor of (%zu, %zu) takes %zu bytes, got %zu", name, type, rows, cols,
+                need, w->raw ? w->raw_bytes : 0);
+            return 0;
+        }
     } else {
         ERR("%s: unknown dtype %d", name, (int)w->dtype);
         return 0;

@@ -76,8 +76,9 @@ static size_t q4_packed_size(const if_q4_gemm_kernel *k, const if_matrix *w) {
 }
 
 /* Pack every Q8 and 4-bit matrix once into the prefill kernels' layouts, where they declare
- * one. */
-static int pack_weights(if_model *m, const if_model_opts *o) {
+ * one; a matrix given as a GGUF tensor's bytes (IF_GGML) becomes Q8 on the way (ggml_intake.c).
+ * IF_OK, or the error in err. */
+static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, size_t errlen) {
     const if_q8_gemm_kernel *k = m->gemm_k->q8_gemm;
     const if_q4_gemm_kernel *k4 = m->gemm_k->q4_gemm;
     const int q8 = k->pack && k->pack_size && m->group_size != 0;
@@ -85,10 +86,7 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     /* no 4-bit layout: the row-major nibbles themselves go into the arena when the caller
      * lets go of its copy (the kernels then read them from 2 MiB pages, as the packed ones) */
     const int q4copy = !q4 && o->q4_arena;
-    if (!q8 && !q4 && !q4copy) return 1;
     size_t n = m->c.n_layers * N_MATS + 1;
-    m->packed = calloc(n, sizeof(int8_t *));
-    if (!m->packed) return 0;
     /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
      * row-major matrix may go as soon as it is packed */
     m->q8_decode = q8 && m->gemv_k == m->gemm_k && if_table_decodes_packed(m->gemm_k)
@@ -96,20 +94,34 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
                        : IF_DECODE_GEMV;
     m->q4_decode = q4 && m->gemv_k == m->gemm_k && k4->decode_packed ? IF_DECODE_PACKED_GEMM
                                                                       : IF_DECODE_GEMV;
+    /* decode reads row-major Q8: a GGUF tensor becomes that first (and is packed below) */
+    const int direct = m->q8_decode == IF_DECODE_PACKED_GEMM;
+    for (size_t i = 0; i < n && !direct; i++) {
+        if (matrix_at(m, i)->dtype != IF_GGML) continue;
+        const if_status st = if_ggml_intake_rowmajor(m, i, err, errlen);
+        if (st != IF_OK) return st;
+        if (o->on_packed) o->on_packed(o->on_packed_ctx, i); /* its bytes are not read again */
+    }
+    if (!q8 && !q4 && !q4copy) return IF_OK;
+    m->packed = calloc(n, sizeof(int8_t *));
+    if (!m->packed) goto nomem;
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
      * from 2 MiB up it is 2 MiB-aligned and asks for transparent huge pages (Linux with THP in
      * `madvise` mode: 512x fewer TLB entries for the weights; see docs/performance.md) */
+    const size_t ggs = if_ggml_intake_group();
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
         if (w->dtype == IF_Q8 && q8)
             total += (packed_size(k, w->rows, w->cols, w->group_size) + 63) & ~(size_t)63;
+        else if (w->dtype == IF_GGML && q8)
+            total += (packed_size(k, w->rows, w->cols, ggs) + 63) & ~(size_t)63;
         else if (w->dtype == IF_Q4 && q4)
             total += q4_packed_size(k4, w);
         else if (w->dtype == IF_Q4 && q4copy)
             total += (w->rows * (w->kpad / 2) + 63) & ~(size_t)63;
     }
-    if (total == 0) return 1;
+    if (total == 0) return IF_OK;
     const size_t huge = (size_t)2 << 20;
     if (total >= huge) {
         total = (total + huge - 1) / huge * huge;
@@ -120,12 +132,20 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
     } else {
         m->packed_arena = aligned_alloc(64, total);
     }
-    if (!m->packed_arena) return 0;
+    if (!m->packed_arena) goto nomem;
     int8_t *next = m->packed_arena;
     for (size_t i = 0; i < n; i++) {
         const if_matrix *w = matrix_at(m, i);
         int shared;
-        if (w->dtype == IF_Q8 && q8) {
+        if (w->dtype == IF_GGML && q8) { /* the file's blocks straight into the packed copy */
+            size_t bytes = packed_size(k, w->rows, w->cols, ggs);
+            m->packed[i] = next;
+            next += (bytes + 63) & ~(size_t)63;
+            const if_status st = if_ggml_intake_packed(m, i, k, m->packed[i], err, errlen);
+            if (st != IF_OK) return st;
+            m->packed_bytes += bytes;
+            shared = 1;
+        } else if (w->dtype == IF_Q8 && q8) {
             size_t bytes = packed_size(k, w->rows, w->cols, w->group_size);
             m->packed[i] = next;
             next += (bytes + 63) & ~(size_t)63;
@@ -156,7 +176,10 @@ static int pack_weights(if_model *m, const if_model_opts *o) {
         }
         if (shared && o->on_packed) o->on_packed(o->on_packed_ctx, i);
     }
-    return 1;
+    return IF_OK;
+nomem:
+    if (err && errlen) snprintf(err, errlen, "out of memory packing the weights");
+    return IF_ENOMEM;
 }
 
 /* ---- creation ---- */
@@ -217,6 +240,7 @@ static int check_weights(const if_config *c, const if_weights *w, size_t *gs_out
                                   ? &w->wcls
                                   : if_layer_matrix(&w->layers[i / N_MATS], i % N_MATS);
         if (mi->dtype == IF_Q8 && !gs) gs = mi->group_size;
+        if (mi->dtype == IF_GGML && !gs) gs = if_ggml_intake_group();
         if (mi->dtype == IF_Q4 && mi->kpad > kpad_max && mi->kpad - mi->cols < mi->group_size)
             kpad_max = mi->kpad;
     }
@@ -237,8 +261,11 @@ static int check_weights(const if_config *c, const if_weights *w, size_t *gs_out
     if (!if_matrix_check(&w->wcls, c->vocab_size, c->dim, gs, "classifier", err, errlen))
         return 0;
     *tok = if_embed_table(w, c->vocab_size, c->dim);
-    if (!if_matrix_check(tok, c->vocab_size, c->dim, IF_ANY_GROUP, "token embedding table", err,
-                         errlen))
+    /* a tied table given as the file's bytes is the classifier's Q8 once converted */
+    const int tied_ggml = tok->dtype == IF_GGML && w->wcls.dtype == IF_GGML &&
+                          tok->raw == w->wcls.raw && tok->ggml_type == w->wcls.ggml_type;
+    if (!tied_ggml && !if_matrix_check(tok, c->vocab_size, c->dim, IF_ANY_GROUP,
+                                       "token embedding table", err, errlen))
         return 0;
     *gs_out = gs;
     *kpad_out = kpad_max;
@@ -335,6 +362,10 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
         return IF_ENOMEM;
     }
 
+    /* a tied table of file bytes: looked up as Q8 at the intake's group, its data set below
+     * once the classifier is converted */
+    const if_matrix tok_q8 = {.dtype = IF_Q8, .rows = tok.rows, .cols = tok.cols,
+                              .group_size = if_ggml_intake_group()};
     if_model *m = calloc(1, sizeof *m);
     if (!m) return IF_ENOMEM;
     m->c = c;
@@ -362,12 +393,23 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
     }
     if (!alloc_run_state(m, w, n_threads, wide, big, act_big) ||
         !if_kv_alloc(m, opts->kv_type) ||
-        !if_embed_init(&m->emb, &tok, c.embed_scale, ub, ks.gemm->q8_gemm->nr) ||
-        !pack_weights(m, opts)) {
+        !if_embed_init(&m->emb, tok.dtype == IF_GGML ? &tok_q8 : &tok, c.embed_scale, ub,
+                       ks.gemm->q8_gemm->nr)) {
         if_model_free(m);
         ERR("out of memory allocating the run state (KV cache %zu bytes)",
             2 * cache_n * sizeof(float));
         return IF_ENOMEM;
+    }
+    const if_status packed = pack_weights(m, opts, err, errlen);
+    if (packed != IF_OK) {
+        if_model_free(m);
+        return packed;
+    }
+    if (tok.dtype == IF_GGML) { /* tied, converted with the classifier */
+        m->emb.t.q = m->w.wcls.q;
+        m->emb.t.s = m->w.wcls.s;
+        if (m->q8_decode == IF_DECODE_PACKED_GEMM && packed_of(m, n_cls_of(m)))
+            if_embed_use_packed(&m->emb, m->gemm_k->q8_gemm, packed_of(m, n_cls_of(m)));
     }
     /* a tied Q8 table whose row-major copy went with the classifier's: rows from the packed */
     if (m->q8_decode == IF_DECODE_PACKED_GEMM && tok.dtype == IF_Q8 && tok.q == w->wcls.q &&
@@ -394,6 +436,9 @@ void if_model_free(if_model *m) {
         free(m->packed_arena); /* m->packed[i] point into it */
         free(m->packed);
     }
+    for (size_t i = 0; m->ggml_owned && i < 2 * (m->c.n_layers * N_MATS + 1); i++)
+        free(m->ggml_owned[i]);
+    free(m->ggml_owned);
     free(m->layers);
     free(m->x);
     free(m->x2);
@@ -478,7 +523,8 @@ if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
     const if_matrix *t = &m->emb.t, *c = &m->w.wcls;
     if (tied)
         *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
-                                         : t->dtype == IF_Q8 ? t->q == c->q : t->q4 == c->q4);
+                                         : t->dtype == IF_Q8 ? t->q == c->q && t->s == c->s
+                                         : t->q4 == c->q4);
     if (packed) *packed = m->emb.packed != NULL || m->emb.packed4 != NULL;
     return t->dtype;
 }

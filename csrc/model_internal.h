@@ -50,6 +50,8 @@ struct if_model {
     size_t packed_bytes; /* their total */
     if_decode_strategy q8_decode; /* how a decode step multiplies by the Q8 matrices */
     if_decode_strategy q4_decode; /* ... and by the 4-bit ones */
+    void **ggml_owned; /* IF_GGML matrices converted at creation: (int8, scales) per matrix
+                        * index, the int8 NULL where only the packed copy holds it */
     int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
                    * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
@@ -126,6 +128,15 @@ static inline size_t layer_window(const if_config *c, size_t l) {
     if (c->swa_pattern && (l + 1) % c->swa_pattern == 0) return 0;
     return c->sliding_window;
 }
+
+/* ggml_intake.c: matrix idx, given as a GGUF tensor's bytes (IF_GGML), becomes Q8 at group
+ * if_ggml_intake_group() in the model's memory (m->ggml_owned) and its descriptor IF_Q8:
+ * row-major (decode reads it), or straight into the packed copy dst of the prefill GEMM k, whose
+ * layout must be tile-major (decode_packed). Errors name the matrix. */
+size_t if_ggml_intake_group(void);
+if_status if_ggml_intake_rowmajor(if_model *m, size_t idx, char *err, size_t errlen);
+if_status if_ggml_intake_packed(if_model *m, size_t idx, const if_q8_gemm_kernel *k,
+                                int8_t *dst, char *err, size_t errlen);
 
 /* Matrix idx's packed copy (layer l's matrix i at l * N_MATS + i, the classifier last), or
  * NULL. */

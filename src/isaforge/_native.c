@@ -416,7 +416,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                     PyModule_AddIntConstant(m, "DEFAULT_UBATCH", IF_DEFAULT_UBATCH) < 0 ||
                     PyModule_AddIntConstant(m, "F32", IF_F32) < 0 ||
                     PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0 ||
-                    PyModule_AddIntConstant(m, "Q4", IF_Q4) < 0;
+                    PyModule_AddIntConstant(m, "Q4", IF_Q4) < 0 ||
+                    PyModule_AddIntConstant(m, "GGML", IF_GGML) < 0;
     Py_XDECREF(names);
     Py_XDECREF(vnames);
     Py_XDECREF(kv);

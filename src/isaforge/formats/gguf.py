@@ -44,6 +44,7 @@ from ..quant.ggml import (
     dequantize,
     q4_split,
 )
+from ..quant.mapped import GROUP, MappedQ8
 from ..quant.q8 import read_group_size
 from ..types import Config, LoadedModel, ModelFormatError, Q8Tensor, Weights
 
@@ -422,7 +423,11 @@ def _float32(mm, t: TensorInfo) -> np.ndarray:
     return a.reshape(t.shape)
 
 
-def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1):
+def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bool = False):
+    """t as the model runs it. mapped (a matrix the core multiplies by, not the token table):
+    Q8 at group 32 is made by the core from the file's bytes when the model is made."""
+    if mapped and quant == "q8" and gs == GROUP and t.shape[1] % GROUP == 0:
+        return MappedQ8(_raw(mm, t), t.type_id, t.shape, t.name)
     if quant not in ("q8", "f32"):  # 4-bit: Q4_0/IQ4_* as they are for cq4, else float32
         if t.type_name in Q4_NATIVE and parse_quant(quant).kind == "cq4":
             return q4_split(_raw(mm, t), t.type_id, *t.shape)
@@ -489,14 +494,15 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             for f, n in _LAYER_TENSORS.items():
                 ti = t[f"blk.{i}.{n}.weight"]
                 layers[f].append(_float32(mm, ti) if f.startswith("rms") else
-                                 _matrix(mm, ti, quant, gs, threads))
+                                 _matrix(mm, ti, quant, gs, threads, mapped=True))
         if c.shared_classifier:
             wcls = tok if quant == "f32" else _matrix(
-                mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs, threads)
+                mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs, threads,
+                mapped=True)
             tok = wcls
         else:
             wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs,
-                           threads)
+                           threads, mapped=True)
             if tok is None:
                 tok = _matrix(mm, t["token_embd.weight"], "q8", gs, threads)
         vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]

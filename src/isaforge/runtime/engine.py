@@ -6,15 +6,17 @@ per prefill, never a Python loop over layers."""
 from __future__ import annotations
 
 import mmap
+import re
 
 import numpy as np
 
 from .. import _native, settings
+from ..quant.mapped import MappedQ8
 from ..quant.q4 import Q4Tensor
 from ..settings import default_threads, disabled_features, kernel_tier
-from ..types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
+from ..types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor
 
-F32, Q8, Q4 = _native.F32, _native.Q8, _native.Q4  # if_dtype
+F32, Q8, Q4, GGML = _native.F32, _native.Q8, _native.Q4, _native.GGML  # if_dtype
 KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
 
 
@@ -67,6 +69,8 @@ def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> 
 
 
 def _matrix_spec(w) -> tuple:
+    if isinstance(w, MappedQ8):  # the file's bytes: the core converts them (ggml_intake.c)
+        return (GGML, *w.shape, w.type_id, w.raw)
     if isinstance(w, Q4Tensor):
         rows = w.nibbles.shape[0]
         signs = None if w.signs is None else _c(w.signs, np.float32)
@@ -186,6 +190,10 @@ def _releaser(w, mats: list, native: list, maps: list):
         else:
             lst = getattr(w, LAYER_MATRICES[i])
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
+        if isinstance(t, MappedQ8):  # converted: the file's pages are not read again
+            if maps:
+                _drop_mapped(t.raw, maps)
+            return
         if type(t) is Q8Tensor and _in_memory(t.q):
             put(_PackedQ8(native, idx, t.q.shape, t.s, t.group_size))
         elif type(t) is Q4Tensor and _in_memory(t.nibbles):
@@ -200,6 +208,22 @@ def _releaser(w, mats: list, native: list, maps: list):
             _native.trim_heap()  # (the packed arena cannot reuse them)
 
     return released
+
+
+def _file_error(e: ValueError, model: LoadedModel) -> ValueError:
+    """A creation error about a matrix the core converted from the file's bytes (MappedQ8), as
+    the file's error naming its tensor; any other error as it is."""
+    m = re.match(r"(?:layer (\d+) (\w+)|classifier): (.*)", str(e), re.S)
+    w = model.weights
+    if m:
+        if m.group(1) is None:
+            t = w.wcls
+        else:
+            per_layer, i = getattr(w, m.group(2), None) or [], int(m.group(1))
+            t = per_layer[i] if i < len(per_layer) else None
+        if isinstance(t, MappedQ8):
+            return ModelFormatError(f"{model.path}: tensor {t.name}: {m.group(3)}")
+    return e
 
 
 def _native_view(name: str, doc: str) -> property:
@@ -261,14 +285,17 @@ class Engine:
         q4_arena = bool(q4) and all(_in_memory(a) for a in q4)
         native: list = []
         maps = [mm for mm in model.keepalive if isinstance(mm, mmap.mmap)]
-        self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1], mats,
-                                threads or default_threads(), ubatch, kv_type,
-                                chosen_tier(kernel), disabled_features(),
-                                _releaser(w, mats, native, maps), vectors=self._vectors,
-                                rope_freqs=self._rope_freqs,
-                                n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
-                                par_min_work=min_work, sme2_workers=sme2,
-                                q4_arena=q4_arena)
+        try:
+            self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1],
+                                    mats, threads or default_threads(), ubatch, kv_type,
+                                    chosen_tier(kernel), disabled_features(),
+                                    _releaser(w, mats, native, maps), vectors=self._vectors,
+                                    rope_freqs=self._rope_freqs,
+                                    n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
+                                    par_min_work=min_work, sme2_workers=sme2,
+                                    q4_arena=q4_arena)
+        except ValueError as e:
+            raise _file_error(e, model) from None
         native.append(self._m)
         if not self._m.reads_rowmajor:
             # decode and prefill read only the packed copy: no row-major int8 stays resident
@@ -324,7 +351,9 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
         if t is None or id(t) in seen:
             return
         seen.add(id(t))
-        if isinstance(t, Q4Tensor):
+        if isinstance(t, MappedQ8):  # the file's bytes, converted by the core as it packs
+            main, rest = t.raw, []
+        elif isinstance(t, Q4Tensor):
             main, rest = t.nibbles, [t.s, t.codebook, t.signs]
         elif isinstance(t, Q8Tensor):
             main, rest = t.q, [t.s]
