@@ -158,3 +158,18 @@ def test_the_engine_releases_the_file_bytes_not_the_weights(tmp_path):
     assert isinstance(got, MappedQ8)
     assert np.array_equal(got.q, want.weights.w2[1].q)
     assert np.array_equal(got.s.view(np.uint32), want.weights.w2[1].s.view(np.uint32))
+
+
+def test_q8_0_non_finite_scale_is_refused_naming_file_and_tensor(tmp_path):
+    """A Q8_0 block kept as stored keeps its fp16 scale: an infinite one is refused."""
+    p = model_file(tmp_path / "m.gguf", "Q8_0 kept")
+    g, mm = _open(p)
+    info = g.tensors["blk.0.attn_k.weight"]
+    mm.close()
+    b = bytearray(p.read_bytes())
+    struct.pack_into("<H", b, info.offset + 3 * (info.shape[1] // 32) * 34, 0x7C00)  # row 3
+    p.write_bytes(bytes(b))
+    for tier in SUPPORTED:
+        with pytest.raises(ModelFormatError, match=r"tensor blk\.0\.attn_k\.weight: row 3 has "
+                           "a non-finite scale"):
+            Engine(read_gguf(p), kernel=tier)
