@@ -526,7 +526,7 @@ static PyObject *Model_embedding(ModelObject *self, void *closure) {
     if (!self->m) Py_RETURN_NONE;
     int tied = 0, packed = 0;
     const if_dtype d = if_model_embed_info(self->m, &tied, &packed);
-    return Py_BuildValue("{s:s,s:O,s:O}", "dtype", d == IF_F32 ? "f32" : d == IF_Q8 ? "q8" : "q4",
+    return Py_BuildValue("{s:s,s:O,s:O}", "dtype", d == IF_F32 ? "f32" : d == IF_Q8 ? "q8" : d == IF_KQ ? "kq" : "q4",
                          "tied", tied ? Py_True : Py_False, "packed", packed ? Py_True : Py_False);
 }
 
