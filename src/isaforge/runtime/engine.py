@@ -10,11 +10,12 @@ import mmap
 import numpy as np
 
 from .. import _native, settings
+from ..quant.ggml import KQTensor
 from ..quant.q4 import Q4Tensor
 from ..settings import default_threads, disabled_features, kernel_tier
 from ..types import LAYER_MATRICES, Config, LoadedModel, Q8Tensor
 
-F32, Q8, Q4 = _native.F32, _native.Q8, _native.Q4  # if_dtype
+F32, Q8, Q4, KQ = _native.F32, _native.Q8, _native.Q4, _native.KQ  # if_dtype
 KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
 
 
@@ -67,6 +68,8 @@ def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> 
 
 
 def _matrix_spec(w) -> tuple:
+    if isinstance(w, KQTensor):  # the file's blocks, run in place (never packed or released)
+        return (KQ, w.rows_, w.cols, w.type_id, _c(w.raw, np.uint8))
     if isinstance(w, Q4Tensor):
         rows = w.nibbles.shape[0]
         signs = None if w.signs is None else _c(w.signs, np.float32)
@@ -324,7 +327,9 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
         if t is None or id(t) in seen:
             return
         seen.add(id(t))
-        if isinstance(t, Q4Tensor):
+        if isinstance(t, KQTensor):
+            main, rest = t.raw, []
+        elif isinstance(t, Q4Tensor):
             main, rest = t.nibbles, [t.s, t.codebook, t.signs]
         elif isinstance(t, Q8Tensor):
             main, rest = t.q, [t.s]
