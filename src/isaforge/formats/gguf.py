@@ -471,6 +471,23 @@ def _drop_pages(mm, t: TensorInfo) -> None:
             pass  # only a memory saving
 
 
+def stored_types(path: str | os.PathLike) -> dict[str, str]:
+    """The GGML type name of each isaforge matrix as the file stores it ("layers.N.wq", ...,
+    "wcls", "tok_embeddings"; the header alone is read)."""
+    g, mm = _open(path)
+    try:
+        t = g.tensors
+        out = {f"layers.{i}.{f}": t[f"blk.{i}.{n}.weight"].type_name
+               for i in range(gguf_config(g).n_layers) for f, n in _LAYER_TENSORS.items()
+               if not f.startswith("rms") and f"blk.{i}.{n}.weight" in t}
+        if "token_embd.weight" in t:
+            out["tok_embeddings"] = t["token_embd.weight"].type_name
+        out["wcls"] = t.get("output.weight", t.get("token_embd.weight")).type_name
+        return out
+    finally:
+        mm.close()
+
+
 def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
     others dequantized and requantized at group 32, or the largest valid group below);

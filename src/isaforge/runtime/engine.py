@@ -317,10 +317,12 @@ class Engine:
 
 def weight_bytes(model: LoadedModel) -> dict[str, int]:
     """Bytes of the model's tensors by where they live: "mapped" (views of the model file's
-    mapping: resident only while read, their pages given back after the load) and "in_memory"
-    (converted or requantized arrays on the heap). A tied token table counts once."""
+    mapping: resident only while read, their pages given back after the load), "in_place"
+    (mapped K-quant blocks the kernels read every token: resident, the one copy) and
+    "in_memory" (converted or requantized arrays on the heap). A tied token table counts
+    once."""
     w = model.weights
-    out = {"mapped": 0, "in_memory": 0}
+    out = {"mapped": 0, "in_place": 0, "in_memory": 0}
     seen: set[int] = set()
 
     def add(t) -> None:
@@ -328,8 +330,9 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
             return
         seen.add(id(t))
         if isinstance(t, KQTensor):
-            main, rest = t.raw, []
-        elif isinstance(t, Q4Tensor):
+            out["in_place"] += t.raw.nbytes
+            return
+        if isinstance(t, Q4Tensor):
             main, rest = t.nibbles, [t.s, t.codebook, t.signs]
         elif isinstance(t, Q8Tensor):
             main, rest = t.q, [t.s]
@@ -348,6 +351,20 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
         for t in per_layer or ():
             add(t)
     return out
+
+
+def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
+    """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
+    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..})."""
+    d, p = kernels["decode"], kernels["prefill"]
+    if isinstance(w, KQTensor):
+        t = w.type_name.lower().replace("_", "")
+        return f"{w.type_name} in place", d[f"{t}_gemv"], p[f"{t}_gemm"]
+    if isinstance(w, Q4Tensor):
+        return f"4-bit {w.kind} g{w.group_size}", d["q4_decode"], p["q4_gemm"]
+    if isinstance(w, Q8Tensor):
+        return f"Q8 g{w.group_size}", d["q8_decode"], p["q8_gemm"]
+    return "F32", d["f32_gemv"], p["f32_gemv"]
 
 
 def scratch_bytes(config: Config, ubatch: int = 0, threads: int = 1) -> int:
