@@ -274,9 +274,14 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
                                   c.dim * sizeof(float), 0, "rms_ffn");
         if (!lw->rms_ffn) return -1;
         for (size_t i = 0; i < IF_N_LAYER_MATRICES; i++) {
+#define MAT_NAME_(name, rows, cols) #name,
+            static const char *const names[] = {IF_LAYER_MATRICES(MAT_NAME_)};
+#undef MAT_NAME_
+            char what[48]; /* errors name the matrix */
+            snprintf(what, sizeof what, "layer %zu %s", l, names[i]);
             if_matrix *dst = (if_matrix *)if_layer_matrix(lw, i); /* lw is ours to fill */
             if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * l + i), dst,
-                              "matrix"))
+                              what))
                 return -1;
         }
     }

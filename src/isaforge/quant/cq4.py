@@ -122,8 +122,8 @@ class QuantSpec:
             ("-gptq" if self.gptq else "") + ("-wide" if self.wide else "")
 
 
-QUANT_HELP = ("q8, auto (GGUF Q4_K / Q6_K matrices run in place on the file's blocks, the rest "
-              "as q8; other formats: q8), f32, "
+QUANT_HELP = ("q8, f32, auto (GGUF Q4_K / Q6_K matrices run in place on the file's blocks, the "
+              "rest as q8; other formats: q8), "
               "cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq][-wide] (4-bit codebook, "
               f"rotated; -wide: levels at +-127 instead of +-{NARROW_AMAX}; "
               "GGUF Q4_0/IQ4_NL/IQ4_XS tensors run as they are), q4_0 or iq4_nl")
