@@ -1,6 +1,6 @@
-/* embed.c - the token-table lookup: the table stays as stored (F32, Q8 or 4-bit), each looked-up
- * row is dequantized by plain scalar code shared by every tier, so the embedded rows do not
- * depend on the kernels, threads, chunking or batching. */
+/* embed.c - the token-table lookup: the table stays as stored (F32, Q8, 4-bit or in-place
+ * K-quant), each looked-up row is dequantized by plain scalar code shared by every tier, so the
+ * embedded rows do not depend on the kernels, threads, chunking or batching. */
 #include "embed.h"
 
 #include <stdio.h>
@@ -18,6 +18,35 @@ if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
     if (!w->tok_embeddings) return w->tok;
     if_matrix t = {.dtype = IF_F32, .rows = vocab, .cols = dim, .f32 = w->tok_embeddings};
     return t;
+}
+
+/* An in-place K-quant matrix (IF_KQ): a type with kernels, whole 256-value blocks per row, and
+ * exactly the file's bytes of that shape (the kernels read every block without bounds). */
+static int kq_check(const if_matrix *w, size_t rows, size_t cols, const char *name, char *err,
+                    size_t errlen) {
+    const int t = w->ggml_type;
+    if (t != IF_GGML_Q4_K && t != IF_GGML_Q6_K) {
+        const char *tn = if_ggml_type_name(t);
+        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_K and Q6_K have kernels)", name,
+            t, tn ? tn : "unknown");
+        return 0;
+    }
+    if (cols % IF_QK) {
+        ERR("%s: %zu columns is not a multiple of the K-quant block of %d values", name, cols,
+            IF_QK);
+        return 0;
+    }
+    if (!w->raw) {
+        ERR("%s: %s matrix without data", name, if_ggml_type_name(t));
+        return 0;
+    }
+    const size_t need = if_ggml_bytes(t, rows, cols);
+    if (w->raw_bytes != need) {
+        ERR("%s: a (%zu, %zu) %s matrix is %zu bytes, got %zu", name, rows, cols,
+            if_ggml_type_name(t), need, w->raw_bytes);
+        return 0;
+    }
+    return 1;
 }
 
 int if_matrix_check(const if_matrix *w, size_t rows, size_t cols, size_t q8_gs,
@@ -84,6 +113,8 @@ int if_matrix_check(const if_matrix *w, size_t rows, size_t cols, size_t q8_gs,
                 need, w->raw ? w->raw_bytes : 0);
             return 0;
         }
+    } else if (w->dtype == IF_KQ) {
+        return kq_check(w, rows, cols, name, err, errlen);
     } else {
         ERR("%s: unknown dtype %d", name, (int)w->dtype);
         return 0;
@@ -145,6 +176,9 @@ static void row(if_embed *e, float *x, size_t tok) {
         }
         const float *s = t->s + tok * (dim / gs);
         for (size_t i = 0; i < dim; i++) x[i] = (float)q[i] * s[i / gs];
+    } else if (t->dtype == IF_KQ) { /* the file's blocks, as ggml dequantizes them */
+        const size_t row_bytes = t->raw_bytes / t->rows;
+        if_ggml_dequant_row(t->ggml_type, (const uint8_t *)t->raw + tok * row_bytes, dim, x);
     } else { /* 4-bit: per block of 32, byte j holds value j (low nibble) and j + 16 (high) */
         const size_t kp = t->kpad, gs = t->group_size;
         const uint8_t *w = t->q4 + tok * (kp / 2);

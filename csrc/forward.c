@@ -302,7 +302,8 @@ static void call_walk(void *ctx, if_walker *w) {
     const size_t pw = w->tid * m->act_w; /* this walker's private rows */
     fw f = {.m = m,
             .w = w,
-            .priv = {.f = m->pf + pw, .xr = m->pxr + pw, .xs = m->pxs + pw, .xq = m->pxq + pw}};
+            .priv = {.f = m->pf + pw, .xr = m->pxr + pw, .xs = m->pxs + pw, .xq = m->pxq + pw,
+                     .xsum = m->pxsum + w->tid * (m->act_w / 16 + 1)}};
     run_layers(&f, k->pos0, k->M);
     if (k->want) { /* the rows that want logits, packed to the front of x: one chunk */
         const size_t dim = m->c.dim;

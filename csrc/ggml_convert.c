@@ -348,6 +348,12 @@ static void convert_rows(void *ctx, size_t t0, size_t t1, size_t tid) {
     free(x);
 }
 
+void if_ggml_dequant_row(int type, const void *row, size_t cols, float *out) {
+    const ggml_type_desc *t = find_type(type);
+    if (!t || cols % t->block) return;
+    dequant_row(t->id, t->nbytes, row, cols / t->block, out);
+}
+
 size_t if_ggml_bytes(int type, size_t rows, size_t cols) {
     const ggml_type_desc *t = find_type(type);
     if (!t || cols % t->block) return 0;

@@ -125,7 +125,8 @@ typedef struct mm_job {
     size_t ldo, M, m_tile, n_tile, m_tiles;
     const float *x; /* fp32 input (M, cols) */
     const int8_t *xq;
-    const float *xs;
+    const float *xs;      /* Q8 / 4-bit group scales; K8 rows: the per-256 scales */
+    const int16_t *xsum;  /* K8 rows' sums of 16 (in-place K-quant matrices), else NULL */
     /* the SME2 hybrid split (set by split_job): tid >= split runs gv2 / gm2; NULL: none */
     const if_q8_gemv_kernel *gv2;
     const if_q8_gemm_kernel *gm2;
@@ -142,11 +143,57 @@ static void split_job(const if_model *m, mm_job *j) {
     if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
 }
 
+/* ---- in-place K-quant matrices (IF_KQ): the file's Q4_K / Q6_K blocks, never packed ---- */
+
+/* Table k's GEMV for w's K-quant type (the scalar kernel where a test table has none). */
+static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
+    if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
+    return k->q6k_gemv ? k->q6k_gemv : &if_k_q6k_gemv_1x1_scalar;
+}
+/* ... its GEMM. */
+static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
+    if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
+    return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
+}
+/* ... and the K8 activation quantizer both read. */
+static const if_k8_quantize_kernel *k8_of(const if_kernel_table *k) {
+    return k->k8_quantize ? k->k8_quantize : &if_k_k8_quantize_1x1_scalar;
+}
+
+/* K8 of values [i0, i1) (whole 256-value blocks) of row r of x (rows of K) into the shared row
+ * r of xq / xs / xsum: per block the same bits whichever chunk quantizes it. */
+static void k8_rows_part(const if_model *m, const if_k8_quantize_kernel *q, const float *x,
+                         size_t K, size_t r, size_t i0, size_t i1) {
+    q->run(m->xq + r * K + i0, m->xs + r * (K / IF_QK) + i0 / IF_QK, m->xsum + r * (K / 16) + i0 / 16,
+           x + i0, i1 - i0);
+}
+
+/* Quantize x (M rows of w->cols) to the shared K8 rows for an in-place K-quant matrix unless
+ * they hold them already (quantize 0 after a K8 quantization of the same x). A step of its
+ * own, waited for (as quantize_shared's). */
+static void quantize_k8_shared(fw *f, const float *x, size_t M, const if_matrix *w,
+                               int quantize) {
+    const if_model *m = f->m;
+    const size_t K = w->cols;
+    if (!quantize && f->xq.q4 == FW_XQ_K8 && f->xq.kpad == K) return;
+    const if_k8_quantize_kernel *q = k8_of(M > 1 ? m->gemm_k : m->gemv_k);
+    if_step_wait(f->w);
+    step_rows(f, M, K, IF_QK);
+    CHUNKS(f, a, b) {
+        span s = span_of(M, K, a, b);
+        for (size_t r = s.r0; r < s.r1; r++) k8_rows_part(m, q, x + r * K, K, r, s.i0, s.i1);
+    }
+    if_step_wait(f->w);
+    f->xq = (fw_xq){FW_XQ_K8, NULL, K, IF_QK};
+}
+
 /* IF_DECODE_GEMV: output rows [n0, n1) of one row-major matrix. */
 static void gemv_task(void *ctx, size_t n0, size_t n1, size_t tid) {
     const mm_job *j = ctx;
     const if_matrix *w = j->w;
-    if (w->dtype == IF_Q4)
+    if (w->dtype == IF_KQ)
+        kq_gemv_of(j->k, w)->run(j->out, j->xq, j->xs, j->xsum, w->raw, n0, n1, w->cols);
+    else if (w->dtype == IF_Q4)
         (j->k->q4_gemv ? j->k->q4_gemv : &if_k_q4_gemv_1x1_scalar)
             ->run(j->out, j->xq, j->xs, w->q4, w->s, w->codebook, n0, n1, w->kpad, w->group_size);
     else if (w->dtype == IF_F32)
@@ -187,7 +234,10 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
         size_t mm = j->M - m0 < j->m_tile ? j->M - m0 : j->m_tile;
         size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
         float *out = j->out + m0 * j->ldo;
-        if (w->dtype == IF_Q4) {
+        if (w->dtype == IF_KQ) {
+            kq_gemm_of(j->k, w)->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / IF_QK),
+                                     j->xsum + m0 * (K / 16), mm, w->raw, n0, n1, K);
+        } else if (w->dtype == IF_Q4) {
             const size_t kp = w->kpad;
             (j->k->q4_gemm ? j->k->q4_gemm : &if_k_q4_gemm_1x1_scalar)
                 ->run(out, j->ldo, j->xq + m0 * kp, j->xs + m0 * (kp / gs), mm,
@@ -270,6 +320,11 @@ static void priv_ensure(fw *f, const if_matrix *w) {
         k->quantize->run(p->xq, p->xs, p->xr, w->kpad, gs);
         p->q_signs = w->signs;
         p->q_kp = w->kpad;
+    } else if (w->dtype == IF_KQ) {
+        if (p->q_dtype == IF_KQ && p->q_kp == w->cols) return;
+        k8_of(k)->run(p->xq, p->xs, p->xsum, p->src, w->cols);
+        p->q_signs = NULL;
+        p->q_kp = w->cols;
     } else {
         return;
     }
@@ -293,13 +348,18 @@ static if_decode_strategy decode_strategy(const if_model *m, const if_matrix *w,
  * claiming thread first makes its own (x, xq, xs) for; NULL: the shared rows, complete. */
 static void decode_matmul(fw *f, float *out, size_t ldo, const if_matrix *w,
                           const int8_t *packed, const float *x, const int8_t *xq,
-                          const float *xs, const if_matrix *prep) {
+                          const float *xs, const int16_t *xsum, const if_matrix *prep) {
     if_model *m = f->m;
     const if_kernel_table *k = m->gemv_k;
     const size_t rows = w->rows;
     const size_t work = w->dtype == IF_Q4 ? rows * w->kpad / 2 : rows * w->cols;
     mm_job j = {.k = k, .w = w, .out = out, .ldo = ldo, .M = 1, .m_tile = 1, .n_tile = 1,
-                .m_tiles = 1, .x = x, .xq = xq, .xs = xs};
+                .m_tiles = 1, .x = x, .xq = xq, .xs = xs, .xsum = xsum};
+    if (w->dtype == IF_KQ) { /* in place: output rows in the kernel's tiles */
+        run_tasks_prep(f, rows, kq_gemv_of(k, w)->nr, gemv_task, &j, work / 2, rows, MM_CHUNKS,
+                       prep);
+        return;
+    }
     if (decode_strategy(m, w, packed) == IF_DECODE_PACKED_GEMM) {
         const size_t nr = w->dtype == IF_Q4 ? k->q4_gemm->nr : k->q8_gemm->nr;
         j.wq = packed;
@@ -322,9 +382,13 @@ static void gemm_matmul(fw *f, float *out, size_t ldo, const float *x, size_t M,
     const if_kernel_table *k = m->gemm_k;
     size_t mt, nt, m_tiles, n_tiles;
     mm_job j = {.k = k, .w = w, .out = out, .ldo = ldo, .M = M, .x = x, .xq = m->xq,
-                .xs = m->xs};
+                .xs = m->xs, .xsum = m->xsum};
     size_t work;
-    if (w->dtype == IF_Q4) {
+    if (w->dtype == IF_KQ) {
+        const if_kq_gemm_kernel *g = kq_gemm_of(k, w);
+        gemm_tiles(f, M, w->rows, g->mr, g->nr, &mt, &nt, &m_tiles, &n_tiles);
+        work = M * w->rows * w->cols;
+    } else if (w->dtype == IF_Q4) {
         const size_t mr = k->q4_gemm ? k->q4_gemm->mr : 1, nr = k->q4_gemm ? k->q4_gemm->nr : 1;
         gemm_tiles(f, M, w->rows, mr, nr, &mt, &nt, &m_tiles, &n_tiles);
         j.wq = packed;
@@ -351,9 +415,13 @@ static void quantize_shared(fw *f, const float *x, size_t M, const if_matrix *w,
     if_model *m = f->m;
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const size_t K = w->cols, gs = w->group_size;
+    if (w->dtype == IF_KQ) {
+        quantize_k8_shared(f, x, M, w, quantize);
+        return;
+    }
     if (w->dtype == IF_Q4) {
         const size_t kp = w->kpad;
-        if (!quantize && f->xq.q4 && f->xq.signs == w->signs && f->xq.kpad == kp &&
+        if (!quantize && f->xq.q4 == 1 && f->xq.signs == w->signs && f->xq.kpad == kp &&
             f->xq.gs == gs)
             return;
         const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
@@ -376,7 +444,7 @@ static void quantize_shared(fw *f, const float *x, size_t M, const if_matrix *w,
         return;
     }
     if (w->dtype != IF_Q8) return;
-    if (f->xq.q4) { /* xq holds a 4-bit matrix's rows: quantize again */
+    if (f->xq.q4) { /* xq holds a 4-bit matrix's or K8 rows: quantize again */
         quantize = 1;
         f->xq.q4 = 0;
     }
@@ -402,12 +470,13 @@ void if_fw_matmul(fw *f, float *out, size_t ldo, const float *x, size_t M, const
             priv_set(f, PRIV_SRC, x, NULL, NULL, NULL, NULL, w->cols, 0.0f);
     }
     if (M == 1 && f->priv.on) {
-        decode_matmul(f, out, ldo, w, packed, f->priv.src, f->priv.xq, f->priv.xs, w);
+        decode_matmul(f, out, ldo, w, packed, f->priv.src, f->priv.xq, f->priv.xs,
+                      f->priv.xsum, w);
         return;
     }
     quantize_shared(f, x, M, w, quantize);
     if (M == 1)
-        decode_matmul(f, out, ldo, w, packed, x, f->m->xq, f->m->xs, NULL);
+        decode_matmul(f, out, ldo, w, packed, x, f->m->xq, f->m->xs, f->m->xsum, NULL);
     else
         gemm_matmul(f, out, ldo, x, M, w, packed);
 }
@@ -420,10 +489,11 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
     const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
+    const int kq = w && w->dtype == IF_KQ; /* K8 rows, per 256 */
     const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
     const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
     if_step_wait(f->w); /* xq may still be read by a matmul step */
-    if (M == 1 && (q4 || q8)) { /* a decode step: private mode, no barrier after */
+    if (M == 1 && (q4 || q8 || kq)) { /* a decode step: private mode, no barrier after */
         if (op == IF_PREP_RESID && ri->xn) { /* the new residual, shared (read after later
                                               * barriers) */
             step_rows(f, 1, n, 16);
@@ -436,7 +506,7 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
                      nw, ri ? ri->post : NULL, n, eps);
         return;
     }
-    step_rows(f, M, kp, q4 || q8 ? gs : 16);
+    step_rows(f, M, kp, kq ? IF_QK : q4 || q8 ? gs : 16);
     CHUNKS(f, a, b) {
         span s = span_of(M, kp, a, b);
         const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
@@ -451,7 +521,9 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
                 resid_row(orow, ri->xn ? ri->xn + r * n : NULL, xr, ri->y + r * n, ri->post, nw,
                           n, eps, s.i0, e1);
             }
-            if (q8) {
+            if (kq) {
+                k8_rows_part(m, k8_of(k), orow, n, r, s.i0, s.i1);
+            } else if (q8) {
                 k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
                                  orow + s.i0, s.i1 - s.i0, gs);
             } else if (q4) {
@@ -467,7 +539,8 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
     if_step_wait(f->w);
     f->priv.on = 0;
     if (!w) return;
-    f->xq.q4 = q4;
+    f->xq.q4 = kq ? FW_XQ_K8 : q4;
+    if (kq) f->xq.kpad = n;
     if (q4) {
         f->xq.signs = w->signs;
         f->xq.kpad = kp;

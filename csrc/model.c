@@ -272,6 +272,14 @@ static int check_weights(const if_config *c, const if_weights *w, size_t *gs_out
     return 1;
 }
 
+/* The K8 activation sums of in-place K-quant matrices (if_k8_quantize_fn's bsum): one per 16
+ * values of every shared and every thread's private row, allocated once like the int8 rows. */
+static int alloc_k8_rows(if_model *m, size_t big, size_t act_big) {
+    m->xsum = calloc(act_big / 16 + 1, sizeof(int16_t));
+    m->pxsum = calloc(m->n_threads * (big / 16 + 1), sizeof(int16_t));
+    return m->xsum && m->pxsum;
+}
+
 /* Allocate m's run state for chunks of m->ub rows (m's sizes and kernels set): the layers'
  * copy, the thread pool, the activation rows (`wide`: an x row's or the attention's width;
  * `big`: the widest quantized row, act_big = ub * big), the attention scratch, the batch rows'
@@ -310,6 +318,7 @@ static int alloc_run_state(if_model *m, const if_weights *w, size_t n_threads, s
     m->pxr = calloc(m->n_threads * big, sizeof(float));
     m->pxs = calloc(m->n_threads * big, sizeof(float));
     m->pxq = calloc(m->n_threads * big, 1);
+    if (!alloc_k8_rows(m, big, act_big)) return 0;
     return m->layers && m->x && m->x2 && m->xb && m->xb2 && m->hb && m->hb2 && m->q && m->att &&
            m->kb && m->vb && m->rope && (!two_bases || m->rope_swa) && m->kv && m->xq &&
            m->pf && m->pxr && m->pxs && m->pxq && m->xs && m->xr && m->pool && m->bseq_buf &&
@@ -455,6 +464,8 @@ void if_model_free(if_model *m) {
     free(m->pxr);
     free(m->pxs);
     free(m->pxq);
+    free(m->xsum);
+    free(m->pxsum);
     free(m->kb);
     free(m->vb);
     free(m->rope);
@@ -522,9 +533,10 @@ if_status if_model_embed_rows(if_model *m, const int32_t *tokens, size_t n, floa
 if_dtype if_model_embed_info(const if_model *m, int *tied, int *packed) {
     const if_matrix *t = &m->emb.t, *c = &m->w.wcls;
     if (tied)
-        *tied = t->dtype == c->dtype && (t->dtype == IF_F32 ? t->f32 == c->f32
+        *tied = t->dtype == c->dtype && (t->dtype == IF_F32  ? t->f32 == c->f32
                                          : t->dtype == IF_Q8 ? t->q == c->q && t->s == c->s
-                                         : t->q4 == c->q4);
+                                         : t->dtype == IF_KQ ? t->raw == c->raw
+                                                             : t->q4 == c->q4);
     if (packed) *packed = m->emb.packed != NULL || m->emb.packed4 != NULL;
     return t->dtype;
 }

@@ -84,11 +84,14 @@ struct if_model {
     int8_t *xq;    /* (ub, act_w) quantized activations */
     float *xr;     /* (ub, act_w) 4-bit matrices' activations, zero-padded and rotated */
     size_t act_w;  /* max(dim, hidden_dim, every 4-bit matrix's kpad) */
-    float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row) */
+    float *xs;     /* (ub, max(dim, hidden_dim)) their scales (K/gs used per row; K8 rows of
+                    * an in-place K-quant matrix: K/256 scales) */
+    int16_t *xsum; /* (ub, act_w / 16) K8 rows' sums of 16 (if_k8_quantize_fn's bsum) */
     /* a decode step's own activation row per thread (fw_priv): (n_threads, act_w) each: the
      * float row, its rotated copy, its int8 values and their scales */
     float *pf, *pxr, *pxs;
     int8_t *pxq;
+    int16_t *pxsum; /* (n_threads, act_w / 16) each thread's K8 sums */
     const if_attn_kernel *attn[2];     /* [0] decode (M = 1), [1] prefill: for the cache type */
     if_kv_layer *kv;    /* (n_layers) views into the cache buffers below */
     void *kc, *vc;      /* (layer, cap, kv_dim) cache elements */
@@ -165,10 +168,12 @@ int if_kv_alloc(if_model *m, if_kv_type type);
  * or a 4-bit matrix's zero-padded, rotated groups for (signs, kpad, gs), reused by the next
  * 4-bit matrix that pads and rotates alike. */
 typedef struct fw_xq {
-    int q4; /* 0: Q8 groups, 1: a 4-bit matrix's */
+    int q4; /* 0: Q8 groups, 1: a 4-bit matrix's, FW_XQ_K8: K8 rows of kpad values (the
+             * in-place K-quant matrices' activations, with m->xsum) */
     const float *signs;
     size_t kpad, gs;
 } fw_xq;
+#define FW_XQ_K8 2
 
 /* What makes a private row (fw_priv.make). */
 typedef enum fw_make {
@@ -195,11 +200,12 @@ typedef struct fw_priv {
     float eps;
     const float *src;       /* the float row (f, or a complete shared row) */
     int q_dtype;            /* what xq holds: 0 nothing, else IF_Q8 / IF_Q4 of (q_signs, q_kp,
-                             * q_gs) */
+                             * q_gs), or IF_KQ: K8 of q_kp values (xs the scales, xsum) */
     const float *q_signs;
     size_t q_kp, q_gs;
     float *f, *xr, *xs;     /* this thread's rows of if_model.pf, pxr, pxs (act_w each) */
     int8_t *xq;             /* ... and of if_model.pxq */
+    int16_t *xsum;          /* ... and of if_model.pxsum */
 } fw_priv;
 
 /* One thread's walk through a forward call (csrc/threadpool.h): its walker and its own copy of

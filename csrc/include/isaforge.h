@@ -706,6 +706,10 @@ enum {
 /* Bytes of a (rows, cols) tensor of GGML type `type`; 0 for an unknown type, a row length
  * that is not a multiple of the block, or an overflow. */
 size_t if_ggml_bytes(int type, size_t rows, size_t cols);
+/* One row of cols values of GGML type `type` (the row's bytes at `row`) dequantized into out
+ * as ggml does, in float32 (gguf.quants.dequantize's values); nothing for an unknown type or a
+ * cols that is not a multiple of its block. */
+void if_ggml_dequant_row(int type, const void *row, size_t cols, float *out);
 /* The type's name ("Q4_K"), NULL if unknown. */
 const char *if_ggml_type_name(int type);
 /* Rows [r0, r1) of the (rows, cols) GGML tensor src (src_bytes must be exactly its size) as

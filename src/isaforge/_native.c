@@ -200,7 +200,33 @@ static PyObject *py_softmax(PyObject *mod, PyObject *args) {
 /* A tier's kernel names by op, and its GEMM's step and packed layout. q8_decode: the kernel a
  * decode step's Q8 matmuls run, the tier's GEMM at M = 1 over its packed copy where the GEMM
  * declares decode_packed (one resident copy), else its GEMV; q4_decode likewise for 4-bit. */
+static PyObject *table_dict(const if_kernel_table *t);
+
+/* The tier's in-place K-quant kernels by op (the scalar ones where the table has none) into
+ * dict d; -1 on error. */
+static int kq_names(PyObject *d, const if_kernel_table *t) {
+    const char *names[][2] = {
+        {"q4k_gemv", t->q4k_gemv ? t->q4k_gemv->name : "q4k_gemv_1x1_scalar"},
+        {"q6k_gemv", t->q6k_gemv ? t->q6k_gemv->name : "q6k_gemv_1x1_scalar"},
+        {"q4k_gemm", t->q4k_gemm ? t->q4k_gemm->name : "q4k_gemm_1x1_scalar"},
+        {"q6k_gemm", t->q6k_gemm ? t->q6k_gemm->name : "q6k_gemm_1x1_scalar"},
+        {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        PyObject *v = PyUnicode_FromString(names[i][1]);
+        const int bad = !v || PyDict_SetItemString(d, names[i][0], v) < 0;
+        Py_XDECREF(v);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
 PyObject *ifpy_table_dict(const if_kernel_table *t) {
+    PyObject *d = table_dict(t);
+    if (d && kq_names(d, t) < 0) Py_CLEAR(d);
+    return d;
+}
+
+static PyObject *table_dict(const if_kernel_table *t) {
     const char *q8_decode = if_table_decodes_packed(t) ? t->q8_gemm->name : t->q8_gemv->name;
     const if_q4_gemm_kernel *g4 = t->q4_gemm;
     const int q4_packs = g4 && g4->pack && g4->pack_size && g4->unpack;
@@ -417,7 +443,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                     PyModule_AddIntConstant(m, "F32", IF_F32) < 0 ||
                     PyModule_AddIntConstant(m, "Q8", IF_Q8) < 0 ||
                     PyModule_AddIntConstant(m, "Q4", IF_Q4) < 0 ||
-                    PyModule_AddIntConstant(m, "GGML", IF_GGML) < 0;
+                    PyModule_AddIntConstant(m, "GGML", IF_GGML) < 0 ||
+                    PyModule_AddIntConstant(m, "KQ", IF_KQ) < 0;
     Py_XDECREF(names);
     Py_XDECREF(vnames);
     Py_XDECREF(kv);

@@ -274,9 +274,14 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
                                   c.dim * sizeof(float), 0, "rms_ffn");
         if (!lw->rms_ffn) return -1;
         for (size_t i = 0; i < IF_N_LAYER_MATRICES; i++) {
+#define MAT_NAME_(name, rows, cols) #name,
+            static const char *const names[] = {IF_LAYER_MATRICES(MAT_NAME_)};
+#undef MAT_NAME_
+            char what[48]; /* errors name the matrix */
+            snprintf(what, sizeof what, "layer %zu %s", l, names[i]);
             if_matrix *dst = (if_matrix *)if_layer_matrix(lw, i); /* lw is ours to fill */
             if (!parse_matrix(self, PyList_GET_ITEM(mats, IF_N_LAYER_MATRICES * l + i), dst,
-                              "matrix"))
+                              what))
                 return -1;
         }
     }
@@ -526,7 +531,7 @@ static PyObject *Model_embedding(ModelObject *self, void *closure) {
     if (!self->m) Py_RETURN_NONE;
     int tied = 0, packed = 0;
     const if_dtype d = if_model_embed_info(self->m, &tied, &packed);
-    return Py_BuildValue("{s:s,s:O,s:O}", "dtype", d == IF_F32 ? "f32" : d == IF_Q8 ? "q8" : "q4",
+    return Py_BuildValue("{s:s,s:O,s:O}", "dtype", d == IF_F32 ? "f32" : d == IF_Q8 ? "q8" : d == IF_KQ ? "kq" : "q4",
                          "tied", tied ? Py_True : Py_False, "packed", packed ? Py_True : Py_False);
 }
 

@@ -176,6 +176,9 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
                    help="prefill chunk (default 512; sizes a sliding-window ring)")
     i.add_argument("--threads", type=_positive_int, default=None,
                    help="threads, for the run state's size (default: physical cores)")
+    i.add_argument("--quant", type=_quant, default="q8",
+                   help="read MODEL as `run --quant` would (auto: GGUF Q4_K / Q6_K in place) and "
+                        "list each matrix's stored type, resident type and kernels")
     i.add_argument("--json", action="store_true")
     if cmd is not None and cmd not in FRONT_ENDS:
         for name in FRONT_ENDS:
@@ -482,20 +485,47 @@ def _bytes(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
-def _model_info(path: str, ctx: int | None, ubatch: int, threads: int) -> dict:
-    """A model's shapes, its KV cache bytes per cache type at the context `run` uses, and the
-    memory its weights, packed copies and run state take."""
+def _matrices_info(loaded, kernels: dict) -> list[dict]:
+    """Each matrix's stored type (a GGUF file's; else the format's), resident type and the
+    decode and prefill kernels it runs (the token table: its row lookup)."""
+    from .formats.gguf import stored_types
+    from .runtime.engine import matrix_kernels
+    from .types import LAYER_MATRICES
+
+    w = loaded.weights
+    stored = stored_types(loaded.path) if loaded.format == "gguf" else {}
+    mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(len(w.wq))
+            for n in LAYER_MATRICES] + [("wcls", w.wcls)]
+    out = []
+    for name, t in mats:
+        resident, dec, pre = matrix_kernels(t, kernels)
+        out.append({"name": name, "stored": stored.get(name, loaded.format),
+                    "resident": resident, "decode": dec, "prefill": pre})
+    tied = w.tok_embeddings is w.wcls
+    out.append({"name": "tok_embeddings", "stored": stored.get("tok_embeddings", loaded.format),
+                "resident": "the classifier's (tied)" if tied else
+                matrix_kernels(w.tok_embeddings, kernels)[0],
+                "decode": "row lookup", "prefill": "row lookup"})
+    return out
+
+
+def _model_info(path: str, ctx: int | None, ubatch: int, threads: int,
+                quant: str = "q8") -> dict:
+    """A model's shapes, its KV cache bytes per cache type at the context `run` uses, the
+    memory its weights, packed copies and run state take, and each matrix's types and
+    kernels."""
     from .formats import with_context
     from .model import read_model
     from .runtime.engine import (
         KV_CACHE_TYPES,
         kv_cache_bytes,
         packed_bytes,
+        runtime_info,
         scratch_bytes,
         weight_bytes,
     )
 
-    loaded = read_model(path)
+    loaded = read_model(path, quant)
     c = with_context(loaded, ctx).config
     return {"path": str(loaded.path), "format": loaded.format, "n_layers": c.n_layers,
             "dim": c.dim, "n_heads": c.n_heads, "n_kv_heads": c.n_kv_heads,
@@ -506,7 +536,8 @@ def _model_info(path: str, ctx: int | None, ubatch: int, threads: int) -> dict:
             "packed_bytes": packed_bytes(c, getattr(loaded.weights.wq[0], "group_size", 0)),
             "file_bytes": os.path.getsize(loaded.path) if os.path.isfile(loaded.path) else None,
             "weight_bytes": weight_bytes(loaded), "threads": threads,
-            "scratch_bytes": scratch_bytes(c, ubatch, threads)}
+            "scratch_bytes": scratch_bytes(c, ubatch, threads), "quant": quant,
+            "matrices": _matrices_info(loaded, runtime_info())}
 
 
 def _print_memory(mi: dict, decode: dict) -> None:
@@ -519,6 +550,9 @@ def _print_memory(mi: dict, decode: dict) -> None:
     size = f" of the {_bytes(mi['file_bytes'])} file" if mi.get("file_bytes") else ""
     print(f"memory:     weights {_bytes(rowmajor)} converted into memory, {_bytes(wb['mapped'])} "
           f"mapped{size} (resident while read, given back after the load)")
+    if wb.get("in_place"):
+        print(f"            {_bytes(wb['in_place'])} of K-quant blocks run in place from the "
+              "mapping (resident: the one copy)")
     print(f"            packed {_bytes(packed)}" + (
         "; the row-major copies stay (decode's GEMV reads them)" if packed and keeps_rowmajor
         else "; each row-major copy goes once packed" if packed else ""))
@@ -526,9 +560,33 @@ def _print_memory(mi: dict, decode: dict) -> None:
           "reserved: resident as positions fill")
     print(f"            run state about {_bytes(mi['scratch_bytes'])} ({mi['threads']} threads) "
           "reserved: resident as rows use it")
-    held = (rowmajor if keeps_rowmajor else 0) + packed
+    held = (rowmajor if keeps_rowmajor else 0) + packed + wb.get("in_place", 0)
     print(f"            resident after the load: about {_bytes(held)} of weights, plus the KV "
           "cache and run state pages in use")
+
+
+def _print_matrices(mats: list[dict], quant: str) -> None:
+    """The matrices by (kind, stored type, resident type, kernels), with the layers of each."""
+    groups: dict[tuple, list[str]] = {}
+    for m in mats:
+        layer, _, kind = m["name"].rpartition(".")
+        key = (kind, m["stored"], m["resident"], m["decode"], m["prefill"])
+        groups.setdefault(key, []).append(layer.rpartition(".")[2] if layer else "")
+    print(f"matrices:   (--quant {quant}) stored -> resident: decode kernel / prefill kernel")
+    for (kind, st, res, dec, pre), layers in groups.items():
+        where = f" layers {_ranges(layers)}" if layers[0] else ""
+        print(f"            {kind}{where}: {st} -> {res}: {dec} / {pre}")
+
+
+def _ranges(ids: list[str]) -> str:
+    """'0-3,5' from ['0', '1', '2', '3', '5']."""
+    n = sorted(int(i) for i in ids)
+    out, start = [], n[0]
+    for a, b in zip(n, [*n[1:], None], strict=True):
+        if b != a + 1:
+            out.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ",".join(out)
 
 
 def _cmd_info(a) -> int:
@@ -539,7 +597,8 @@ def _cmd_info(a) -> int:
     info["threads_default"] = default_threads()
     info["override"] = kernel_tier()
     if a.model is not None:
-        info["model"] = _model_info(a.model, a.ctx, a.ubatch, a.threads or default_threads())
+        info["model"] = _model_info(a.model, a.ctx, a.ubatch, a.threads or default_threads(),
+                                    a.quant)
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -576,6 +635,7 @@ def _cmd_info(a) -> int:
               "prefill GEMM's layout" if mi["packed_bytes"] else "packed:     none (the GEMM "
               "reads the row-major weights)")
         _print_memory(mi, info["decode"])
+        _print_matrices(mi["matrices"], mi["quant"])
     else:
         print("KV cache:   f32 by default; --kv-cache f16|int8 (per position, head and group) "
               "saves memory; `isaforge info MODEL` gives the sizes")

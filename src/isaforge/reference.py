@@ -9,12 +9,16 @@ fp32 weights: every step runs in `dtype` (float64 by default, a high-precision o
 Q8 weights: each matmul follows runq.c exactly: the float32 activation is quantized per group
 at run time (round half away from zero, C roundf), each group's int32 dot product is scaled as
 (float(isum) * w_scale) * x_scale and accumulated group by group in float32 (no FMA).
+K-quant weights run in place (KQTensor, Q4_K / Q6_K): the activation is quantized per 256 (K8,
+the same rule) with the int16 sum of each 16 values, then isaforge.h's integer formula per
+block and its float32 steps in block order (kq_matmul), the C kernels' arithmetic exactly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .quant.ggml import KQTensor
 from .types import Config, Q8Tensor, Weights, embedding_rows
 
 
@@ -138,6 +142,42 @@ def q8_matmul(xq: np.ndarray, xs: np.ndarray, w: Q8Tensor) -> np.ndarray:
     return acc
 
 
+def quantize_k8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """K8 activations (if_k8_quantize_fn): quantize_activations at 256, then the int16 sum of
+    each 16 consecutive int8 values."""
+    xq, xd = quantize_activations(x, 256)
+    return xq, xd, xq.reshape(-1, 16).astype(np.int16).sum(axis=1).astype(np.int16)
+
+
+def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> np.ndarray:
+    """isaforge.h's K-quant arithmetic: per output row and block b, exact integer sums (Q4_K:
+    sumi = sum_j sc[j] dot_j(q, xq), summ = sum_j m[j] (xsum of sub-block j); Q6_K: sumi =
+    sum_j sc[j] (dot_j(u, xq) - 32 xsum_j)), then in float32, blocks in order from 0: Q4_K
+    acc = (acc + (d * xd[b]) * sumi) - (dmin * xd[b]) * summ; Q6_K acc = acc + (d * xd[b]) *
+    sumi."""
+    n, nb = w.shape[0], w.cols // 256
+    x = np.asarray(xq).astype(np.int64).reshape(nb, -1)
+    bs = np.asarray(xsum).astype(np.int64).reshape(nb, 16)
+    acc = np.zeros(n, np.float32)
+    if w.type_name == "Q4_K":
+        d, dmin, sc, mn, q = w.integers()
+        dots = np.einsum("nbjl,bjl->nbj", q.reshape(n, nb, 8, 32), x.reshape(nb, 8, 32))
+        sumi = (dots * sc.reshape(n, nb, 8)).sum(axis=2).astype(np.float32)
+        summ = (mn.reshape(n, nb, 8) * bs.reshape(nb, 8, 2).sum(axis=2)).sum(axis=2)
+        summ = summ.astype(np.float32)
+        d, dmin = d.reshape(n, nb), dmin.reshape(n, nb)
+        for b in range(nb):
+            acc = (acc + (d[:, b] * xd[b]) * sumi[:, b]) - (dmin[:, b] * xd[b]) * summ[:, b]
+        return acc
+    d, sc, u = w.integers()
+    dots = np.einsum("nbjl,bjl->nbj", u.reshape(n, nb, 16, 16), x.reshape(nb, 16, 16)) - 32 * bs
+    sumi = (dots * sc.reshape(n, nb, 16)).sum(axis=2).astype(np.float32)
+    d = d.reshape(n, nb)
+    for b in range(nb):
+        acc = acc + (d[:, b] * xd[b]) * sumi[:, b]
+    return acc
+
+
 # --------------------------------------------------------------------------------------------
 # the model
 
@@ -157,7 +197,10 @@ class Reference:
         self.value_cache[:] = 0
 
     def matmul(self, w: np.ndarray | Q8Tensor, x: np.ndarray) -> np.ndarray:
-        """W (d, n) @ x (n,) -> (d,); Q8 weights take the runq.c integer path."""
+        """W (d, n) @ x (n,) -> (d,); Q8 weights take the runq.c integer path, K-quant ones
+        the K8 integer path (kq_matmul)."""
+        if isinstance(w, KQTensor):
+            return kq_matmul(*quantize_k8(x), w).astype(self.dtype)
         if isinstance(w, Q8Tensor):
             xq, xs = quantize_activations(x, w.group_size)
             return q8_matmul(xq, xs, w).astype(self.dtype)

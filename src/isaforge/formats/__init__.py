@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..quant.ggml import KQTensor
 from ..quant.mapped import MappedQ8
 from ..quant.q4 import Q4Tensor
 from ..types import LAYER_MATRICES, LoadedModel, ModelFormatError, Q8Tensor, check_regular
@@ -93,12 +94,15 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def read_any(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Read any supported model: HF folder, GGUF, .isaf, else llama2.c .bin. `quant` ("q8" or
-    "f32") applies to GGUF and HF; llama2.c and .isaf files load as they are stored. A 4-bit
-    quant (quant.cq4.parse_quant: cq4..., q4_0) applies to every format."""
+    "f32"; "auto": GGUF Q4_K / Q6_K in place, else "q8") applies to GGUF and HF; llama2.c
+    and .isaf files load as they are stored. A 4-bit quant (quant.cq4.parse_quant: cq4...,
+    q4_0) applies to every format."""
     from ..quant.cq4 import parse_quant, to_4bit
 
     spec = parse_quant(quant)
     fmt = detect_format(path)
+    if spec.kind == "auto" and fmt != "gguf":  # only GGUF stores K-quant blocks to run in place
+        quant = "q8"
     if spec.four_bit and fmt != "gguf":  # GGUF keeps its 4-bit tensors (read_gguf)
         loaded = read_any(path, "f32" if fmt == "hf" else "q8")
         return quantized_table(to_4bit(loaded, spec))
@@ -171,11 +175,38 @@ def with_context(loaded: LoadedModel, ctx: int | None = None) -> LoadedModel:
     return dataclasses.replace(loaded, config=dataclasses.replace(loaded.config, seq_len=n_ctx))
 
 
+def _in_place_spans(loaded: LoadedModel) -> list[tuple[int, int]]:
+    """(address, end) of the K-quant matrices run in place (KQTensor: views of the file)."""
+    w = loaded.weights
+    mats = [w.tok_embeddings, w.wcls, *(t for n in LAYER_MATRICES for t in getattr(w, n))]
+    spans = {id(t): t.raw for t in mats if isinstance(t, KQTensor)}
+    return sorted((a.__array_interface__["data"][0],
+                   a.__array_interface__["data"][0] + a.nbytes) for a in spans.values())
+
+
 def drop_file_pages(loaded: LoadedModel) -> None:
     """Let the model file's resident pages go from this process (madvise MADV_DONTNEED on its
     read-only mappings): once the weights were converted or packed, most of them are never
-    read again. Nothing is lost: a page still in use faults back in from the file."""
+    read again. Nothing is lost: a page still in use faults back in from the file. The pages of
+    matrices run in place (KQTensor) stay: decode reads all of them every token."""
     advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None:
+        return
+    keep = _in_place_spans(loaded)
     for mm in loaded.keepalive:
-        if advice is not None and isinstance(mm, mmap.mmap) and not mm.closed:
+        if not isinstance(mm, mmap.mmap) or mm.closed:
+            continue
+        if not keep:
             mm.madvise(advice)
+            continue
+        view = np.frombuffer(mm, np.uint8)
+        base = view.__array_interface__["data"][0]
+        del view  # no export left on the mapping
+        lo, page = 0, mmap.PAGESIZE
+        for a, b in [*keep, (base + len(mm), base + len(mm))]:
+            if not base <= a <= base + len(mm):
+                continue
+            hi = (a - base) // page * page  # the gap before this span, whole pages only
+            if hi > lo:
+                mm.madvise(advice, lo, hi - lo)
+            lo = max(lo, -(-(b - base) // page) * page)

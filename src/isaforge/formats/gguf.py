@@ -39,9 +39,11 @@ from .. import _native, settings
 from ..quant.cq4 import parse_quant, to_4bit
 from ..quant.ggml import (
     GGML_TYPES,
+    KQ_NATIVE,
     Q4_NATIVE,
     SUPPORTED_NAMES,
     dequantize,
+    kq_split,
     q4_split,
 )
 from ..quant.mapped import GROUP, MappedQ8
@@ -61,7 +63,7 @@ ARCHITECTURES = {
 }
 SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 GEMMA3_SWA_PATTERN, GEMMA3_LOCAL_ROPE_BASE = 6, 10000.0  # llama.cpp's (not in the file)
-QUANT_MODES = ("q8", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
+QUANT_MODES = ("q8", "auto", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4
 MAX_NESTING = 4
@@ -426,6 +428,10 @@ def _float32(mm, t: TensorInfo) -> np.ndarray:
 def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bool = False):
     """t as the model runs it. mapped (a matrix the core multiplies by, not the token table):
     Q8 at group 32 is made by the core from the file's bytes when the model is made."""
+    if quant == "auto":  # Q4_K / Q6_K in place: a view of the mapping, its pages kept
+        if t.type_name in KQ_NATIVE:
+            return kq_split(_raw(mm, t), t.type_id, *t.shape)
+        quant = "q8"  # every other type as q8
     if mapped and quant == "q8" and gs == GROUP and t.shape[1] % GROUP == 0:
         return MappedQ8(_raw(mm, t), t.type_id, t.shape, t.name)
     if quant not in ("q8", "f32"):  # 4-bit: Q4_0/IQ4_* as they are for cq4, else float32
@@ -470,9 +476,28 @@ def _drop_pages(mm, t: TensorInfo) -> None:
             pass  # only a memory saving
 
 
+def stored_types(path: str | os.PathLike) -> dict[str, str]:
+    """The GGML type name of each isaforge matrix as the file stores it ("layers.N.wq", ...,
+    "wcls", "tok_embeddings"; the header alone is read)."""
+    g, mm = _open(path)
+    try:
+        t = g.tensors
+        out = {f"layers.{i}.{f}": t[f"blk.{i}.{n}.weight"].type_name
+               for i in range(gguf_config(g).n_layers) for f, n in _LAYER_TENSORS.items()
+               if not f.startswith("rms") and f"blk.{i}.{n}.weight" in t}
+        if "token_embd.weight" in t:
+            out["tok_embeddings"] = t["token_embd.weight"].type_name
+        out["wcls"] = t.get("output.weight", t.get("token_embd.weight")).type_name
+        return out
+    finally:
+        mm.close()
+
+
 def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
     others dequantized and requantized at group 32, or the largest valid group below);
+    quant="auto": Q4_K and Q6_K matrices (the token table too) as views of the file's blocks
+    that the K-quant kernels run in place, the others as for "q8";
     quant="f32": every matrix dequantized to float32. Raises ModelFormatError naming the file
     and the reason for anything malformed or unsupported."""
     spec = parse_quant(quant)  # ValueError naming the valid forms
@@ -504,7 +529,8 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs,
                            threads, mapped=True)
             if tok is None:
-                tok = _matrix(mm, t["token_embd.weight"], "q8", gs, threads)
+                tok = _matrix(mm, t["token_embd.weight"], "auto" if quant == "auto" else "q8",
+                              gs, threads)
         vectors = {f: [_float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
                    for f, n in ARCHITECTURES[arch].items()}
         freqs = t.get("rope_freqs.weight")

@@ -273,3 +273,68 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
     return Q4Tensor(np.ascontiguousarray(nib).reshape(rows, cols // 2),
                     np.ascontiguousarray(s, np.float32).reshape(rows, cols // 32), cb, 32, cols,
                     kind=t.name.lower())
+
+
+KQ_NATIVE = ("Q4_K", "Q6_K")  # the types the K-quant kernels run in place (--quant auto)
+
+
+@dataclass
+class KQTensor:
+    """A Q4_K or Q6_K matrix run in place: `raw` is a view of the file's blocks ((rows,
+    cols / 256) super-blocks, row-major, unchanged), the one resident copy. The C core reads it
+    through the K-quant kernels (isaforge.h, "K-quants read as stored"); dequantize() gives
+    ggml's float32 values."""
+
+    raw: np.ndarray  # uint8, rows * cols / 256 * block bytes
+    type_id: int
+    rows_: int
+    cols: int
+
+    @property
+    def type_name(self) -> str:
+        return GGML_TYPES[self.type_id].name
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows_, self.cols)
+
+    def dequantize(self) -> np.ndarray:
+        return dequantize(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
+
+    def rows(self, ids) -> np.ndarray:
+        """float32 (len(ids), cols): rows `ids` dequantized, as the core's lookup does."""
+        b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
+        per_row = self.cols // 256
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        sel = b.reshape(self.rows_, per_row, -1)[ids].reshape(-1, b.shape[1])
+        return GGML_TYPES[self.type_id].dequantize_blocks(sel).reshape(len(ids), self.cols)
+
+    def integers(self) -> tuple:
+        """The integers and scales the K-quant kernels multiply, per super-block (nb = rows *
+        cols / 256 of them, row-major): Q4_K (d, dmin, sc (nb, 8), m (nb, 8), q (nb, 8, 32)),
+        q in 0..15; Q6_K (d, sc (nb, 16), u (nb, 16, 16)), u = q + 32 in 0..63. d, dmin
+        float32, the rest int64."""
+        b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
+        nb = b.shape[0]
+        if self.type_name == "Q4_K":
+            sc, mn = _k4_scales(b[:, 4:16])
+            qs = b[:, 16:144].reshape(nb, 4, 32)
+            q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32)
+            return (_f16(b, 0)[:, 0], _f16(b, 2)[:, 0], sc.astype(np.int64),
+                    mn.astype(np.int64), q.astype(np.int64))
+        ql = b[:, 0:128].reshape(nb, 2, 2, 32)
+        qh = b[:, 128:192].reshape(nb, 2, 1, 32)
+        lo = np.concatenate([ql & 15, ql >> 4], axis=2)
+        hi = (qh >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3
+        u = (lo | (hi << 4)).astype(np.int64).reshape(nb, 16, 16)
+        return _f16(b, 208)[:, 0], np.ascontiguousarray(b[:, 192:208]).view(np.int8).astype(
+            np.int64), u
+
+
+def kq_split(raw, type_id: int, rows: int, cols: int) -> KQTensor:
+    """A Q4_K / Q6_K tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
+    t = GGML_TYPES[type_id]
+    if t.name not in KQ_NATIVE:
+        raise ValueError(f"{t.name} does not run in place ({', '.join(KQ_NATIVE)})")
+    b = _blocks(raw, t, rows, cols)
+    return KQTensor(b.reshape(-1), type_id, rows, cols)

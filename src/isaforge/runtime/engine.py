@@ -11,12 +11,13 @@ import re
 import numpy as np
 
 from .. import _native, settings
+from ..quant.ggml import KQTensor
 from ..quant.mapped import MappedQ8
 from ..quant.q4 import Q4Tensor
 from ..settings import default_threads, disabled_features, kernel_tier
 from ..types import LAYER_MATRICES, Config, LoadedModel, ModelFormatError, Q8Tensor
 
-F32, Q8, Q4, GGML = _native.F32, _native.Q8, _native.Q4, _native.GGML  # if_dtype
+F32, Q8, Q4, GGML, KQ = _native.F32, _native.Q8, _native.Q4, _native.GGML, _native.KQ  # if_dtype
 KV_CACHE_TYPES: dict[str, int] = _native.KV_CACHE_TYPES  # if_kv_type by name
 
 
@@ -71,6 +72,8 @@ def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> 
 def _matrix_spec(w) -> tuple:
     if isinstance(w, MappedQ8):  # the file's bytes: the core converts them (ggml_intake.c)
         return (GGML, *w.shape, w.type_id, w.raw)
+    if isinstance(w, KQTensor):  # the file's blocks, run in place (never packed or released)
+        return (KQ, w.rows_, w.cols, w.type_id, _c(w.raw, np.uint8))
     if isinstance(w, Q4Tensor):
         rows = w.nibbles.shape[0]
         signs = None if w.signs is None else _c(w.signs, np.float32)
@@ -341,16 +344,21 @@ class Engine:
 
 def weight_bytes(model: LoadedModel) -> dict[str, int]:
     """Bytes of the model's tensors by where they live: "mapped" (views of the model file's
-    mapping: resident only while read, their pages given back after the load) and "in_memory"
-    (converted or requantized arrays on the heap). A tied token table counts once."""
+    mapping: resident only while read, their pages given back after the load), "in_place"
+    (mapped K-quant blocks the kernels read every token: resident, the one copy) and
+    "in_memory" (converted or requantized arrays on the heap). A tied token table counts
+    once."""
     w = model.weights
-    out = {"mapped": 0, "in_memory": 0}
+    out = {"mapped": 0, "in_place": 0, "in_memory": 0}
     seen: set[int] = set()
 
     def add(t) -> None:
         if t is None or id(t) in seen:
             return
         seen.add(id(t))
+        if isinstance(t, KQTensor):
+            out["in_place"] += t.raw.nbytes
+            return
         if isinstance(t, MappedQ8):  # the file's bytes, converted by the core as it packs
             main, rest = t.raw, []
         elif isinstance(t, Q4Tensor):
@@ -372,6 +380,20 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
         for t in per_layer or ():
             add(t)
     return out
+
+
+def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
+    """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
+    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..})."""
+    d, p = kernels["decode"], kernels["prefill"]
+    if isinstance(w, KQTensor):
+        t = w.type_name.lower().replace("_", "")
+        return f"{w.type_name} in place", d[f"{t}_gemv"], p[f"{t}_gemm"]
+    if isinstance(w, Q4Tensor):
+        return f"4-bit {w.kind} g{w.group_size}", d["q4_decode"], p["q4_gemm"]
+    if isinstance(w, Q8Tensor):
+        return f"Q8 g{w.group_size}", d["q8_decode"], p["q8_gemm"]
+    return "F32", d["f32_gemv"], p["f32_gemv"]
 
 
 def scratch_bytes(config: Config, ubatch: int = 0, threads: int = 1) -> int:
