@@ -7,7 +7,7 @@
  * sqrt(gs), the group's squared norm summed in numpy's pairwise order (eight running sums over
  * the group, combined ((0+1)+(2+3))+((4+5)+(6+7)), then the remainder: the order numpy's add
  * reduction takes over a contiguous group of at most 128), each value divided by
- * norm * step and given the index of the number of codebook midpoints below it (numpy's
+ * norm * step and given as index the number of codebook midpoints below it (numpy's
  * searchsorted, side left), and the scale norm * step (/ sqrt(gs) when rotated) rounded once
  * to float32. The build passes -ffp-contract=off, so no product is fused into a sum. A row
  * whose length is not a multiple of the group size (its padded groups are assigned by error
@@ -70,6 +70,10 @@ static void cq4_rows(void *ctx, size_t t0, size_t t1, size_t tid) {
         free(idx);
         return;
     }
+    /* 1 / root when that is exact (a power of two: x / root and x * (1 / root) are the same
+     * correctly rounded quotient), else the division itself */
+    const double inv = j->root == 8.0 ? 0.125 : 0.0;
+    double u[128];
     for (size_t r = t0; r < t1; r++) {
         if (j->type < 0)
             memcpy(w, (const float *)j->src + r * cols, cols * sizeof *w);
@@ -91,7 +95,10 @@ static void cq4_rows(void *ctx, size_t t0, size_t t1, size_t tid) {
                             x[i] = a + c;
                             x[i + h] = a - c;
                         }
-            for (size_t i = 0; i < cols; i++) x[i] = x[i] / j->root;
+            if (inv != 0.0)
+                for (size_t i = 0; i < cols; i++) x[i] = x[i] * inv;
+            else
+                for (size_t i = 0; i < cols; i++) x[i] = x[i] / j->root;
         } else {
             for (size_t i = 0; i < cols; i++) x[i] = (double)w[i];
         }
@@ -100,10 +107,14 @@ static void cq4_rows(void *ctx, size_t t0, size_t t1, size_t tid) {
             for (size_t i = 0; i < gs; i++) sq[i] = v[i] * v[i];
             const double norm = sqrt(pairwise_sum(sq, gs));
             const double den = (norm > 0 ? norm : 1.0) * j->step;
+            /* the index is the count of midpoints below u (they ascend): a branch-free binary
+             * search, four comparisons instead of fifteen */
+            for (size_t i = 0; i < gs; i++) u[i] = v[i] / den;
             for (size_t i = 0; i < gs; i++) {
-                const double u = v[i] / den;
-                unsigned k = 0;
-                for (unsigned m = 0; m < 15; m++) k += j->mid[m] < u;
+                unsigned k = j->mid[7] < u[i] ? 8u : 0u;
+                k += j->mid[k + 3] < u[i] ? 4u : 0u;
+                k += j->mid[k + 1] < u[i] ? 2u : 0u;
+                k += j->mid[k] < u[i] ? 1u : 0u;
                 idx[g * gs + i] = (uint8_t)k;
             }
             const double alpha = norm * j->step;
