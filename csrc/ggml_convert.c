@@ -369,6 +369,14 @@ const char *if_ggml_type_name(int type) {
     return t ? t->name : NULL;
 }
 
+int if_ggml_row_f32(int type, const void *src, size_t cols, size_t row, float *out) {
+    const ggml_type_desc *t = find_type(type);
+    if (!t || !cols || cols % t->block) return 0;
+    const size_t nb = cols / t->block;
+    dequant_row(t->id, t->nbytes, (const uint8_t *)src + row * nb * t->nbytes, nb, out);
+    return 1;
+}
+
 if_status if_ggml_to_q8(int type, const void *src, size_t src_bytes, size_t rows, size_t cols,
                         size_t r0, size_t r1, size_t gs, unsigned flags, int8_t *q, float *s,
                         if_pool *pool, int *kept, char *err, size_t errlen) {

@@ -712,6 +712,10 @@ size_t if_ggml_bytes(int type, size_t rows, size_t cols);
 void if_ggml_dequant_row(int type, const void *row, size_t cols, float *out);
 /* The type's name ("Q4_K"), NULL if unknown. */
 const char *if_ggml_type_name(int type);
+/* Row `row` of the (rows, cols) GGML tensor src (the caller checked its size with
+ * if_ggml_bytes) as float32 into out (cols values), dequantized exactly as if_ggml_to_q8 does;
+ * 0 for an unknown type or a row length that is not a multiple of the block. */
+int if_ggml_row_f32(int type, const void *src, size_t cols, size_t row, float *out);
 /* Rows [r0, r1) of the (rows, cols) GGML tensor src (src_bytes must be exactly its size) as
  * Q8 at group size gs: q (rows, cols) int8 and s (rows, cols / gs) float32, whole-matrix
  * arrays of which only the range is written. Values are dequantized as ggml does (float32) and
@@ -722,6 +726,21 @@ const char *if_ggml_type_name(int type);
 if_status if_ggml_to_q8(int type, const void *src, size_t src_bytes, size_t rows, size_t cols,
                         size_t r0, size_t r1, size_t gs, unsigned flags, int8_t *q, float *s,
                         if_pool *pool, int *kept, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------------------
+ * CQ4 quantization (csrc/cq4_convert.c): isaforge.quant.cq4's "norm" rule bit for bit.
+ * ------------------------------------------------------------------------------------- */
+
+/* The (rows, cols) matrix src (type: a GGML type id, its bytes exactly src_bytes; or -1,
+ * float32 rows) as CQ4 at group size gs (32, 64 or 128, dividing cols; cols a multiple of 32):
+ * nibbles (rows, cols / 2) in the kernels' layout and float32 scales (rows, cols / gs).
+ * signs: the +-1 rotation over a row (cols values), or NULL for none. codebook: 16 ascending
+ * int8 levels; step: the float value of one int8 step. Rows run on the pool's threads (NULL:
+ * the caller). IF_EINVAL for bad sizes or a NaN or infinity in the matrix. */
+if_status if_cq4_quantize(int type, const void *src, size_t src_bytes, size_t rows,
+                          size_t cols, size_t gs, const float *signs, const int8_t codebook[16],
+                          double step, uint8_t *nibbles, float *scales, if_pool *pool,
+                          char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

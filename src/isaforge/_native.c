@@ -376,6 +376,59 @@ static PyObject *py_ggml_to_q8(PyObject *mod, PyObject *args, PyObject *kw) {
     return PyBool_FromLong(kept);
 }
 
+/* cq4_quantize(type, src, rows, cols, gs, signs, codebook, step, nibbles, scales, threads=1)
+ * -> None: the (rows, cols) matrix src (a GGML type's bytes, or float32 rows for type -1) as
+ * CQ4 into the writable uint8 (rows, cols / 2) nibbles and float32 (rows, cols / gs) scales,
+ * on `threads` threads, without the GIL. signs: float32 (cols,) or None (no rotation). */
+static PyObject *py_cq4_quantize(PyObject *mod, PyObject *args, PyObject *kw) {
+    (void)mod;
+    static char *kwlist[] = {"type", "src", "rows", "cols", "gs", "signs", "codebook", "step",
+                             "nibbles", "scales", "threads", NULL};
+    int type;
+    double step;
+    PyObject *src, *sg, *cbo, *no, *so;
+    Py_ssize_t rows, cols, gs, threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOnnnOOdOO|n", kwlist, &type, &src, &rows,
+                                     &cols, &gs, &sg, &cbo, &step, &no, &so, &threads))
+        return NULL;
+    if (rows <= 0 || cols <= 0 || gs <= 0 || threads <= 0 || cols % gs ||
+        (size_t)rows > SIZE_MAX / (size_t)cols / sizeof(float))
+        return PyErr_Format(PyExc_ValueError, "cq4_quantize: bad shape (%zd, %zd), group size "
+                            "%zd or threads %zd", rows, cols, gs, threads);
+    bufset bs = {0};
+    Py_buffer sv;
+    if (PyObject_GetBuffer(src, &sv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    const size_t n = (size_t)rows * (size_t)cols;
+    const float *signs = sg == Py_None ? NULL
+                         : (const float *)ifpy_borrow(&bs, sg, (size_t)cols * sizeof(float), 0,
+                                                      "signs");
+    const int8_t *cb = sg == Py_None || signs
+                           ? (const int8_t *)ifpy_borrow(&bs, cbo, 16, 0, "codebook") : NULL;
+    uint8_t *nib = cb ? (uint8_t *)ifpy_borrow(&bs, no, n / 2, 1, "nibbles") : NULL;
+    float *sc = nib ? (float *)ifpy_borrow(&bs, so, n / (size_t)gs * sizeof(float), 1, "scales")
+                    : NULL;
+    if (!sc) {
+        PyBuffer_Release(&sv);
+        ifpy_release_all(&bs);
+        return NULL;
+    }
+    char err[ERRLEN] = "";
+    if_status st = IF_ENOMEM;
+    Py_BEGIN_ALLOW_THREADS
+    if_pool *pool = threads > 1 ? if_pool_create((size_t)threads) : NULL;
+    if (threads == 1 || pool)
+        st = if_cq4_quantize(type, sv.buf, (size_t)sv.len, (size_t)rows, (size_t)cols,
+                             (size_t)gs, signs, cb, step, nib, sc, pool, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "cannot start %zd threads", threads);
+    if_pool_free(pool);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&sv);
+    ifpy_release_all(&bs);
+    if (st != IF_OK) return ifpy_raise_status(st, err);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"trim_heap", py_trim_heap, METH_NOARGS,
      "trim_heap(): return the C heap's free pages to the system (glibc; else a no-op)."},
@@ -397,6 +450,10 @@ static PyMethodDef module_methods[] = {
      "ggml_to_q8(type, src, rows, cols, gs, q, s, threads=1, keep_q8_0=False, r0=0, r1=rows) "
      "-> kept: rows of a GGML tensor's raw bytes as Q8 into q and s (isaforge.quant.q8's "
      "arithmetic); kept: a Q8_0 tensor taken as stored"},
+    {"cq4_quantize", (PyCFunction)(void (*)(void))py_cq4_quantize, METH_VARARGS | METH_KEYWORDS,
+     "cq4_quantize(type, src, rows, cols, gs, signs, codebook, step, nibbles, scales, "
+     "threads=1): a matrix (GGML bytes, or float32 for type -1) as CQ4, the norm rule of "
+     "isaforge.quant.cq4 bit for bit"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -429,9 +429,12 @@ def _cmd_pull(a) -> int:
 def _cmd_convert(a) -> int:
     from .converter import convert
 
+    bar = _ProgressBar("converting") if sys.stderr.isatty() else None
     s = convert(a.src, a.output, quant=a.quant, group_size=a.group_size,
-                tokenizer=a.tokenizer, log=lambda line: print(line, file=sys.stderr),
-                classifier=a.classifier)
+                tokenizer=a.tokenizer, log=lambda line: _log(line, bar, sys.stderr),
+                classifier=a.classifier, progress=bar.update if bar else None)
+    if bar:
+        bar.close()
     print(f"wrote {a.output}: {s.scheme}"
           + (f" group size {s.group_size}" if s.group_size else "")
           + f", {s.n_tensors} tensors, {s.n_bytes / 1e6:.1f} MB")
@@ -456,19 +459,29 @@ def _cmd_quantize(a) -> int:
     return 0
 
 
-def _log(line: str, bar) -> None:
+def _log(line: str, bar, file=None) -> None:
     if bar:
         bar.clear()
-    print(line, flush=True)
+    print(line, file=file, flush=True)
 
 
 class _ProgressBar:
-    def __init__(self, width: int = 30):
-        self.width, self.last = width, ""
+    """A bar on stderr (a terminal's: callers make one only then) with the elapsed time and an
+    ETA from the mean rate so far."""
+
+    def __init__(self, label: str = "", width: int = 30):
+        import time
+
+        self.width, self.last, self.label = width, "", f"{label} " if label else ""
+        self.clock, self.start = time.monotonic, time.monotonic()
 
     def update(self, i: int, n: int) -> None:
         done = self.width * i // max(n, 1)
-        self.last = f"\r[{'#' * done}{'.' * (self.width - done)}] {i}/{n}"
+        t = self.clock() - self.start
+        eta = f", ETA {t * (n - i) / i:.0f} s" if 0 < i < n else ""
+        self.clear()
+        self.last = (f"\r{self.label}[{'#' * done}{'.' * (self.width - done)}] {i}/{n} "
+                     f"{t:.0f} s{eta}")
         sys.stderr.write(self.last)
         sys.stderr.flush()
 

@@ -165,10 +165,79 @@ def fp16_scales(s: np.ndarray) -> np.ndarray:
     return s.astype(np.float16).astype(np.float32)
 
 
-def quantize_cq4(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED, scale: str = "norm",
-                 rotate: bool = True, chunk_rows: int = 2048, amax: int = 127) -> Q4Tensor:
-    """CQ4 of a float (rows, cols) matrix (see the module docstring), levels pre-scaled to
-    largest magnitude amax (--quant specs pass NARROW_AMAX unless -wide)."""
+@dataclass
+class GGMLMatrix:
+    """A GGUF matrix not yet decoded: its GGML type id, the file's bytes (a view of the map)
+    and shape. `release` (optional) drops the bytes' pages once the matrix is converted, so a
+    conversion holds one matrix of the source at a time."""
+
+    type_id: int
+    raw: np.ndarray  # uint8, exactly the tensor's bytes
+    rows: int
+    cols: int
+    release: object = None  # a callable, or None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    def dequantize(self) -> np.ndarray:
+        """float32 (rows, cols) by the numpy dequantizers (quant/ggml.py)."""
+        from .ggml import GGML_TYPES, dequantize
+
+        return dequantize(self.raw, GGML_TYPES[self.type_id], self.rows, self.cols)
+
+    def done(self) -> None:
+        if self.release is not None:
+            self.release()
+
+
+def quantize_cq4(w, group_size: int, seed: int = DEFAULT_SEED, scale: str = "norm",
+                 rotate: bool = True, chunk_rows: int = 2048, amax: int = 127,
+                 threads: int | None = None) -> Q4Tensor:
+    """CQ4 of a float (rows, cols) matrix or a GGMLMatrix (see the module docstring), levels
+    pre-scaled to largest magnitude amax (--quant specs pass NARROW_AMAX unless -wide).
+
+    The "norm" rule on rows that need no padding runs in the C core (csrc/cq4_convert.c) on
+    `threads` threads (default: settings.default_threads()), a GGUF matrix decoded a row at a
+    time from its blocks: the same bits as quantize_cq4_reference, which does the rest (the
+    "lsq" rule, padded rows, float64 input) and is the tests' oracle."""
+    if group_size not in GROUP_SIZES:
+        raise ValueError(f"CQ4 group size must be one of {GROUP_SIZES}, got {group_size}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    ggml = isinstance(w, GGMLMatrix)
+    if not ggml:
+        w = np.asarray(w)
+    rows, cols = w.shape if ggml or w.ndim == 2 else (0, 0)
+    fast = (scale == "norm" and rows > 0 and cols > 0 and cols % 32 == 0
+            and cols % group_size == 0 and (ggml or w.dtype == np.float32))
+    if not fast:
+        return quantize_cq4_reference(w.dequantize() if ggml else w, group_size, seed, scale,
+                                      rotate, chunk_rows, amax)
+    from .. import _native, settings
+
+    cb, step = codebook(group_size, amax)
+    signs = rotation_signs(seed, cols) if rotate else None
+    nib = np.empty((rows, cols // 2), np.uint8)
+    s = np.empty((rows, cols // group_size), np.float32)
+    src = w.raw if ggml else np.ascontiguousarray(w)
+    try:
+        _native.cq4_quantize(w.type_id if ggml else -1, src, rows, cols, group_size, signs, cb,
+                             step, nib, s, threads=threads or settings.default_threads())
+    except ValueError as e:
+        if "NaN" in str(e):
+            raise ValueError(f"cannot quantize a tensor containing NaN or infinity ({e})"
+                             ) from None
+        raise
+    return Q4Tensor(nib, fp16_scales(s), cb.copy(), group_size, cols, signs=signs, kind="cq4",
+                    seed=seed if rotate else None)
+
+
+def quantize_cq4_reference(w: np.ndarray, group_size: int, seed: int = DEFAULT_SEED,
+                           scale: str = "norm", rotate: bool = True, chunk_rows: int = 2048,
+                           amax: int = 127) -> Q4Tensor:
+    """quantize_cq4 in numpy, float64 (the definition; csrc/cq4_convert.c repeats it)."""
     if group_size not in GROUP_SIZES:
         raise ValueError(f"CQ4 group size must be one of {GROUP_SIZES}, got {group_size}")
     if scale not in SCALES:
@@ -319,6 +388,8 @@ def quantize_iq4_nl(w: np.ndarray, ntry: int = 7) -> Q4Tensor:
 def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = DEFAULT_SEED
                   ) -> Q4Tensor:
     """A float matrix by a 4-bit QuantSpec (cq4 at group_size, q4_0 or iq4_nl)."""
+    if spec.kind != "cq4" and isinstance(w, GGMLMatrix):
+        w = w.dequantize()
     if spec.kind == "q4_0":
         return quantize_q4_0(w)
     if spec.kind == "iq4_nl":
@@ -329,13 +400,15 @@ def quantize_4bit(w: np.ndarray, spec: QuantSpec, group_size: int, seed: int = D
 DEFAULT_GROUP = 64  # CQ4's group size when the spec names none (README Quality table)
 
 
-def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessians=None):
+def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessians=None,
+            progress=None):
     """`loaded` (a LoadedModel) with every layer matrix 4-bit by `spec`: 4-bit tensors already
     held (a GGUF file's Q4_0 / IQ4_NL / IQ4_XS, a CQ4 .isaf) are kept as they are when the spec
-    is cq4, everything else (float32, or Q8 dequantized) is quantized. The classifier is held
-    as Q8 (the 8-bit tied classifier: its errors reach the logits directly) and the token table
+    is cq4, everything else (float32, a GGMLMatrix, or Q8 dequantized) is quantized, one
+    matrix at a time (a GGMLMatrix's pages released after it). The classifier is held as Q8
+    (the 8-bit tied classifier: its errors reach the logits directly) and the token table
     stays float32. hessians ({(name, layer): H}, runtime.calibrate) are required by a -gptq
-    spec."""
+    spec. progress(done, total) is called after each layer matrix."""
     from dataclasses import replace
 
     from ..types import LAYER_MATRICES, Q8Tensor
@@ -351,6 +424,10 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessian
         done += 1
         if log and (done % max(1, total // 20) == 0 or done == total):
             log(f"\rquantizing {spec}: {done}/{total} matrices")
+        if isinstance(m, GGMLMatrix) and spec.kind == "cq4":
+            return quantize_4bit(m, spec, gs, seed)
+        if isinstance(m, GGMLMatrix):
+            m = m.dequantize()
         if isinstance(m, Q4Tensor):
             if spec.kind == "cq4":
                 return m
@@ -368,10 +445,16 @@ def to_4bit(loaded, spec: QuantSpec, seed: int = DEFAULT_SEED, log=None, hessian
             done += 1
             if log:
                 log(f"\rquantizing {spec}: {done}/{total} matrices")
-            f = m.dequantize() if isinstance(m, (Q4Tensor, Q8Tensor)) else m
-            return gptq_cq4(f, hessians[(name, layer)], gs, seed, spec.scale, spec.rotate,
-                            amax=spec.amax)
-        return conv(m)
+            f = m.dequantize() if isinstance(m, (Q4Tensor, Q8Tensor, GGMLMatrix)) else m
+            out = gptq_cq4(f, hessians[(name, layer)], gs, seed, spec.scale, spec.rotate,
+                           amax=spec.amax)
+        else:
+            out = conv(m)
+        if isinstance(m, GGMLMatrix):
+            m.done()
+        if progress:
+            progress(done, total)
+        return out
 
     mats = {n: [conv_at(n, i, m) for i, m in enumerate(getattr(w, n))] for n in LAYER_MATRICES}
     wcls = w.wcls
