@@ -264,6 +264,8 @@ def main(argv=None) -> int:
            "slow_clients": a.slow, "max_tokens": a.max_tokens, "idle_rss_kib": idle,
            "runs": runs, "exit_status": proc.returncode,
            "tracebacks_in_log": server_log.count("Traceback"),
+           "first_traceback": server_log[server_log.find("Traceback"):][:3000]
+           if "Traceback" in server_log else None,
            "ttft_p99_ratio": h_["ttft_p99_s"] / a_["ttft_p99_s"],
            "peak_rss_ratio": max(a_["peak_rss_kib"], h_["peak_rss_kib"]) / idle}
     out.write_text(json.dumps(res, indent=1) + "\n")

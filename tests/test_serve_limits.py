@@ -197,10 +197,11 @@ def test_queue_forgets_clients_that_left(smollm2_gguf):
         runner = _long_stream(s.port)
         try:
             body = json.dumps({"prompt": "Hi", "max_tokens": 1}).encode()
+            streamed = json.dumps({"prompt": "Hi", "max_tokens": 1, "stream": True}).encode()
             waiters = []
-            for _ in range(3):
+            for b in (body, streamed, streamed):
                 w = socket.create_connection(("127.0.0.1", s.port), timeout=30)
-                w.sendall(_post(s.port, body))
+                w.sendall(_post(s.port, b))
                 waiters.append(w)
             _until(lambda: _health(s)["queued"] == 3)
             for w in waiters:
@@ -214,6 +215,11 @@ def test_queue_forgets_clients_that_left(smollm2_gguf):
             assert "isaforge_rejected_total 0" in metrics
         finally:
             runner.close()
+        # nothing of theirs is left waiting: the server stops at once, with a clean log
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(20) == 0
+        log = s.proc.stderr.read().decode()
+        assert "Traceback" not in log, log
 
 
 def test_sigterm_503_and_cut_streams(smollm2_gguf):

@@ -443,7 +443,9 @@ class Server:
         def cancel_all():
             for r in reqs:
                 r.cancel()
-            self.live.pop(inbox, None)
+            if self.live.pop(inbox, None) is not None:
+                # a request withdrawn from the queue sends no event: the reader stops here
+                _deliver([(inbox, (0, "gone", None, None))])
 
         def usage():
             done = sum(c.tokens for c in choices)
@@ -474,6 +476,8 @@ class Server:
                 for i, kind, value, extra in inbox.take():
                     if kind == "token":
                         choices[i].token(value, extra)
+                    elif kind == "gone":
+                        break
                     elif kind == "cut":
                         raise APIError(503, f"{SHUTDOWN}: the reply was cut at the drain "
                                             "deadline", type="server_error",
@@ -533,6 +537,8 @@ class Server:
                 out = []
                 for i, kind, value, extra in inbox.take():
                     c = choices[i]
+                    if kind == "gone":  # the client left: nobody reads on
+                        return
                     if kind == "token":
                         piece, finished = c.token(value, extra), False
                     elif kind == "cut":
