@@ -135,6 +135,31 @@ def test_scheduler_queue_full(stories):
         sched.close()
 
 
+def test_scheduler_forgets_cancelled_waiters(stories):
+    """A request cancelled while it waits leaves the queue at once: its place is free for the
+    next submit (a full queue of clients that left refused everyone until a slot freed)."""
+    m = read_model(stories / "stories260K.bin")
+    sched = Scheduler(BatchEngine(m, 1), max_queue=2)
+    gate = threading.Event()
+    sched.submit(Request(tokens=[1, 2], max_new=400, emit=lambda *a: None))
+    try:
+        while sched.active == 0:
+            gate.wait(0.01)
+        waiting = [Request(tokens=[1, 3 + i], max_new=2, emit=lambda *a: None)
+                   for i in range(2)]
+        for r in waiting:
+            sched.submit(r)
+        assert sched.queue_depth == 2
+        waiting[0].cancel()
+        assert sched.queue_depth == 1 and sched.stats.abandoned == 1
+        sched.submit(Request(tokens=[1, 9], max_new=2, emit=lambda *a: None))  # not 429
+        waiting[0].cancel()  # twice: counted once
+        assert sched.queue_depth == 2 and sched.stats.abandoned == 1
+        assert sched.stats.rejected == 0
+    finally:
+        sched.close()
+
+
 def test_mixed_step_equals_alone(stories_q8):
     """if_model_batch: decode rows and prompt chunks of other slots in one call; the wanted
     rows' logits equal the sequences alone, and a slot's rows must rise."""

@@ -562,3 +562,18 @@ def test_llama_cpp_agreement_short(smollm2_gguf: Path) -> None:
     m = with_context(read_gguf(smollm2_gguf, quant="f32"), 64)
     ours = np.argmax(Engine(m, threads=2).prefill(seq, all_logits=True), axis=1)
     assert np.mean(ours == theirs) >= 0.9
+
+
+def test_empty_or_foreign_gguf_is_named_as_such(tmp_path: Path) -> None:
+    """A file named .gguf without the magic is refused as not GGUF (it used to fall through to
+    the llama2.c reader, whose error spoke of its header sizes)."""
+    from isaforge.formats import read_any
+
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    with pytest.raises(ModelFormatError, match=r"empty\.gguf: not a GGUF file: it is empty$"):
+        read_any(empty)
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"\x00" * 300)
+    with pytest.raises(ModelFormatError, match="not the magic b'GGUF' \\(300 bytes\\)"):
+        read_any(other)

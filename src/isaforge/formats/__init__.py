@@ -81,6 +81,11 @@ def detect_format(path: str | os.PathLike) -> str:
         magic = f.read(4)
     if magic == b"GGUF":
         return "gguf"
+    if p.suffix.lower() == ".gguf":  # named GGUF but not one: say so, not llama2.c's sizes
+        size = p.stat().st_size
+        raise ModelFormatError(f"{p}: not a GGUF file: " + (
+            "it is empty" if size == 0 else
+            f"it starts with {magic!r}, not the magic b'GGUF' ({size} bytes)"))
     if p.suffix == ".isaf":
         return "isaf"
     meta = _safetensors_metadata(p)

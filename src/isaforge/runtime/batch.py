@@ -104,16 +104,21 @@ class Request:
     submitted: float = field(default_factory=time.perf_counter)
     first_token_s: float | None = None
     prompt_cached: int = 0  # prompt tokens whose K/V were already in the slot
+    on_cancel: Callable[[Request], None] | None = field(default=None, repr=False)
 
     def cancel(self) -> None:
-        """Stop at the next step (safe from any thread); the slot is then free."""
+        """Stop at the next step (safe from any thread); the slot is then free, and a request
+        still waiting leaves the queue at once."""
         self.cancelled = True
+        if self.on_cancel is not None:
+            self.on_cancel(self)
 
 
 @dataclass
 class SchedulerStats:
     requests: int = 0
     rejected: int = 0
+    abandoned: int = 0  # cancelled while waiting for a slot (their clients left)
     prompt_tokens: int = 0
     prefill_tokens: int = 0  # prompt tokens actually run (after cached prefixes)
     prefill_s: float = 0.0
@@ -184,8 +189,20 @@ class Scheduler:
                 raise QueueFullError(f"{len(self._queue)} requests are waiting (the queue "
                                      f"holds {self.max_queue})")
             self.stats.requests += 1
+            req.on_cancel = self._withdraw
             self._queue.append(req)
             self._cv.notify()
+
+    def _withdraw(self, req: Request) -> None:
+        """A cancelled request leaves the queue now, not when it would have reached a slot:
+        its place is free for the next submit (nobody listens for its events)."""
+        with self._cv:
+            req.on_cancel = None
+            for k, r in enumerate(self._queue):
+                if r is req:  # identity: equal requests are still different requests
+                    del self._queue[k]
+                    self.stats.abandoned += 1
+                    return
 
     def add_step_listener(self, fn: Callable[[], None]) -> None:
         """Call fn() from the scheduler thread after each step, when that step's events have
@@ -208,6 +225,7 @@ class Scheduler:
         with self._cv:
             self._stop = True
             for r in self._queue:
+                r.on_cancel = None  # told "cancelled" by the thread's last _admit
                 r.cancel()
             for s in self.slots:
                 if s.req:
@@ -248,6 +266,7 @@ class Scheduler:
             if not free:
                 return
             self._queue.popleft()
+            req.on_cancel = None
             slot = max(free, key=lambda s: (_common(s.cached, req.tokens), -s.idx))
             self._start(slot, req)
 

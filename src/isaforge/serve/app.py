@@ -10,14 +10,15 @@ at the next step."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from json.encoder import encode_basestring
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -26,10 +27,13 @@ from starlette.routing import Route
 from ..runtime.batch import QueueFullError
 from ..text.stream import StopMatcher, StreamDecoder
 from .metrics import Metrics
-from .protocol import APIError, bad, parse_chat, parse_completion
+from .protocol import APIError, bad, loads, parse_chat, parse_completion
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
+DEFAULT_READ_TIMEOUT = 10.0  # seconds for a request's body
 RETRY_AFTER_S = 1
+WORKERS = 2  # threads for request-sized CPU work (parsing, templates, tokenizing)
+SHUTDOWN = "the server is shutting down"
 
 
 def error_response(e: APIError) -> JSONResponse:
@@ -174,6 +178,10 @@ class SSEResponse(Response):
             await self.blocks.aclose()
 
 
+class _Cut(Exception):
+    """The drain deadline passed: the stream ends with an error event."""
+
+
 class _Inbox:
     """One HTTP request's scheduler events, (choice index, kind, value, extra), put here on
     the event loop by the _Relay, a step's worth at a time."""
@@ -240,13 +248,35 @@ class _Relay:
 
 
 class Server:
-    def __init__(self, backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY):
+    def __init__(self, backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
+                 read_timeout: float = DEFAULT_READ_TIMEOUT):
         self.backend = backend
         self.api_key = api_key
         self.max_body = max_body
+        self.read_timeout = read_timeout
         self.metrics = Metrics(backend.scheduler)
         self.relay = _Relay(backend.scheduler)
         self.draining = False
+        # request-sized CPU work runs here, never on the event loop; the bound keeps a burst
+        # of large requests from taking every core from the scheduler thread
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="isaforge-http")
+        self.live: dict[_Inbox, list] = {}  # generations in flight: their inboxes and requests
+
+    async def _work(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(
+            self.pool, functools.partial(fn, *args))
+
+    def busy(self) -> int:
+        """Generations in flight (their responses not yet sent)."""
+        return len(self.live)
+
+    def cut(self) -> None:
+        """The drain deadline: every generation in flight ends now, a stream with an SSE
+        error event and [DONE], a JSON reply with a 503."""
+        for inbox, reqs in list(self.live.items()):
+            for r in reqs:
+                r.cancel()
+            _deliver([(inbox, (0, "cut", None, None))])
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -261,25 +291,57 @@ class Server:
                            type="authentication_error", code="invalid_api_key",
                            headers={"WWW-Authenticate": "Bearer"})
 
-    async def _body(self, request: Request) -> dict:
+    async def _body(self, request: Request) -> bytes:
+        ctype = request.headers.get("content-type", "")
+        if ctype.split(";", 1)[0].strip().lower() != "application/json":
+            raise APIError(415, "the body must be JSON, sent with Content-Type: "
+                                f"application/json (got {json.dumps(ctype or None)})",
+                           code="unsupported_media_type")
         n = request.headers.get("content-length")
         if n is not None and n.isdigit() and int(n) > self.max_body:
             raise APIError(413, f"request body of {n} bytes exceeds the limit of "
                                 f"{self.max_body} bytes", code="request_too_large")
         chunks, size = [], 0
-        async for c in request.stream():
-            size += len(c)
-            if size > self.max_body:
-                raise APIError(413, f"request body exceeds the limit of {self.max_body} bytes",
-                               code="request_too_large")
-            chunks.append(c)
+
+        async def read():
+            nonlocal size
+            async for c in request.stream():
+                size += len(c)
+                if size > self.max_body:
+                    raise APIError(413, f"request body exceeds the limit of {self.max_body} "
+                                        "bytes", code="request_too_large")
+                chunks.append(c)
         try:
-            body = json.loads(b"".join(chunks))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise APIError(400, f"the body is not valid JSON: {e}") from None
+            await asyncio.wait_for(read(), self.read_timeout)
+        except asyncio.TimeoutError:
+            raise APIError(408, f"the request body did not arrive within "
+                                f"{self.read_timeout:g} s", code="request_timeout",
+                           headers={"Connection": "close"}) from None
+        return b"".join(chunks)
+
+    def _parse(self, raw: bytes, chat: bool):
+        """In the pool: the body's JSON, its fields, and the prompt checked against the
+        context from its length alone (before any tokenizing)."""
+        body = loads(raw, "the body")
         if not isinstance(body, dict):
             raise APIError(400, "the body must be a JSON object")
-        return body
+        model = self._model(body)
+        if chat:
+            messages, tools, params = parse_chat(body)
+            self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
+            return model, (messages, tools), params
+        prompt, params = parse_completion(body)
+        if isinstance(prompt, str):
+            self._fits(self.backend.prompt_bytes(prompt), "prompt")
+        return model, prompt, params
+
+    def _fits(self, n_bytes: int, param: str) -> None:
+        b = self.backend
+        least = b.min_tokens(n_bytes)
+        if least >= b.ctx:
+            raise bad(param, f"the prompt is {n_bytes} bytes, at least {least} tokens (no token "
+                             f"spans more than {b.max_token_bytes} bytes); the context holds "
+                             f"{b.ctx}")
 
     def _model(self, body: dict) -> str:
         m = body.get("model")
@@ -318,31 +380,34 @@ class Server:
         try:
             self._auth(request)
             if self.draining:
-                raise APIError(503, "the server is shutting down", type="server_error")
-            body = await self._body(request)
-            model = self._model(body)
+                raise APIError(503, SHUTDOWN, type="server_error", code="shutting_down",
+                               headers={"Retry-After": str(RETRY_AFTER_S),
+                                        "Connection": "close"})
+            raw = await self._body(request)
+            model, prompt, params = await self._work(self._parse, raw, chat)
             if chat:
-                messages, tools, params = parse_chat(body)
                 try:
-                    tokens = await run_in_threadpool(self.backend.chat_tokens, messages, tools)
+                    tokens = await self._work(self.backend.chat_tokens, *prompt)
                 except ValueError as e:
                     raise bad("messages", str(e)) from None
             else:
-                prompt, params = parse_completion(body)
                 if isinstance(prompt, list):
                     v = self.backend.loaded.config.vocab_size
                     if not all(0 <= t < v for t in prompt):
                         raise bad("prompt", f"token ids must be in [0, {v})")
                     tokens = prompt
                 else:
-                    tokens = await run_in_threadpool(self.backend.encode, prompt)
+                    tokens = await self._work(self.backend.encode, prompt)
                 if not tokens:
                     raise bad("prompt", "the prompt encodes to no tokens")
             max_new = self._budget(len(tokens), params, "messages" if chat else "prompt")
             echo = ""
             if params.echo:  # completions: the prompt's text first
-                echo = prompt if isinstance(prompt, str) else self.backend.tokenizer.decode_tokens(
-                    tokens)
+                echo = prompt if isinstance(prompt, str) else await self._work(
+                    self.backend.tokenizer.decode_tokens, tokens)
+            if self.draining:  # began to drain while this one was read
+                raise APIError(503, SHUTDOWN, type="server_error", code="shutting_down",
+                               headers={"Retry-After": str(RETRY_AFTER_S)})
             resp = await self._run(request, chat, model, tokens, max_new, params, echo)
             self.metrics.request(endpoint, 200)
             return resp
@@ -370,6 +435,7 @@ class Server:
             raise APIError(429, f"The server is busy: {e}; retry later", type="rate_limit_error",
                            code="queue_full", headers={"Retry-After": str(RETRY_AFTER_S)}
                            ) from None
+        self.live[inbox] = reqs
         ids = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         created = int(time.time())
         obj = "chat.completion" if chat else "text_completion"
@@ -377,6 +443,9 @@ class Server:
         def cancel_all():
             for r in reqs:
                 r.cancel()
+            if self.live.pop(inbox, None) is not None:
+                # a request withdrawn from the queue sends no event: the reader stops here
+                _deliver([(inbox, (0, "gone", None, None))])
 
         def usage():
             done = sum(c.tokens for c in choices)
@@ -388,15 +457,18 @@ class Server:
                                             params, usage, echo), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
         left = len(reqs)
+        gone = False
 
         async def watch():  # the body is read, so the next ASGI message is the disconnect
+            nonlocal gone
             while (await request.receive())["type"] != "http.disconnect":
                 pass
+            gone = True
             cancel_all()
 
         watcher = asyncio.ensure_future(watch())
         try:
-            while left:
+            while left and not gone:
                 try:
                     await asyncio.wait_for(inbox.wait(), 0.5)
                 except asyncio.TimeoutError:
@@ -404,6 +476,12 @@ class Server:
                 for i, kind, value, extra in inbox.take():
                     if kind == "token":
                         choices[i].token(value, extra)
+                    elif kind == "gone":
+                        break
+                    elif kind == "cut":
+                        raise APIError(503, f"{SHUTDOWN}: the reply was cut at the drain "
+                                            "deadline", type="server_error",
+                                       code="shutting_down")
                     elif kind == "error":
                         raise RuntimeError(value)
                     else:
@@ -459,8 +537,12 @@ class Server:
                 out = []
                 for i, kind, value, extra in inbox.take():
                     c = choices[i]
+                    if kind == "gone":  # the client left: nobody reads on
+                        return
                     if kind == "token":
                         piece, finished = c.token(value, extra), False
+                    elif kind == "cut":
+                        raise _Cut
                     elif kind == "error":
                         raise RuntimeError(value)
                     else:
@@ -494,6 +576,10 @@ class Server:
                     out.append(DONE)
                 if out:
                     yield b"".join(out)
+        except _Cut:
+            yield sse({"error": {"message": f"{SHUTDOWN}: the reply was cut at the drain "
+                                            "deadline", "type": "server_error", "param": None,
+                                 "code": "shutting_down"}}) + DONE
         except RuntimeError as e:
             yield sse({"error": {"message": f"generation failed: {e}", "type": "server_error",
                                  "param": None, "code": None}}) + DONE
@@ -520,6 +606,19 @@ class Server:
                                  media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
+def _texts(messages):
+    """The text of each message's content (a string, or its text parts): what the template
+    renders of them at the least."""
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            yield c
+        elif isinstance(c, list):
+            for p in c:
+                if isinstance(p, dict) and isinstance(p.get("text"), str):
+                    yield p["text"]
+
+
 class _App(Starlette):
     """Starlette that leaves the ASGI server's own `send` in the scope: a stream's response
     start goes through the middlewares (which note that it started), its many body writes
@@ -530,10 +629,10 @@ class _App(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY
-               ) -> Starlette:
+def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
+               read_timeout: float = DEFAULT_READ_TIMEOUT) -> Starlette:
     """The ASGI app over `backend` (serve.backend.Backend)."""
-    srv = Server(backend, api_key, max_body)
+    srv = Server(backend, api_key, max_body, read_timeout)
 
     async def http_error(request, exc: HTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)

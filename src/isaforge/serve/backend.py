@@ -11,6 +11,7 @@ from ..formats import read_any, with_context
 from ..runtime.batch import BatchEngine, Request, Scheduler
 from ..runtime.profile import profile_for
 from ..text.chat import chat_tokens, render_chat
+from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
 
 
@@ -41,6 +42,18 @@ class Backend:
         p = Path(self.loaded.path)
         self.name = name or (p.name if p.is_dir() else p.stem)
         self._typed: bool | None = None  # whether the template renders content lists
+        self.max_token_bytes = _max_token_bytes(self.tokenizer)
+
+    def prompt_bytes(self, text: str) -> int:
+        """The UTF-8 bytes of `text` the tokenizer reads (a llama2.c one stops at a NUL)."""
+        if isinstance(self.tokenizer, Llama2cTokenizer):
+            text = text.split("\0", 1)[0]
+        return len(text.encode("utf-8", "replace"))
+
+    def min_tokens(self, n_bytes: int) -> int:
+        """The fewest tokens `n_bytes` of text can encode to: no token stands for more than
+        max_token_bytes bytes of input (its text, or its bytes, whichever is longer)."""
+        return -(-n_bytes // self.max_token_bytes)
 
     def accepts(self, model: str) -> bool:
         """Whether a request's "model" names this one (its name, file name or path)."""
@@ -91,6 +104,17 @@ class Backend:
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)
+
+
+def _max_token_bytes(tok) -> int:
+    """The most input bytes one token can consume: the longest piece or vocabulary text
+    (a control token's text, such as "<|im_start|>", is one token when special)."""
+    n = 1
+    for t in range(tok.vocab_size):
+        n = max(n, len(tok.piece(t)))
+        if hasattr(tok, "token_text"):
+            n = max(n, len(tok.token_text(t).encode("utf-8")))
+    return n
 
 
 def _flatten(m):

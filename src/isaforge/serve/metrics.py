@@ -51,6 +51,8 @@ class Metrics:
             one("isaforge_slots", "gauge", "Sequence slots (--parallel).", len(self.sched.slots))
             one("isaforge_rejected_total", "counter", "Requests refused with 429 (queue full).",
                 s.rejected)
+            one("isaforge_abandoned_total", "counter",
+                "Requests whose clients left while they waited for a slot.", s.abandoned)
             one("isaforge_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
                 s.prompt_tokens)
             one("isaforge_prefill_tokens_total", "counter",

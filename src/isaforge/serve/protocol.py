@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 MAX_STOP = 16  # stop strings per request (OpenAI allows 4)
 MAX_N = 16  # choices per request
 MAX_TOP_LOGPROBS = 20
+MAX_DEPTH = 64  # JSON nesting, of the body and of each tool call's arguments
 
 
 class APIError(Exception):
@@ -32,6 +34,61 @@ class APIError(Exception):
 
 def bad(param: str, message: str) -> APIError:
     return APIError(400, message, param=param)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def loads(data: bytes | str, what: str, param: str | None = None) -> object:
+    """A JSON value, its text as the command line takes text: bytes that are not UTF-8 and
+    lone surrogates (a JSON escape such as \\ud800 that pairs with nothing) become U+FFFD,
+    what a UTF-8 decoder gives; nested at most MAX_DEPTH levels (templates and the checks
+    walk it recursively). Anything else is an APIError naming `what`."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    text = data.decode("utf-8", "replace")
+    try:
+        v = json.loads(text)
+    except RecursionError:  # the parser's own recursion limit: far deeper than MAX_DEPTH
+        raise _too_deep(what, param) from None
+    except ValueError as e:
+        raise APIError(400, f"{what} is not valid JSON: {e}", param=param) from None
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        if _depth(v) > MAX_DEPTH:
+            raise _too_deep(what, param)
+    if _ESCAPED_SURROGATE.search(data):
+        v = _replace_surrogates(v)
+    return v
+
+
+def _too_deep(what: str, param: str | None) -> APIError:
+    return APIError(400, f"{what} nests JSON deeper than {MAX_DEPTH} levels", param=param,
+                    code="json_too_deep")
+
+
+def _depth(v) -> int:
+    """Levels of arrays and objects (a scalar: 0), without recursion."""
+    deepest, todo = 0, [(v, 1)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, dict):
+            x = x.values()
+        elif not isinstance(x, list):
+            continue
+        deepest = max(deepest, d)
+        todo.extend((y, d + 1) for y in x if isinstance(y, (list, dict)))
+    return deepest
+
+
+def _replace_surrogates(v):
+    if isinstance(v, str):
+        return _SURROGATE.sub("\ufffd", v)
+    if isinstance(v, list):
+        return [_replace_surrogates(x) for x in v]
+    if isinstance(v, dict):
+        return {_replace_surrogates(k): _replace_surrogates(x) for k, x in v.items()}
+    return v
 
 
 @dataclass
@@ -181,13 +238,16 @@ def _message(m, i: int) -> dict:
     calls = m.get("tool_calls")
     if isinstance(calls, list) and calls:
         out = []
-        for c in calls:
+        for j, c in enumerate(calls):
             fn = c.get("function") if isinstance(c, dict) else None
             if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                where = f"messages[{i}].tool_calls[{j}].function.arguments"
                 try:
-                    fn = {**fn, "arguments": json.loads(fn["arguments"])}
-                except ValueError:
-                    pass  # left as the string it is
+                    fn = {**fn, "arguments": loads(fn["arguments"], where, where)}
+                except APIError as e:
+                    if e.code == "json_too_deep":
+                        raise
+                    # not JSON: left as the string it is
                 c = {**c, "function": fn}
             out.append(c)
         m = {**m, "tool_calls": out}
