@@ -162,10 +162,10 @@ def child_env(engine: str, a) -> dict:
     return {}
 
 
-def start_argv(engine: str, path: Path, threads: int) -> list[str]:
+def start_argv(engine: str, path: Path, threads: int, quant: str = "q8") -> list[str]:
     if engine == "isaforge":
         return isaforge_cmd() + ["run", str(path), PROMPT, "-n", "16", "-t", "0", "--ctx",
-                                 str(N_CTX_START), "--threads", str(threads)]
+                                 str(N_CTX_START), "--threads", str(threads), "--quant", quant]
     spec = {"path": str(path), "threads": threads}
     return [sys.executable, str(SCRIPT), "_start_llama", json.dumps(spec)]
 
@@ -314,8 +314,8 @@ def measure(size: str, typ: str, a) -> dict:
                     if cold_reason:
                         log(cold_reason)
                         continue
-                res = run_child(start_argv(e, path, top), a.child_timeout, child_env(e, a),
-                                a.min_available_mib)
+                res = run_child(start_argv(e, path, top, a.quant), a.child_timeout,
+                                child_env(e, a), a.min_available_mib)
                 ok = res["rc"] == 0 and not res["killed"] and res["first_byte_s"] is not None
                 log(f"rep {rep + 1}/{a.reps} {kind} {e}: first token "
                     f"{res['first_byte_s'] or float('nan'):.2f} s, exit {res['wall_s']:.2f} s, "
