@@ -143,8 +143,10 @@ def test_q4_scalar_objects_use_none(drivers):  # noqa: F811
 
 def _dump(model, path):
     """model (a Llama-layer LoadedModel) in q4_native_test's q4gen dump format."""
+    from isaforge.quant.mapped import MappedQ8
     from isaforge.quant.q4 import Q4Tensor
     from isaforge.runtime.engine import LAYER_MATRICES, Engine, _matrix_spec
+    from isaforge.types import Q8Tensor
     c, w = model.config, model.weights
     assert not any(v is not None for v in w.vectors.values()) and w.rope_freqs is None
     assert not (c.sliding_window or c.head_dim or c.act or c.rope_neox or c.embed_scale
@@ -159,6 +161,8 @@ def _dump(model, path):
         out.extend(np.ascontiguousarray(a).tobytes())
 
     def mat(t):
+        if isinstance(t, MappedQ8):  # the file's bytes: their Q8, as the core makes it
+            t = Q8Tensor(t.q, t.s, t.group_size)
         spec = _matrix_spec(t)
         dtype, rows, cols, gs, data, s = spec[:6]
         kpad = spec[8] if dtype == 2 else 0
