@@ -86,8 +86,8 @@ def convert_reference(monkeypatch, src, out, quant, **kw):
     the numpy reference, then written by the same writer."""
     with monkeypatch.context() as m:
         m.setattr(cq4, "quantize_cq4", slow_quantize_cq4)
-        m.setattr(converter, "read_gguf_4bit",
-                  lambda path, spec, progress=None: read_gguf(path, str(spec)))
+        m.setattr(converter, "read_gguf",
+                  lambda path, quant, stream=False, progress=None: read_gguf(path, quant))
         return converter.convert(src, out, quant, **kw)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .formats import check_finite, detect_format
+from .formats.gguf import read_gguf
 from .formats.isaf import KEEP_PREFIXES, ConvertSummary, requantize, write_isaf
 from .formats.tables import quantized_table
 from .model import read_model
@@ -50,7 +51,8 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
     if os.path.exists(out) and src_p.exists() and os.path.samefile(src_p, out):
         raise ValueError(f"output {out} is the input file; choose another path")
     if spec.four_bit and not spec.gptq and detect_format(src_p) == "gguf":
-        loaded = read_gguf_4bit(src_p, spec, progress)
+        # one layer matrix of the source in memory at a time, quantized from its blocks
+        loaded = read_gguf(src_p, quant, stream=True, progress=progress)
         check_finite(loaded)
         loaded = quantized_table(loaded)
     else:
@@ -97,71 +99,3 @@ def four_bit_classifier(loaded: LoadedModel, spec) -> LoadedModel:
     c4 = quantize_4bit(wcls, spec, w.wq[0].group_size)
     tok = c4 if loaded.config.shared_classifier else w.tok_embeddings
     return replace(loaded, weights=replace(w, wcls=c4, tok_embeddings=tok))
-
-
-def read_gguf_4bit(path: Path, spec, progress: Callable[[int, int], None] | None = None
-                   ) -> LoadedModel:
-    """formats.gguf.read_gguf(path, spec) for a 4-bit spec, the same tensors, with one layer
-    matrix of the source in memory at a time: each is handed to quant.cq4.to_4bit as a
-    GGMLMatrix over the file's map (or, for cq4, a Q4_0 / IQ4_* tensor as it is), quantized
-    from its blocks by the C core, and its pages then dropped; the classifier and token table
-    are made as read_gguf makes them (Q8 by the C core)."""
-    import struct
-    from functools import partial
-
-    import numpy as np
-
-    from . import settings
-    from .formats import gguf as g_
-    from .quant.cq4 import GGMLMatrix, to_4bit
-    from .types import ModelFormatError, Weights
-
-    threads = settings.default_threads()
-    g, mm = g_._open(path)
-
-    def layer_matrix(ti):
-        if ti.type_name in g_.Q4_NATIVE and spec.kind == "cq4":
-            return g_.q4_split(g_._raw(mm, ti), ti.type_id, *ti.shape)
-        return GGMLMatrix(ti.type_id, g_._raw(mm, ti), *ti.shape,
-                          release=partial(g_._drop_pages, mm, ti))
-
-    try:
-        c = g_.gguf_config(g)
-        arch = g.metadata["general.architecture"]
-        g_._check_tensors(g, c, arch)
-        gs = g_.read_group_size(c)
-        t = g.tensors
-        layers = {f: [] for f in g_._LAYER_TENSORS}
-        for i in range(c.n_layers):
-            for f, n in g_._LAYER_TENSORS.items():
-                ti = t[f"blk.{i}.{n}.weight"]
-                layers[f].append(g_._float32(mm, ti) if f.startswith("rms") else
-                                 layer_matrix(ti))
-        if c.shared_classifier:
-            wcls = tok = g_._matrix(mm, t["token_embd.weight"], "q8", gs, threads)
-        else:
-            wcls = g_._matrix(mm, t["output.weight"], "q8", gs, threads)
-            tok = g_._matrix(mm, t["token_embd.weight"], "q8", gs, threads)
-        vectors = {f: [g_._float32(mm, t[f"blk.{i}.{n}"]) for i in range(c.n_layers)]
-                   for f, n in g_.ARCHITECTURES[arch].items()}
-        freqs = t.get("rope_freqs.weight")
-        if freqs is not None:
-            freqs = g_._float32(mm, freqs)
-            if not (np.isfinite(freqs).all() and (freqs > 0).all()):
-                raise ModelFormatError(f"{g.path}: rope_freqs.weight must be positive and "
-                                       "finite")
-        w = Weights(
-            tok_embeddings=tok, rms_att=np.stack(layers.pop("rms_att")),
-            rms_ffn=np.stack(layers.pop("rms_ffn")),
-            rms_final=g_._float32(mm, t["output_norm.weight"]), wcls=wcls, vectors=vectors,
-            rope_freqs=freqs, **layers)
-    except (ValueError, IndexError, struct.error, OverflowError, TypeError) as e:
-        try:
-            mm.close()
-        except BufferError:
-            pass  # arrays still view it; the garbage collector unmaps it
-        if isinstance(e, ModelFormatError):
-            raise
-        raise ModelFormatError(f"{g.path}: malformed GGUF: {e}") from None
-    loaded = LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
-    return to_4bit(loaded, spec, progress=progress)

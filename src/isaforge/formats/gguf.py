@@ -25,6 +25,7 @@ ARCHITECTURES lists, per architecture, the extra tensors each layer must have.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import mmap
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _native, settings
-from ..quant.cq4 import parse_quant, to_4bit
+from ..quant.cq4 import GGMLMatrix, parse_quant, to_4bit
 from ..quant.ggml import (
     GGML_TYPES,
     KQ_NATIVE,
@@ -425,9 +426,12 @@ def _float32(mm, t: TensorInfo) -> np.ndarray:
     return a.reshape(t.shape)
 
 
-def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bool = False):
+def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bool = False,
+            stream: bool = False):
     """t as the model runs it. mapped (a matrix the core multiplies by, not the token table):
-    Q8 at group 32 is made by the core from the file's bytes when the model is made."""
+    Q8 at group 32 is made by the core from the file's bytes when the model is made. stream
+    (a 4-bit quant): a matrix to quantize goes to to_4bit as a GGMLMatrix over the file's
+    blocks, its pages dropped once quantized, instead of as float32."""
     if quant == "auto":  # Q4_K / Q6_K in place: a view of the mapping, its pages kept
         if t.type_name in KQ_NATIVE:
             return kq_split(_raw(mm, t), t.type_id, *t.shape)
@@ -437,6 +441,9 @@ def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bo
     if quant not in ("q8", "f32"):  # 4-bit: Q4_0/IQ4_* as they are for cq4, else float32
         if t.type_name in Q4_NATIVE and parse_quant(quant).kind == "cq4":
             return q4_split(_raw(mm, t), t.type_id, *t.shape)
+        if stream:
+            return GGMLMatrix(t.type_id, _raw(mm, t), *t.shape,
+                              release=functools.partial(_drop_pages, mm, t))
         return _float32(mm, t)
     if quant == "f32":
         return _float32(mm, t)
@@ -493,13 +500,16 @@ def stored_types(path: str | os.PathLike) -> dict[str, str]:
         mm.close()
 
 
-def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
+def read_gguf(path: str | os.PathLike, quant: str = "q8", stream: bool = False,
+              progress=None) -> LoadedModel:
     """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
     others dequantized and requantized at group 32, or the largest valid group below);
     quant="auto": Q4_K and Q6_K matrices (the token table too) as views of the file's blocks
     that the K-quant kernels run in place, the others as for "q8";
-    quant="f32": every matrix dequantized to float32. Raises ModelFormatError naming the file
-    and the reason for anything malformed or unsupported."""
+    quant="f32": every matrix dequantized to float32. A 4-bit quant quantizes the layer
+    matrices from float32, or with stream=True (isaforge convert) one at a time from the
+    file's blocks, calling progress(done, total) after each (quant.cq4.to_4bit). Raises
+    ModelFormatError naming the file and the reason for anything malformed or unsupported."""
     spec = parse_quant(quant)  # ValueError naming the valid forms
     quant = str(spec)
     threads = settings.default_threads()  # the Q8 conversion's (ISAFORGE_THREADS, or cores)
@@ -519,15 +529,16 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             for f, n in _LAYER_TENSORS.items():
                 ti = t[f"blk.{i}.{n}.weight"]
                 layers[f].append(_float32(mm, ti) if f.startswith("rms") else
-                                 _matrix(mm, ti, quant, gs, threads, mapped=True))
+                                 _matrix(mm, ti, quant, gs, threads, mapped=True,
+                                         stream=stream))
         if c.shared_classifier:
             wcls = tok if quant == "f32" else _matrix(
                 mm, t["token_embd.weight"], "q8" if spec.four_bit else quant, gs, threads,
-                mapped=True)
+                mapped=not stream)  # streamed: written out, so made once as Q8 here
             tok = wcls
         else:
             wcls = _matrix(mm, t["output.weight"], "q8" if spec.four_bit else quant, gs,
-                           threads, mapped=True)
+                           threads, mapped=not stream)
             if tok is None:
                 tok = _matrix(mm, t["token_embd.weight"], "auto" if quant == "auto" else "q8",
                               gs, threads)
@@ -553,4 +564,4 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
             raise
         raise ModelFormatError(f"{g.path}: malformed GGUF: {e}") from None
     loaded = LoadedModel(c, w, g.path, "gguf", keepalive=[mm], metadata=dict(g.metadata))
-    return to_4bit(loaded, spec) if spec.four_bit else loaded
+    return to_4bit(loaded, spec, progress=progress) if spec.four_bit else loaded
