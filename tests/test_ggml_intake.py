@@ -62,6 +62,18 @@ def oracle(raw: np.ndarray, type_name: str, rows: int, cols: int) -> Q8Tensor:
     return quantize_q8(dequantize(raw, BY_NAME[type_name][1], rows, cols), 32)[0]
 
 
+def edit_tensor(path, name: str, edit):
+    """Rewrite the file at path after edit(b, info) changed its bytes b in place, where info
+    is tensor `name`'s entry (offset, shape, nbytes); returns (the new bytes, info)."""
+    g, mm = _open(path)
+    info = g.tensors[name]
+    mm.close()
+    b = bytearray(path.read_bytes())
+    edit(b, info)
+    path.write_bytes(bytes(b))
+    return b, info
+
+
 def oracle_model(path):
     """The file read as the core reads it, every matrix the core converts replaced by the
     numpy oracle's Q8."""
@@ -117,15 +129,14 @@ def test_q8_0_with_one_minus_128_is_requantized_whole(tmp_path):
     decides for the matrix, so a block of another tile whose largest quant is below 127 gets a
     new scale too."""
     p = model_file(tmp_path / "m.gguf", "Q8_0 kept")
-    g, mm = _open(p)
-    info = g.tensors["blk.1.ffn_up.weight"]
-    mm.close()
-    b = bytearray(p.read_bytes())
-    row_bytes = info.shape[1] // 32 * 34
-    first = np.frombuffer(b, np.int8, 32, info.offset + 2)  # row 0, block 0: halve its quants
-    b[info.offset + 2:info.offset + 34] = (first // 2).astype(np.int8).tobytes()
-    b[info.offset + 20 * row_bytes + 2 + 5] = 0x80  # row 20: the second tile
-    p.write_bytes(bytes(b))
+
+    def edit(b, info):
+        row_bytes = info.shape[1] // 32 * 34
+        first = np.frombuffer(b, np.int8, 32, info.offset + 2)  # row 0, block 0: halve it
+        b[info.offset + 2:info.offset + 34] = (first // 2).astype(np.int8).tobytes()
+        b[info.offset + 20 * row_bytes + 2 + 5] = 0x80  # row 20: the second tile
+
+    b, info = edit_tensor(p, "blk.1.ffn_up.weight", edit)
     stored = q8_0_split(np.frombuffer(b, np.uint8, info.nbytes, info.offset), *info.shape)
     m, _ = oracle_model(p)
     assert not np.array_equal(m.weights.w3[1].q[0, :32], stored[0][0, :32])  # rescaled
@@ -135,12 +146,8 @@ def test_q8_0_with_one_minus_128_is_requantized_whole(tmp_path):
 
 def test_non_finite_tensor_is_refused_naming_file_and_tensor(tmp_path):
     p = model_file(tmp_path / "m.gguf", "F16")
-    g, mm = _open(p)
-    info = g.tensors["blk.1.ffn_down.weight"]
-    mm.close()
-    b = bytearray(p.read_bytes())
-    struct.pack_into("<H", b, info.offset + 2 * 700, 0x7C00)  # +inf in row 1
-    p.write_bytes(bytes(b))
+    edit_tensor(p, "blk.1.ffn_down.weight",  # +inf in row 1
+                lambda b, info: struct.pack_into("<H", b, info.offset + 2 * 700, 0x7C00))
     for tier in SUPPORTED:
         with pytest.raises(ModelFormatError, match=r"m\.gguf: tensor blk\.1\.ffn_down\.weight: "
                            r"F16 tensor row 1 holds NaN or infinity"):
@@ -163,12 +170,11 @@ def test_the_engine_releases_the_file_bytes_not_the_weights(tmp_path):
 def test_q8_0_non_finite_scale_is_refused_naming_file_and_tensor(tmp_path):
     """A Q8_0 block kept as stored keeps its fp16 scale: an infinite one is refused."""
     p = model_file(tmp_path / "m.gguf", "Q8_0 kept")
-    g, mm = _open(p)
-    info = g.tensors["blk.0.attn_k.weight"]
-    mm.close()
-    b = bytearray(p.read_bytes())
-    struct.pack_into("<H", b, info.offset + 3 * (info.shape[1] // 32) * 34, 0x7C00)  # row 3
-    p.write_bytes(bytes(b))
+    edit_tensor(p, "blk.0.attn_k.weight", lambda b, info: struct.pack_into(  # row 3
+        "<H", b, info.offset + 3 * (info.shape[1] // 32) * 34, 0x7C00))
+    with pytest.raises(ValueError, match=r"tensor blk\.0\.attn_k\.weight: row 3 has a "
+                       "non-finite scale"):
+        read_gguf(p).weights.wk[0].q  # noqa: B018 - converted on access, refused the same
     for tier in SUPPORTED:
         with pytest.raises(ModelFormatError, match=r"tensor blk\.0\.attn_k\.weight: row 3 has "
                            "a non-finite scale"):
