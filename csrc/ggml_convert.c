@@ -325,12 +325,15 @@ static void convert_rows(void *ctx, size_t t0, size_t t1, size_t tid) {
         int m128 = 0;
         for (size_t r = j->r0 + t0; r < j->r0 + t1; r++) {
             const uint8_t *row = j->src + r * j->row_bytes;
+            int bad = 0; /* an infinite or NaN fp16 scale: its values are not finite either */
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * 34;
                 memcpy(j->q + r * cols + b * 32, blk + 2, 32);
                 j->s[r * nb + b] = rd_f16(blk);
+                bad |= (blk[1] & 0x7c) == 0x7c;
                 for (unsigned i = 0; i < 32; i++) m128 |= blk[2 + i] == 0x80;
             }
+            if (bad) note_bad(j, r);
         }
         if (m128) atomic_store(&j->has_m128, 1);
         return;
@@ -415,7 +418,7 @@ if_status if_ggml_to_q8(int type, const void *src, size_t src_bytes, size_t rows
     j.keep = (flags & IF_GGML_KEEP_Q8_0) && type == IF_GGML_Q8_0 && gs == 32;
     if (j.keep) {
         if_pool_parallel_for(pool, n, grain, convert_rows, &j);
-        if (!atomic_load(&j.has_m128)) {
+        if (!atomic_load(&j.has_m128) && atomic_load(&j.first_bad) == SIZE_MAX) {
             if (kept) *kept = 1;
             return IF_OK;
         }

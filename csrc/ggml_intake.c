@@ -7,7 +7,6 @@
  * buffer per thread: no row-major Q8 of it is ever made, and the file is read once. Otherwise
  * decode reads row-major Q8, so that is made (and packed afterwards as any Q8 matrix). */
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,18 +68,6 @@ static void becomes_q8(if_matrix *w, const int8_t *q, const float *s) {
     w->s = s;
 }
 
-/* The first row of a converted matrix with a non-finite scale (a Q8_0 block kept as stored
- * keeps its fp16 scale, which may be infinite or NaN), or rows if none. */
-static size_t bad_scale_row(const float *s, size_t rows, size_t cols) {
-    const size_t per_row = cols / GGML_GS;
-    for (size_t i = 0; i < rows * per_row; i++) {
-        uint32_t b;
-        memcpy(&b, &s[i], sizeof b);
-        if ((b & 0x7f800000u) == 0x7f800000u) return i / per_row;
-    }
-    return rows;
-}
-
 static if_status fail_named(const if_model *m, size_t idx, const char *why, char *err,
                             size_t errlen) {
     char name[48];
@@ -102,11 +89,6 @@ if_status if_ggml_intake_rowmajor(if_model *m, size_t idx, char *err, size_t err
         if_ggml_to_q8(w->ggml_type, w->raw, w->raw_bytes, w->rows, w->cols, 0, w->rows, GGML_GS,
                       IF_GGML_KEEP_Q8_0, q, s, m->pool, NULL, why, sizeof why);
     if (st != IF_OK) return fail_named(m, idx, why, err, errlen);
-    const size_t bad = bad_scale_row(s, w->rows, w->cols);
-    if (bad != w->rows) {
-        snprintf(why, sizeof why, "row %zu has a non-finite scale", bad);
-        return fail_named(m, idx, why, err, errlen);
-    }
     becomes_q8(w, q, s);
     return IF_OK;
 }
@@ -173,11 +155,6 @@ if_status if_ggml_intake_packed(if_model *m, size_t idx, const if_q8_gemm_kernel
     }
     free(j.tiles);
     if (atomic_load(&j.failed)) return fail_named(m, idx, j.why, err, errlen);
-    const size_t bad = bad_scale_row(s, w->rows, w->cols);
-    if (bad != w->rows) {
-        snprintf(j.why, sizeof j.why, "row %zu has a non-finite scale", bad);
-        return fail_named(m, idx, j.why, err, errlen);
-    }
     becomes_q8(w, NULL, s);
     return IF_OK;
 }
