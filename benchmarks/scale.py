@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--threads", type=_ints, default=[1, 2])
     ap.add_argument("-p", dest="n_prompt", type=int, default=512)
     ap.add_argument("-n", dest="n_gen", type=int, default=128)
-    ap.add_argument("--quant", default="q8", help="isaforge's --quant (default q8, its default)")
+    ap.add_argument("--quant", default="auto", help="isaforge's --quant (default auto)")
     ap.add_argument("--only-files", action="store_true", help="make the files, measure nothing")
     ap.add_argument("--keep-f16", action="store_true", help="keep the F16 source files")
     ap.add_argument("--cold", action="store_true",

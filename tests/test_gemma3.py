@@ -3,8 +3,9 @@ description on a real model. Skipped without the file unless ISAFORGE_REAL_MODEL
 missing is a failure).
 
 - the fp32-activation path equals the float64 reference within 1e-4 of the largest |logit|;
-- greedy continuation of "The capital of France is" (golden ids; its first 9 tokens are also
-  llama.cpp 0.3.36's greedy continuation of the same file);
+- greedy continuation of "The capital of France is" with the default options (the file's
+  Q4_K / Q6_K / Q8_0 matrices as stored): all 20 ids equal llama.cpp 0.3.36's greedy
+  continuation of the same file; with --quant q8 (every matrix requantized) the first 9 do;
 - chunked prefill over a prompt longer than the 512-position window equals token by token bit
   for bit, at several chunk sizes, in windowed and global layers alike;
 - the tied 262,144-row classifier runs on the Q8 kernels (the file's Q8_0 table as it is).
@@ -26,10 +27,13 @@ from isaforge.types import Q8Tensor
 
 PROMPT = "The capital of France is"
 PROMPT_IDS = [2, 818, 5279, 529, 7001, 563]  # llama.cpp's tokenize(add_bos=True) too
-# greedy, no repetition penalty, Q8 path: " the capital of the country of France. It is the
-# capital of the country of France. It is" (llama.cpp: the same 9 tokens, then " largest city")
-GREEDY_20 = [506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563, 506, 5279, 529, 506, 2891,
-             529, 7001, 236761, 1030, 563]
+# greedy, no repetition penalty, default options: " the capital of the country of France. It
+# is the largest city in France. It is the capital", llama.cpp's 20 ids exactly
+GREEDY_20 = [506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563, 506, 7488, 3207, 528, 7001,
+             236761, 1030, 563, 506, 5279]
+# --quant q8: the first 9 as llama.cpp, then " the capital of the country of France. It is"
+GREEDY_20_Q8 = [506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563, 506, 5279, 529, 506,
+                2891, 529, 7001, 236761, 1030, 563]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,10 @@ def test_greedy_continuation(gemma_path):
     config = GenerationConfig(20, None, 0.0, 0.9, None, repeat_penalty=1.0)
     assert [t for _, t in model.pairs(PROMPT_IDS, config)] == GREEDY_20
     text = model.complete(PROMPT_IDS, 20, temperature=0.0, repeat_penalty=1.0)
-    assert text.startswith(" the capital of the country of France. It is")
+    assert text == " the capital of the country of France. It is the largest city in France. " \
+        "It is the capital"
+    q8 = load(gemma_path, ctx=256, threads=2, quant="q8")
+    assert [t for _, t in q8.pairs(PROMPT_IDS, config)] == GREEDY_20_Q8
 
 
 def test_chunked_prefill_over_the_window_equals_token_by_token(q8):

@@ -81,9 +81,10 @@ def _model_options(r, chat: bool = False) -> None:
                         "for GGUF/HF/.isaf models, 1.0 = off for llama2.c files)")
     r.add_argument("--stop", action="append", default=None, metavar="S",
                    help="stop before this string (repeatable); never printed, even in part")
-    r.add_argument("--quant", type=_quant, default="q8",
-                   help="how GGUF/HF tensors that are not Q8 already are held (default q8); "
-                        "4-bit: cq4[-32|-64|-128][-lsq][-norot] or q4_0, any format")
+    r.add_argument("--quant", type=_quant, default="auto",
+                   help="how weights are held: auto (default: GGUF Q8_0 / Q4_K / Q6_K as "
+                        "stored, other types as q8), q8, f32; 4-bit: "
+                        "cq4[-32|-64|-128][-lsq][-norot] or q4_0, any format")
     r.add_argument("--ctx", type=_positive_int, default=None,
                    help="context length / KV cache size (default: the model's, at most 4096)")
     r.add_argument("--ubatch", type=_positive_int, default=0,
@@ -176,7 +177,7 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
                    help="prefill chunk (default 512; sizes a sliding-window ring)")
     i.add_argument("--threads", type=_positive_int, default=None,
                    help="threads, for the run state's size (default: physical cores)")
-    i.add_argument("--quant", type=_quant, default="q8",
+    i.add_argument("--quant", type=_quant, default="auto",
                    help="read MODEL as `run --quant` would (auto: GGUF Q4_K / Q6_K in place) and "
                         "list each matrix's stored type, resident type and kernels")
     i.add_argument("--json", action="store_true")

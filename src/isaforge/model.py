@@ -35,7 +35,7 @@ __all__ = ["ContextFullError", "GenerationConfig", "Model", "ModelBusyError", "l
 QUANTS = ("q8", "auto", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
 
 
-def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
+def read_model(path: str | os.PathLike, quant: str = "auto") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("q8" | "f32") is how non-Q8 GGUF/HF tensors are held ("auto":
     GGUF Q4_K / Q6_K matrices run in place on the file's blocks, the rest as "q8"); llama2.c
@@ -239,7 +239,7 @@ class Model:
 
 
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
-         threads: int | None = None, kernel: str | None = None, quant: str = "q8",
+         threads: int | None = None, kernel: str | None = None, quant: str = "auto",
          ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
     """Load a model (and its tokenizer) into a ready Model.
 
@@ -248,9 +248,9 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
       Known models are pulled into the cache on first use.
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
       their own tokenizer). kernel: force a kernel tier for this model ("scalar", ...; None:
-      the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "q8" (default) or
-      "f32", how GGUF/HF tensors that are not Q8 already are held; "auto": GGUF Q4_K / Q6_K
-      matrices run in place on the file's blocks (one resident copy), the rest as "q8".
+      the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "auto" (default: GGUF
+      Q4_K / Q6_K matrices run in place on the file's blocks, one resident copy; the rest as
+      "q8"), "q8" (every GGUF/HF tensor that is not Q8 already converted to Q8) or "f32".
       ctx: context length (KV cache size); default min(model's, 4096).
     ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
       (default), "f16" or "int8" (per position, head and group of head dims)."""

@@ -91,8 +91,8 @@ def _e2e_parser() -> _Parser:
     p.add_argument("--kv-cache", choices=("f32", "f16", "int8"), default="f32",
                    help="KV cache type of isaforge's engines (default f32)")
     p.add_argument("--group-size", type=_pos, default=32, help="Q8 group size of synthetic models")
-    p.add_argument("--quant", default="q8", help="how a model file's weights are held (as "
-                   "`isaforge run --quant`: q8, f32, cq4[-32|-64|-128][-lsq][-norot], q4_0)")
+    p.add_argument("--quant", default="auto", help="how a model file's weights are held (as "
+                   "`isaforge run --quant`: auto, q8, f32, cq4[-32|-64|-128][-lsq][-norot], q4_0)")
     _common(p)
     return p
 

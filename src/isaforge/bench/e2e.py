@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..quant.ggml import KQTensor
+from ..quant.mapped import MappedQ8
 from ..types import LAYER_MATRICES, table_bytes
 from .energy import Rapl
 from .limits import bandwidth_at, peak_at
@@ -49,6 +51,12 @@ class Config:
 
 
 def _nbytes(w) -> int:
+    """Resident bytes a matmul reads, from shapes where reading q would convert the matrix."""
+    if isinstance(w, KQTensor):  # the file's blocks, run in place
+        return int(w.raw.nbytes)
+    if isinstance(w, MappedQ8):  # made Q8 at group 32 by the core
+        rows, cols = w.shape
+        return rows * cols + 4 * rows * (cols // w.group_size)
     if hasattr(w, "nibbles"):  # 4-bit (quant.q4.Q4Tensor)
         return int(w.nibbles.nbytes + w.s.nbytes + w.codebook.nbytes)
     if hasattr(w, "q"):
@@ -57,9 +65,8 @@ def _nbytes(w) -> int:
 
 
 def _nelem(w) -> int:
-    if hasattr(w, "nibbles"):
-        return int(w.shape[0] * w.shape[1])
-    return int(w.q.size) if hasattr(w, "q") else int(getattr(w, "size", 0))
+    shape = getattr(w, "shape", None)
+    return int(np.prod(shape)) if shape is not None else 0
 
 
 def model_info(loaded, name: str) -> ModelInfo:
@@ -97,7 +104,7 @@ def gguf_info(path: Path) -> ModelInfo:
                      2 * (mm + cls_params), 2 * mm)
 
 
-def load_model(spec: str, seq_len: int, group_size: int = 32, quant: str = "q8"):
+def load_model(spec: str, seq_len: int, group_size: int = 32, quant: str = "auto"):
     """(LoadedModel or None, ModelInfo, reason isaforge cannot run it or None)."""
     from ..model import read_model
     from ..types import ModelFormatError

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="isaforge eval", description=__doc__.split("\n\n")[0])
     p.add_argument("model")
     p.add_argument("--reference", default=None, help="reference model (default: MODEL)")
-    p.add_argument("--quant", default=["q8"], nargs="+", help=f"the model's: {QUANT_HELP}; "
+    p.add_argument("--quant", default=["auto"], nargs="+", help=f"the model's: {QUANT_HELP}; "
                    "several values evaluate each against one reference run")
     p.add_argument("--ref-quant", default="f32", help="the reference's (default f32)")
     p.add_argument("--text", default=None, help="UTF-8 text file (default: The Devil's Dictionary, "

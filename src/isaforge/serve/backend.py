@@ -20,14 +20,14 @@ class Backend:
                  ctx: int | None = None, threads: int | None = None, max_queue: int = 64,
                  tokenizer: str | None = None, kernel: str | None = None,
                  kv_cache: str = "f32", ubatch: int = 0, prefill_chunk: int = 256,
-                 name: str | None = None):
+                 name: str | None = None, quant: str = "auto"):
         if path is None:
             from ..pull import ensure_model
 
             path = ensure_model()
         if parallel < 1:
             raise ValueError(f"--parallel must be >= 1, got {parallel}")
-        self.loaded = with_context(read_any(path, "q8"), ctx)
+        self.loaded = with_context(read_any(path, quant), ctx)
         self.tokenizer = tokenizer_for(self.loaded, tokenizer)
         self.template = self.tokenizer.chat_template if hasattr(self.tokenizer,
                                                                  "chat_template") else None

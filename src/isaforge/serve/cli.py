@@ -82,6 +82,8 @@ def add_parser(sub) -> None:
                    help="threads (default: physical cores)")
     s.add_argument("--kernel", default=None, help="force a kernel tier (see `isaforge info`)")
     s.add_argument("--kv-cache", choices=("f32", "f16", "int8"), default="f32")
+    s.add_argument("--quant", default="auto",
+                   help="how weights are held, as `isaforge run --quant` (default auto)")
     s.add_argument("--prefill-chunk", type=_positive_int, default=256,
                    help="prompt tokens prefilled between decode steps (default 256)")
     s.add_argument("--name", default=None, help="model id in the API (default: the file stem)")
@@ -106,7 +108,8 @@ def main(a) -> int:
                     max_connections=a.max_connections or _default_connections())
     backend = Backend(a.model, parallel=a.parallel, ctx=a.ctx, threads=a.threads,
                       max_queue=a.queue, tokenizer=a.tokenizer, kernel=a.kernel,
-                      kv_cache=a.kv_cache, prefill_chunk=a.prefill_chunk, name=a.name)
+                      kv_cache=a.kv_cache, prefill_chunk=a.prefill_chunk, name=a.name,
+                      quant=a.quant)
     app = create_app(backend, api_key=api_key, max_body=a.max_body,
                      read_timeout=a.read_timeout)
     # the app drains (below); uvicorn's own grace is for the last bytes to be written
