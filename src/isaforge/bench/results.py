@@ -282,14 +282,18 @@ def serve_load_table(doc: dict) -> list[str]:
 
 def agreement_table(doc: dict) -> list[str]:
     pos = sum(p["positions"] for p in doc["prompts"])
-    ref = doc.get("f32_disagreements_float64_referee_sides_with", {})
     a = doc["agreement_percent"]
+    refs = doc.get("disagreements_float64_referee_sides_with") or {
+        "f32": doc.get("f32_disagreements_float64_referee_sides_with", {})}
+    paths = [q for q in ("auto", "f32", "q8") if q in a]
     return [_fill(f"Teacher-forced top-1 agreement with llama.cpp on {Path(doc['model']).name}, "
-                  f"{len(doc['prompts'])} prompts, {pos} positions; where the f32 path "
-                  "disagrees, the float64 reference referees."), ""] + _table(
-        ["model", "f32 path %", "q8 path %", "bar %", "referee sides with"],
-        [[Path(doc["model"]).name, f"{a['f32']:.2f}", f"{a['q8']:.2f}",
-          f"{doc['bar_percent_f32']:.0f}", ", ".join(f"{k} {v}" for k, v in ref.items())]])
+                  f"{len(doc['prompts'])} prompts, {pos} positions; where a path disagrees, "
+                  "the float64 reference on the file's dequantized weights referees "
+                  f"(bar {doc['bar_percent_f32']:.0f} %)."), ""] + _table(
+        ["path (--quant)", "top-1 agreement %", "referee sides with"],
+        [[q + (" (default)" if q == "auto" else ""), f"{a[q]:.2f}",
+          ", ".join(f"{k} {v}" for k, v in refs[q].items()) if q in refs else "-"]
+         for q in paths])
 
 
 def eval_table(doc: dict) -> list[str]:
