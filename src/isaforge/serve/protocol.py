@@ -107,6 +107,7 @@ class Params:
     repeat_penalty: float | None
     echo: bool = False
     ignore_eos: bool = False  # llama.cpp's extension: generate through end-of-turn tokens
+    plan: object = None  # chat: serve/tools.ChatPlan (tools, template kwargs, reply parsing)
 
 
 def _is_int(v) -> bool:
