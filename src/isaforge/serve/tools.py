@@ -14,8 +14,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..text.reasoning import ReasoningSplitter, generation_prompt, starts_inside, thinks
-from ..text.toolcalls import (ToolCallParser, call_constraint, call_ids, detect_syntax,
-                              join_events, tool_names)
+from ..text.toolcalls import (
+    ToolCallParser,
+    call_constraint,
+    call_ids,
+    detect_syntax,
+    join_events,
+    tool_names,
+)
 from .protocol import bad
 
 # variables the template gets from the request itself: chat_template_kwargs may not set them
@@ -91,6 +97,8 @@ def chat_plan(body: dict, tools: list | None, template: str | None) -> ChatPlan:
     offered = tools if tools and choice != "none" else None
     t = template or ""
     think = thinks(t)
+    if think and "enable_thinking" in t:  # thinking on unless asked off, as llama.cpp has it
+        kwargs = {"enable_thinking": True, **kwargs}
     return ChatPlan(tools=offered, kwargs=kwargs,
                     syntax=_syntax(t) if offered else None,
                     parallel=parallel is not False, thinks=think,
@@ -120,9 +128,11 @@ class Reply:
 
     def __init__(self, plan: ChatPlan, seed: int | None, index: int):
         self.think = ReasoningSplitter(plan.inside) if plan.thinks else None
-        self.calls = (ToolCallParser(plan.syntax, plan.tools, call_ids(seed, index),
-                                     None if plan.parallel else 1)
-                      if plan.syntax else None)
+        self.calls = None
+        if plan.syntax:
+            self.calls = ToolCallParser(plan.syntax, plan.tools,
+                                        call_ids(seed, index, plan.syntax),
+                                        None if plan.parallel else 1)
         self.reasoning: list[str] = []
         self.events: list = []  # content and call events
         self.n_calls = 0

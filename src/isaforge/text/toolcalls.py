@@ -63,12 +63,17 @@ def tool_names(tools) -> list[str]:
     return out
 
 
-def call_ids(seed: int | None, choice: int = 0) -> Callable[[], str]:
-    """A source of tool-call ids, "call_" + 24 hex digits: the same sequence for the same
-    seed and choice (a seeded request replays exactly), random without a seed."""
-    if seed is None:
-        return lambda: "call_" + uuid.uuid4().hex[:24]
-    rng = random.Random(f"isaforge-tool-call:{seed}:{choice}")
+def call_ids(seed: int | None, choice: int = 0, syntax: str | None = None
+             ) -> Callable[[], str]:
+    """A source of tool-call ids: "call_" + 24 hex digits, or for the mistral syntax 9 letters
+    and digits (Mistral's templates refuse any other id when the call comes back). The same
+    sequence for the same seed and choice (a seeded request replays exactly), random without
+    a seed."""
+    rng = random.Random(uuid.uuid4().int if seed is None
+                        else f"isaforge-tool-call:{seed}:{choice}")
+    if syntax == "mistral":
+        abc = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        return lambda: "".join(rng.choice(abc) for _ in range(9))
     return lambda: "call_" + f"{rng.getrandbits(96):024x}"
 
 
