@@ -345,3 +345,12 @@ def test_tool_choice_none_offers_nothing():
     assert plan.tools is None and plan.syntax is None and plan.reply(1, 0) is None
     plan = chat_plan({"parallel_tool_calls": False}, TOOLS, "<tool_call>")
     assert plan.tools == TOOLS and plan.syntax == "hermes" and not plan.parallel
+
+
+def test_plan_constraint_is_call_constraint():
+    plan = _plan("hermes", False, False)
+    assert plan.constraint() is None  # "auto"
+    plan.choice = "required"
+    assert plan.constraint() == call_constraint("hermes", TOOLS)
+    plan.choice = {"type": "function", "function": {"name": "get_time"}}
+    assert plan.constraint() == call_constraint("hermes", TOOLS, name="get_time")
