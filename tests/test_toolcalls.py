@@ -354,3 +354,34 @@ def test_plan_constraint_is_call_constraint():
     assert plan.constraint() == call_constraint("hermes", TOOLS)
     plan.choice = {"type": "function", "function": {"name": "get_time"}}
     assert plan.constraint() == call_constraint("hermes", TOOLS, name="get_time")
+
+
+FRAGMENTS = ["<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]",
+             '{"name": "get_time", "arguments": {}}', '{"name": "get_weather", "parameters": '
+             '{"city": "P}"}}', '[{"name": "get_time", "arguments": {}}]', "get_time", "{", "}",
+             "[", "]", ";", " ", "\n", "  \n", "text", "ü東", '"', "\\", "<tool", "[TOOL",
+             "<think>", "</think>"]
+
+
+@pytest.mark.parametrize("syntax", ["hermes", "llama3", "mistral", "json"])
+def test_random_replies_split_anywhere_equal_the_whole(syntax):
+    """Replies stitched from markers, calls, brackets, quotes and text at random (a fixed
+    seed): fed a character at a time, or cut at random places, they parse as the whole."""
+    import random
+
+    rng = random.Random(syntax)
+    for _ in range(300):
+        text = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 8)))
+        cap = rng.choice([None, 1])
+        whole = parse_tool_calls(text, syntax, TOOLS, call_ids(1), max_calls=cap)
+        cuts = [sorted(rng.sample(range(len(text) + 1), 2)) for _ in range(5)]
+        for pieces in [list(text)] + [[text[:a], text[a:b], text[b:]] for a, b in cuts]:
+            p = ToolCallParser(syntax, TOOLS, call_ids(1), cap)
+            assert join_events(_stream(p, pieces)) == whole, (text, pieces)
+        for inside in (False, True):
+            one, each = ReasoningSplitter(inside), ReasoningSplitter(inside)
+            ev = one.feed(text) + one.finish()
+            ev2 = [e for ch in text for e in each.feed(ch)] + each.finish()
+            for kind in ("reasoning", "content"):
+                assert "".join(v for k, v in ev if k == kind) == "".join(
+                    v for k, v in ev2 if k == kind), (text, inside)

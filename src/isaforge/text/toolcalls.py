@@ -133,9 +133,8 @@ class ToolCallParser:
         self.buf = ""  # text not yet decided
         self.calls = 0  # calls found (also those past max_calls)
         self.at_call_pos = syntax != "hermes"  # a bare JSON call may start here
-        self.content_seen = False  # content emitted (the json syntax: the reply is not a call)
         self.open: str | None = None  # the opener of the call being read
-        self.scan: list = [0, 0, False, False]
+        self.scan: list = [0, 0, False, False]  # _json_end's state over the call being read
         self.done_json: list | None = None  # json syntax: the whole-reply call, pending
         self.done_raw = ""  # ... and its text, content if more text follows
         self.pending_ws = ""  # whitespace before the call being read
@@ -222,7 +221,6 @@ class ToolCallParser:
     def _emit_content(self, out: list, text: str) -> None:
         if text:
             out.append(("content", text))
-            self.content_seen = True
             self.at_call_pos = False
 
     def _emit_calls(self, out: list, calls: list[dict]) -> None:
