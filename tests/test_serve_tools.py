@@ -87,7 +87,8 @@ class Scripted(Backend):
 def srv(stories):
     backend = Scripted(stories / "stories260K.bin")
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(backend), host="127.0.0.1", port=port,
+    app = create_app(backend)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", lifespan="off"))
     th = threading.Thread(target=server.run, daemon=True)
     th.start()
@@ -100,6 +101,7 @@ def srv(stories):
     yield backend, client
     server.should_exit = True
     th.join(15)
+    app.state.server.pool.shutdown(wait=False, cancel_futures=True)
     backend.close()
 
 
