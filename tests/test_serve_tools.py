@@ -231,3 +231,12 @@ def test_chat_template_kwargs(srv):
     with pytest.raises(openai.BadRequestError, match="must be an object") as e:
         _ask(srv, [], extra_body={"chat_template_kwargs": ["flag"]})
     assert e.value.body["param"] == "chat_template_kwargs"
+
+
+def test_each_choice_is_read_on_its_own(srv):
+    backend, _ = srv
+    r = _ask(srv, [CALL, "No tools needed."], tools=TOOLS, n=2, seed=9)
+    a, b = r.choices
+    assert a.finish_reason == "tool_calls" and a.message.tool_calls[0].id == call_ids(9, 0)()
+    assert b.finish_reason == "stop" and b.message.tool_calls is None
+    assert b.message.content == backend.said[-1]
