@@ -28,6 +28,7 @@ from ..runtime.batch import QueueFullError
 from ..text.stream import StopMatcher, StreamDecoder
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
+from .tools import chat_plan
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
 DEFAULT_READ_TIMEOUT = 10.0  # seconds for a request's body
@@ -56,6 +57,7 @@ class _Choice:
         self.tokens = 0
         self.finish: str | None = None
         self.req = None
+        self.reply = None  # serve/tools.Reply: reasoning and tool calls split from the text
 
     def _piece(self, t: int) -> str:
         return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
@@ -328,8 +330,9 @@ class Server:
         model = self._model(body)
         if chat:
             messages, tools, params = parse_chat(body)
+            params.plan = plan = chat_plan(body, tools, self.backend.template)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
-            return model, (messages, tools), params
+            return model, (messages, plan.tools, plan.kwargs), params
         prompt, params = parse_completion(body)
         if isinstance(prompt, str):
             self._fits(self.backend.prompt_bytes(prompt), "prompt")
@@ -426,6 +429,7 @@ class Server:
                  for i in range(params.n)]
         for c, r in zip(choices, reqs, strict=True):
             c.req = r
+            c.reply = params.plan.reply(params.seed, c.index) if params.plan else None
         try:
             for r in reqs:
                 self.backend.scheduler.submit(r)
@@ -496,9 +500,14 @@ class Server:
         for c in choices:
             text = "".join(c.text)
             if chat:
-                ch = {"index": c.index, "message": {"role": "assistant", "content": text},
+                msg = {"role": "assistant", "content": text}
+                if c.reply is not None:
+                    c.reply.feed(text)
+                    c.reply.finish()
+                    msg.update(c.reply.message())
+                ch = {"index": c.index, "message": msg,
                       "logprobs": _chat_lp(c.lp) if c.want_lp else None,
-                      "finish_reason": c.finish}
+                      "finish_reason": "tool_calls" if "tool_calls" in msg else c.finish}
             else:
                 ch = {"index": c.index, "text": echo + text,
                       "logprobs": _text_lp(c.lp, len(echo)) if c.want_lp else None,
@@ -548,7 +557,14 @@ class Server:
                     else:
                         left -= 1
                         piece, finished = c.done(value), True
-                    if piece:
+                    if c.reply is not None:
+                        for d in c.reply.feed(piece) + (c.reply.finish() if finished else []):
+                            lp = _chat_lp(c.new_logprobs()) if c.want_lp else None
+                            out.append(chunk([{"index": i, "delta": d, "logprobs": lp,
+                                               "finish_reason": None}]))
+                        if finished and c.reply.n_calls:
+                            c.finish = "tool_calls"
+                    elif piece:
                         lp = c.new_logprobs() if c.want_lp else None
                         if lp is None:
                             out.append(b"%s%d%s%s%s" % (head, i, _MID[chat],

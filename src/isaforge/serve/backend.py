@@ -60,14 +60,15 @@ class Backend:
         p = Path(self.loaded.path)
         return model in (self.name, p.name, str(p), str(self.loaded.path))
 
-    def chat_tokens(self, messages, tools=None) -> list[int]:
+    def chat_tokens(self, messages, tools=None, template_kwargs=None) -> list[int]:
         """Token ids of a conversation. Content lists reach the template as lists when it
         renders them (as transformers passes them); a template that cannot (it concatenates
         content as a string, like SmolLM2's) gets each list's text parts joined by newlines
-        and "" for a tool-calling turn's null content, as llama.cpp's server does."""
+        and "" for a tool-calling turn's null content, as llama.cpp's server does.
+        `template_kwargs` become template variables (chat_template_kwargs)."""
         if not self.template:
             raise ValueError(f"{self.name} has no chat template; use /v1/completions")
-        extra = {"tools": tools} if tools else {}
+        extra = {**(template_kwargs or {}), **({"tools": tools} if tools else {})}
         if not self._typed_content():
             messages = [_flatten(m) for m in messages]
         return chat_tokens(self.tokenizer, self.template, messages, **extra)

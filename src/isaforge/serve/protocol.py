@@ -107,6 +107,7 @@ class Params:
     repeat_penalty: float | None
     echo: bool = False
     ignore_eos: bool = False  # llama.cpp's extension: generate through end-of-turn tokens
+    plan: object = None  # chat: serve/tools.ChatPlan (tools, template kwargs, reply parsing)
 
 
 def _is_int(v) -> bool:
@@ -161,7 +162,7 @@ def _stop(body: dict) -> tuple[str, ...]:
 UNSUPPORTED = {  # fields refused rather than silently ignored
     "logit_bias": "logit_bias is not supported",
     "response_format": "response_format (JSON mode, structured output) is not supported",
-    "tool_choice": None, "parallel_tool_calls": None,  # accepted: the template sees the tools
+    "tool_choice": None, "parallel_tool_calls": None,  # checked by serve/tools.chat_plan
     "best_of": "best_of is not supported",
     "suffix": "suffix (insertion) is not supported",
     "audio": "audio output is not supported",
