@@ -177,8 +177,8 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
     i.add_argument("--threads", type=_positive_int, default=None,
                    help="threads, for the run state's size (default: physical cores)")
     i.add_argument("--quant", type=_quant, default="q8",
-                   help="read MODEL as `run --quant` would (auto: GGUF Q4_K / Q6_K in place) and "
-                        "list each matrix's stored type, resident type and kernels")
+                   help="read MODEL as `run --quant` would (auto: GGUF Q4_K / Q5_K / Q6_K in "
+                        "place) and list each matrix's stored type, resident type and kernels")
     i.add_argument("--json", action="store_true")
     if cmd is not None and cmd not in FRONT_ENDS:
         for name in FRONT_ENDS:

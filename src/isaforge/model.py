@@ -38,7 +38,7 @@ QUANTS = ("q8", "auto", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.p
 def read_model(path: str | os.PathLike, quant: str = "q8") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("q8" | "f32") is how non-Q8 GGUF/HF tensors are held ("auto":
-    GGUF Q4_K / Q6_K matrices run in place on the file's blocks, the rest as "q8"); llama2.c
+    GGUF Q4_K / Q5_K / Q6_K matrices run in place on the file's blocks, the rest as "q8"); llama2.c
     files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c). A 4-bit quant ("cq4",
     "cq4-128-lsq", ..., "q4_0"; quant.cq4.parse_quant) applies to every format."""
     from .quant.cq4 import parse_quant
@@ -249,7 +249,7 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
       their own tokenizer). kernel: force a kernel tier for this model ("scalar", ...; None:
       the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "q8" (default) or
-      "f32", how GGUF/HF tensors that are not Q8 already are held; "auto": GGUF Q4_K / Q6_K
+      "f32", how GGUF/HF tensors that are not Q8 already are held; "auto": GGUF Q4_K / Q5_K / Q6_K
       matrices run in place on the file's blocks (one resident copy), the rest as "q8".
       ctx: context length (KV cache size); default min(model's, 4096).
     ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
