@@ -368,9 +368,10 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q4k_gemv / q6k_gemv cases: weight bytes are the blocks, every
-    tier passes the bit-for-bit gate, and a group size other than 256 is refused."""
-    for op, bb in (("q4k_gemv", 144), ("q6k_gemv", 210)):
+    """isaforge bench kernels' q4k_gemv / q5k_gemv / q6k_gemv cases: weight bytes are the
+    blocks, every tier passes the bit-for-bit gate, and a group size other than 256 is
+    refused."""
+    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210)):
         case = _bench.Case(op, 1, 40, 512, 256, 2)
         assert case.weight_bytes == 40 * 2 * bb
         for tier in ["scalar", *TIERS]:
@@ -381,7 +382,7 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     from isaforge.bench.kernels import Shape, kquant_shapes
 
     shapes = kquant_shapes("smollm2-135m")
-    assert {s.op for s in shapes} == {"q4k_gemv", "q6k_gemv"}
+    assert {s.op for s in shapes} == {"q4k_gemv", "q5k_gemv", "q6k_gemv"}
     assert all(s.K % 256 == 0 for s in shapes)
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
 

@@ -59,10 +59,11 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q4_gemm") == 0) o = IFB_Q4_GEMM;
     else if (strcmp(op, "q4k_gemv") == 0) o = IFB_Q4K_GEMV;
     else if (strcmp(op, "q6k_gemv") == 0) o = IFB_Q6K_GEMV;
+    else if (strcmp(op, "q5k_gemv") == 0) o = IFB_Q5K_GEMV;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
-                     "q6k_gemv)", op);
+                     "q5k_gemv, q6k_gemv)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
