@@ -143,7 +143,7 @@ static void split_job(const if_model *m, mm_job *j) {
     if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
 }
 
-/* ---- in-place K-quant matrices (IF_KQ): the file's Q4_K / Q5_K / Q6_K blocks, never packed ---- */
+/* ---- in-place K-quant matrices (IF_KQ): the file's Q4_K / Q5_K / Q6_K blocks, never packed */
 
 /* Table k's GEMV for w's K-quant type (the scalar kernel where a test table has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {

@@ -235,8 +235,9 @@ typedef struct if_q4_gemm_kernel {
  * bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; value = d * sc[j] *
  * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q5_K (176 bytes): Q4_K's fields with
  * qh[32] between the scales and the nibbles (qs at byte 48); bit j of qh[l] is bit 4 of value
- * l of sub-block j, so q in 0..31, and everything else as Q4_K (Q4_K's formulas below). Q6_K (210 bytes): ql[128], qh[64], int8
- * sc[16], f16 d; value = d * sc[j] * (u - 32), u in 0..63, 16 sub-blocks of 16.
+ * l of sub-block j, so q in 0..31, and everything else as Q4_K (Q4_K's formulas below).
+ * Q6_K (210 bytes): ql[128], qh[64], int8 sc[16], f16 d; value = d * sc[j] * (u - 32), u in
+ * 0..63, 16 sub-blocks of 16.
  * Activations (K8): per 256 values one float scale xd and int8 xq (the Q8 rule, if_quantize_fn
  * at gs = 256), plus xsum, the int16 sum of each 16 consecutive xq (K / 16 of them).
  * Per output and block b, in integers (exact, any order): Q4_K sumi = sum_j sc[j] * dot_j(q,

@@ -1,7 +1,8 @@
-/* kquant_avx2.h - the AVX2 and AVX-VNNI K-quant GEMVs (q4k/, q5k/, q6k/ *_avx2.c, *_avx_vnni.c): one
- * body per type, compiled once per ISA; the only difference is the int16 pair product-sum,
- * VPDPWSSD under AVX-VNNI, VPMADDWD + VPADDD under AVX2 (the same int32 sums). Include only
- * from translation units compiled with -mavx2 -mfma (and -mavxvnni for the VNNI ones).
+/* kquant_avx2.h - the AVX2 and AVX-VNNI K-quant GEMVs (q4k/, q5k/, q6k/ *_avx2.c,
+ * *_avx_vnni.c): one body per type, compiled once per ISA; the only difference is the int16
+ * pair product-sum, VPDPWSSD under AVX-VNNI, VPMADDWD + VPADDD under AVX2 (the same int32
+ * sums). Include only from translation units compiled with -mavx2 -mfma (and -mavxvnni for
+ * the VNNI ones).
  *
  * A tile of 8 weight rows (lane = row in the float state) on the file's blocks, read in place.
  * Per row and block: VPMADDUBSW of the unsigned weight bytes against the int8 activations
@@ -136,14 +137,17 @@ IFY_INLINE void ifky_q45k(float *out, const int8_t *xq, const float *xd, const i
                 if (r < 4) mz[r] = _mm256_castsi128_si256(mins);
                 else mz[r - 4] = _mm256_inserti128_si256(mz[r - 4], mins, 1);
                 __m256i a = _mm256_setzero_si256();
-                const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16))
-                                        : _mm256_setzero_si256();
+                const __m256i qh =
+                    five ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16))
+                         : _mm256_setzero_si256();
                 IFY_UNROLL
                 for (int c = 0; c < 4; c++) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + qoff + 32 * c));
+                    const __m256i q =
+                        _mm256_loadu_si256((const __m256i *)(const void *)(blk + qoff + 32 * c));
                     const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c));
                     const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c + 32));
-                    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    __m256i lo = _mm256_and_si256(q, m4),
+                            hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                     if (five) {
                         lo = _mm256_or_si256(lo, ifky_q5bit(qh, 2 * c));
                         hi = _mm256_or_si256(hi, ifky_q5bit(qh, 2 * c + 1));
@@ -257,8 +261,9 @@ typedef struct ifky_blk {
 enum { IFKY_Q4K = 0, IFKY_Q6K = 1, IFKY_Q5K = 2 };
 
 IFY_INLINE size_t ifky_block_bytes(const int kind) {
-    return kind == IFKY_Q6K ? IF_Q6K_BLOCK_BYTES : kind == IFKY_Q5K ? IF_Q5K_BLOCK_BYTES
-                                                                    : IF_Q4K_BLOCK_BYTES;
+    return kind == IFKY_Q6K   ? IF_Q6K_BLOCK_BYTES
+           : kind == IFKY_Q5K ? IF_Q5K_BLOCK_BYTES
+                              : IF_Q4K_BLOCK_BYTES;
 }
 
 IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b, const int kind) {
@@ -284,7 +289,8 @@ IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b,
                 B->u[r][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 if (five) {
                     B->u[r][2 * c] = _mm256_or_si256(B->u[r][2 * c], ifky_q5bit(qh, 2 * c));
-                    B->u[r][2 * c + 1] = _mm256_or_si256(B->u[r][2 * c + 1], ifky_q5bit(qh, 2 * c + 1));
+                    B->u[r][2 * c + 1] =
+                        _mm256_or_si256(B->u[r][2 * c + 1], ifky_q5bit(qh, 2 * c + 1));
                 }
                 B->s[r][2 * c] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c));
                 B->s[r][2 * c + 1] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1));

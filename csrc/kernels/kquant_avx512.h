@@ -71,8 +71,8 @@ IFZ_INLINE __m128i ifkz_q4k_scales(const uint8_t *s) {
 /* Q5_K: v (nibbles of one 64-byte load, values l of the 256-bit half's sub-block) with 16
  * added where bit j0 (low 256 bits) / j1 (high 256 bits) of qh2 = qh[32] twice is set. */
 IFZ_INLINE __m512i ifkz_q5bit(__m512i v, __m512i qh2, int j0, int j1) {
-    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j0)),
-                                           _mm256_set1_epi8((char)(1 << j1)), 1);
+    const __m512i bit =
+        _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j0)), _mm256_set1_epi8((char)(1 << j1)), 1);
     return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh2, bit), v, _mm512_set1_epi8(16));
 }
 

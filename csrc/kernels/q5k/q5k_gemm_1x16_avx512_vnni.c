@@ -9,11 +9,10 @@
 
 /* One block of the tile, unpacked. */
 typedef struct q5kg_blk {
-    __m512i q[16][4];  /* per row: the values of the low / high nibbles of qs bytes 0-63,
-                        * then of bytes 64-127 */
-    __m512i s[16][4];  /* the matching int16 scale spreads */
-    __m128i mn[16];    /* the 8 mins as int16 */
-    __m512 d, dmin;    /* lane = row */
+    __m512i q[16][4]; /* per row: the values of qs bytes 0-63's low / high nibbles, then 64-127's */
+    __m512i s[16][4]; /* the matching int16 scale spreads */
+    __m128i mn[16];   /* the 8 mins as int16 */
+    __m512 d, dmin;   /* lane = row */
 } q5kg_blk;
 
 IFZ_INLINE void q5kg_unpack(q5kg_blk *B, const uint8_t *const rows[16], size_t b) {
@@ -27,11 +26,12 @@ IFZ_INLINE void q5kg_unpack(q5kg_blk *B, const uint8_t *const rows[16], size_t b
         memcpy(&mh[r], blk + 2, 2);
         uint8_t sc[8], m[8];
         ifk_q4k_scales(blk + 4, sc, m);
-        const __m512i sc16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
+        const __m512i sc16 = _mm512_cvtepu8_epi16(
+            _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
         B->mn[r] = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)m));
         const __m512i qa = _mm512_loadu_si512(blk + 48), qb = _mm512_loadu_si512(blk + 112);
-        const __m512i qh2 = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
+        const __m512i qh2 =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
         B->q[r][0] = ifkz_q5bit(_mm512_and_si512(qa, m4), qh2, 0, 2);
         B->q[r][1] = ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), qh2, 1, 3);
         B->q[r][2] = ifkz_q5bit(_mm512_and_si512(qb, m4), qh2, 4, 6);
@@ -61,14 +61,14 @@ void if_q5k_gemm_1x16_avx512_vnni(float *out, size_t ldo, const int8_t *xq, cons
                 const int8_t *x = xq + m * K + b * IF_QK;
                 const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
                 const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
-                const __m512i xv[4] = {_mm512_shuffle_i64x2(x0, x1, 0x44),
-                                       _mm512_shuffle_i64x2(x0, x1, 0xEE),
-                                       _mm512_shuffle_i64x2(x2, x3, 0x44),
-                                       _mm512_shuffle_i64x2(x2, x3, 0xEE)};
-                const __m256i x16 = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + m * (K / 16) + b * 16));
+                const __m512i xv[4] = {
+                    _mm512_shuffle_i64x2(x0, x1, 0x44), _mm512_shuffle_i64x2(x0, x1, 0xEE),
+                    _mm512_shuffle_i64x2(x2, x3, 0x44), _mm512_shuffle_i64x2(x2, x3, 0xEE)};
+                const __m256i x16 = _mm256_loadu_si256(
+                    (const __m256i *)(const void *)(xsum + m * (K / 16) + b * 16));
                 const __m256i p32 = _mm256_madd_epi16(x16, _mm256_set1_epi16(1));
-                const __m128i bs32 = _mm_packs_epi32(_mm256_castsi256_si128(p32),
-                                                     _mm256_extracti128_si256(p32, 1));
+                const __m128i bs32 =
+                    _mm_packs_epi32(_mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1));
                 __m512i v[16], mz[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
                                         _mm512_setzero_si512(), _mm512_setzero_si512()};
                 IFZ_UNROLL
@@ -76,9 +76,11 @@ void if_q5k_gemm_1x16_avx512_vnni(float *out, size_t ldo, const int8_t *xq, cons
                     __m512i a = _mm512_setzero_si512();
                     IFZ_UNROLL
                     for (int k = 0; k < 4; k++)
-                        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(B.q[r][k], xv[k]), B.s[r][k]);
+                        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(B.q[r][k], xv[k]),
+                                                B.s[r][k]);
                     v[r] = a;
-                    mz[r & 3] = _mm512_inserti32x4(mz[r & 3], _mm_madd_epi16(B.mn[r], bs32), r >> 2);
+                    mz[r & 3] =
+                        _mm512_inserti32x4(mz[r & 3], _mm_madd_epi16(B.mn[r], bs32), r >> 2);
                 }
                 const __m512i sumi = ifkz_net16(v);
                 const __m512i summ = ifz_hB(ifz_hA(mz[0], mz[1]), ifz_hA(mz[2], mz[3]));

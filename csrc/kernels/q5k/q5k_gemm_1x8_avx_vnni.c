@@ -4,8 +4,8 @@
 #include "../kquant_avx2.h"
 
 void if_q5k_gemm_1x8_avx_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
-                              const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
-                              size_t n1, size_t K) {
+                              const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                              size_t K) {
     ifky_gemm(out, ldo, xq, xd, xsum, M, w, n0, n1, K, IFKY_Q5K);
 }
 

@@ -42,18 +42,21 @@ void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                 memcpy(&mh[r], blk + 2, 2);
                 const __m128i scm = ifkz_q4k_scales(blk + 4);
                 const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(scm));
-                const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
+                const __m128i mins =
+                    _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
                 mz[r & 3] = _mm512_inserti32x4(mz[r & 3], mins, r >> 2);
                 const __m512i qa = _mm512_loadu_si512(blk + 48), qb = _mm512_loadu_si512(blk + 112);
                 const __m512i qh2 = _mm512_broadcast_i64x4(
                     _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
                 const __m512i ua_lo = ifkz_q5bit(_mm512_and_si512(qa, m4), qh2, 0, 2);
-                const __m512i ua_hi = ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), qh2, 1, 3);
+                const __m512i ua_hi =
+                    ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), qh2, 1, 3);
                 const __m512i ub_lo = ifkz_q5bit(_mm512_and_si512(qb, m4), qh2, 4, 6);
-                const __m512i ub_hi = ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), qh2, 5, 7);
-                __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                                _mm512_maddubs_epi16(ua_lo, xa_lo),
-                                                _mm512_permutexvar_epi16(pa_lo, sc16));
+                const __m512i ub_hi =
+                    ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), qh2, 5, 7);
+                __m512i a =
+                    _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(ua_lo, xa_lo),
+                                        _mm512_permutexvar_epi16(pa_lo, sc16));
                 a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(ua_hi, xa_hi),
                                         _mm512_permutexvar_epi16(pa_hi, sc16));
                 a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(ub_lo, xb_lo),

@@ -28,12 +28,15 @@ void if_q5k_gemv_1x1_dotprod(float *out, const int8_t *xq, const float *xd, cons
                 const uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
                 const uint8x16_t l0 = vorrq_u8(vandq_u8(q0, m4), vshlq_n_u8(vandq_u8(h0, b1), 4));
                 const uint8x16_t l1 = vorrq_u8(vandq_u8(q1, m4), vshlq_n_u8(vandq_u8(h1, b1), 4));
-                const uint8x16_t u0 = vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 1), b1), 4));
-                const uint8x16_t u1 = vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 1), b1), 4));
+                const uint8x16_t u0 =
+                    vorrq_u8(vshrq_n_u8(q0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 1), b1), 4));
+                const uint8x16_t u1 =
+                    vorrq_u8(vshrq_n_u8(q1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 1), b1), 4));
                 const int8_t *xc = x + 64 * c;
                 int32x4_t lo = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(l0), vld1q_s8(xc));
                 lo = vdotq_s32(lo, vreinterpretq_s8_u8(l1), vld1q_s8(xc + 16));
-                int32x4_t hi = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(u0), vld1q_s8(xc + 32));
+                int32x4_t hi =
+                    vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(u0), vld1q_s8(xc + 32));
                 hi = vdotq_s32(hi, vreinterpretq_s8_u8(u1), vld1q_s8(xc + 48));
                 is = vmlaq_n_s32(is, lo, sc[2 * c]);
                 is = vmlaq_n_s32(is, hi, sc[2 * c + 1]);
