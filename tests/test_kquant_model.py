@@ -188,10 +188,12 @@ def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
 
 
 @pytest.mark.parametrize("which, kinds", [("random_kq", {"Q4_K", "Q6_K"}),
-                                          ("random_q5k", {"Q4_K", "Q5_K"})])
+                                          ("random_q5k", {"Q4_K", "Q5_K"}),
+                                          ("llama_cpp_q5k", {"Q5_K", "Q6_K"})])
 def test_kquant_matmul_equals_reference_bit_for_bit(which: str, kinds: set, request) -> None:
-    """reference.py's K8 quantization and K-quant matmul against the C scalar kernels (which
-    every tier equals, tests/test_kquant_kernels.py) on the file's own matrices."""
+    """reference.py's K8 quantization and K-quant matmul against the C kernels of every tier
+    on the file's own matrices (llama_cpp_q5k: Q5_K blocks as llama.cpp's quantizer writes
+    them; gguf.quants has no Q5_K quantizer)."""
     w = read_gguf(request.getfixturevalue(which), quant="auto").weights
     rng = np.random.default_rng(3)
     seen = set()
@@ -207,11 +209,13 @@ def test_kquant_matmul_equals_reference_bit_for_bit(which: str, kinds: set, requ
             k // 16, np.int16)
         _bench.k8_quantize(x, cq, cd, cs, "scalar")
         assert np.array_equal(cq, xq) and np.array_equal(cd, xd) and np.array_equal(cs, xsum)
-        out = np.full((1, n), np.nan, np.float32)
-        _bench.kq_gemm(t.type_name.lower(), cq[None], cd[None], cs[None], 1, t.raw, n, k, out,
-                       "scalar")
         want = kq_matmul(xq, xd, xsum, t)
-        assert np.array_equal(out[0].view(np.uint32), want.view(np.uint32)), t.type_name
+        for tier in SUPPORTED:
+            out = np.full((1, n), np.nan, np.float32)
+            _bench.kq_gemm(t.type_name.lower(), cq[None], cd[None], cs[None], 1, t.raw, n, k,
+                           out, tier)
+            assert np.array_equal(out[0].view(np.uint32), want.view(np.uint32)), (t.type_name,
+                                                                                  tier)
     assert seen == kinds
 
 
