@@ -25,10 +25,10 @@ if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
 static int kq_check(const if_matrix *w, size_t rows, size_t cols, const char *name, char *err,
                     size_t errlen) {
     const int t = w->ggml_type;
-    if (t != IF_GGML_Q4_K && t != IF_GGML_Q6_K) {
+    if (t != IF_GGML_Q4_K && t != IF_GGML_Q5_K && t != IF_GGML_Q6_K) {
         const char *tn = if_ggml_type_name(t);
-        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_K and Q6_K have kernels)", name,
-            t, tn ? tn : "unknown");
+        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_K, Q5_K and Q6_K have "
+            "kernels)", name, t, tn ? tn : "unknown");
         return 0;
     }
     if (cols % IF_QK) {

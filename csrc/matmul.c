@@ -143,16 +143,18 @@ static void split_job(const if_model *m, mm_job *j) {
     if ((j->k->q8_gemm->requires & IF_FEAT_SME) && !j->k->q8_gemm->pack) j->gm2 = m->q8_gemm_alt;
 }
 
-/* ---- in-place K-quant matrices (IF_KQ): the file's Q4_K / Q6_K blocks, never packed ---- */
+/* ---- in-place K-quant matrices (IF_KQ): the file's Q4_K / Q5_K / Q6_K blocks, never packed */
 
 /* Table k's GEMV for w's K-quant type (the scalar kernel where a test table has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemv ? k->q5k_gemv : &if_k_q5k_gemv_1x1_scalar;
     return k->q6k_gemv ? k->q6k_gemv : &if_k_q6k_gemv_1x1_scalar;
 }
 /* ... its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemm ? k->q5k_gemm : &if_k_q5k_gemm_1x1_scalar;
     return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
 }
 /* ... and the K8 activation quantizer both read. */

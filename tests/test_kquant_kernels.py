@@ -1,8 +1,8 @@
-"""The K-quant kernels (q4k_*, q6k_*) on the file's GGUF Q4_K / Q6_K blocks and the K8 activation
-quantizer: the scalar kernels against a numpy model of isaforge.h's arithmetic (exact integer
-sums per 256-value block, then the float step in block order), the integers they multiply
-against the GGUF dequantizer (gguf.quants.dequantize), and every other tier against the scalar
-kernels bit for bit on a shape grid with row tails, extreme values and guard pages."""
+"""The K-quant kernels (q4k_*, q5k_*, q6k_*) on the file's GGUF Q4_K / Q5_K / Q6_K blocks and the
+K8 activation quantizer: the scalar kernels against a numpy model of isaforge.h's arithmetic
+(exact integer sums per 256-value block, then the float step in block order), the integers they
+multiply against the GGUF dequantizer (gguf.quants.dequantize), and every other tier against the
+scalar kernels bit for bit on a shape grid with row tails, extreme values and guard pages."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from conftest import GUARDED_PRELUDE
 from isaforge import _bench, _native
 from isaforge.quant import ggml
 
-BLOCK_BYTES = {"q4_k": 144, "q6_k": 210}
+BLOCK_BYTES = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+MINS = ("q4_k", "q5_k")  # the types with d, dmin at bytes 0-3 and Q4_K's scales and mins
 TYPES = list(BLOCK_BYTES)
 M_SET = [1, 2, 3, 17]
 N_SET = [1, 3, 15, 16, 17, 33, 64]
@@ -52,7 +53,7 @@ def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
         d = 2.0 ** rng.integers(-20, -2, (n_blocks, 2))
     else:
         d = rng.uniform(-1, 1, (n_blocks, 2)) * 10.0 ** rng.integers(-6, 1, (n_blocks, 2))
-    if typ == "q4_k":
+    if typ in MINS:
         b[:, 0:2], b[:, 2:4] = f16_bits(d[:, 0]), f16_bits(np.abs(d[:, 1]))
     else:
         b[:, 208:210] = f16_bits(d[:, 0])
@@ -61,14 +62,19 @@ def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
 
 def decode(typ, blocks):
     """The integers the kernels multiply, per block: Q4_K (d, dmin, sc (8), m (8), q (8, 32));
-    Q6_K (d, sc (16), u (16, 16)) with u = q + 32."""
+    Q5_K likewise with q in 0..31 (bit j of qh[l] is bit 4 of value l of sub-block j); Q6_K (d,
+    sc (16), u (16, 16)) with u = q + 32."""
     nb = blocks.shape[0]
-    if typ == "q4_k":
+    if typ in MINS:
         d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)[:, 0]
         dmin = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)[:, 0]
         sc, mn = ggml._k4_scales(blocks[:, 4:16])
-        qs = blocks[:, 16:144].reshape(nb, 4, 32)
+        qs = blocks[:, 48:176] if typ == "q5_k" else blocks[:, 16:144]
+        qs = qs.reshape(nb, 4, 32)
         q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32)
+        if typ == "q5_k":
+            bits = (blocks[:, None, 16:48] >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1
+            q = q | (bits << 4)
         return d, dmin, sc.astype(np.int64), mn.astype(np.int64), q.astype(np.int64)
     ql = blocks[:, 0:128].reshape(nb, 2, 2, 32)
     qh = blocks[:, 128:192].reshape(nb, 2, 1, 32)
@@ -103,7 +109,7 @@ def model(typ, xq, xd, xsum, blocks, N):
     x = xq.astype(np.int64).reshape(M, nb, -1)
     bs = xsum.astype(np.int64).reshape(M, nb, 16)
     acc = np.zeros((M, N), np.float32)
-    if typ == "q4_k":
+    if typ in MINS:
         d, dmin, sc, mn, q = decode(typ, blocks)
         q, sc, mn = q.reshape(N, nb, 8, 32), sc.reshape(N, nb, 8), mn.reshape(N, nb, 8)
         d, dmin = d.reshape(N, nb), dmin.reshape(N, nb)
@@ -156,6 +162,10 @@ def make_case(rng, typ, M, N, K, extreme=False):
     return xq, xd, xsum, blocks.reshape(N, -1)
 
 
+def gguf_type(gguf, typ):
+    return getattr(gguf.GGMLQuantizationType, typ.upper())
+
+
 def test_some_tier_besides_scalar_is_tested():
     assert TIERS, "no SIMD tier available on this machine"
 
@@ -163,13 +173,13 @@ def test_some_tier_besides_scalar_is_tested():
 @pytest.mark.parametrize("typ", TYPES)
 def test_dequantized_levels_equal_gguf(typ):
     """The integers the kernels multiply (decode) rebuild gguf.quants.dequantize exactly in its
-    own order (Q4_K: (d sc) q - dmin m; Q6_K: (d sc) (u - 32))."""
+    own order (Q4_K, Q5_K: (d sc) q - dmin m; Q6_K: (d sc) (u - 32))."""
     gguf = pytest.importorskip("gguf")
     rng = np.random.default_rng(1)
     blocks = make_blocks(rng, typ, 64)
-    gtype = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
+    gtype = gguf_type(gguf, typ)
     want = gguf.quants.dequantize(blocks.reshape(-1), gtype).reshape(64, 256)
-    if typ == "q4_k":
+    if typ in MINS:
         d, dmin, sc, mn, q = decode(typ, blocks)
         scale = (d[:, None] * sc.astype(np.float32))[:, :, None]
         off = (dmin[:, None] * mn.astype(np.float32))[:, :, None]
@@ -190,7 +200,7 @@ def test_kernel_weights_equal_gguf_dequantize(typ):
     rng = np.random.default_rng(2)
     N, K = 5, 512
     blocks = make_blocks(rng, typ, N * K // 256, pow2=True).reshape(N, -1)
-    gtype = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
+    gtype = gguf_type(gguf, typ)
     want = gguf.quants.dequantize(blocks.reshape(-1), gtype).reshape(N, K)
     xq = np.eye(K, dtype=np.int8)
     xd = np.ones((K, K // 256), np.float32)
@@ -248,10 +258,10 @@ def test_special_block_scales_equal_scalar_bits(typ):
     specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
                          0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
     blocks = make_blocks(rng, typ, N * K // 256).reshape(N * K // 256, -1)
-    off = 0 if typ == "q4_k" else 208
+    off = 0 if typ in MINS else 208
     pick = specials[rng.integers(0, len(specials), (blocks.shape[0], 2))]
     blocks[:, off:off + 2] = pick[:, :1].view(np.uint8)
-    if typ == "q4_k":
+    if typ in MINS:
         blocks[:, 2:4] = pick[:, 1:].view(np.uint8)
     blocks = blocks.reshape(N, -1)
     xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
@@ -283,15 +293,18 @@ def test_tiers_equal_scalar_bits(typ):
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_real_file_blocks(typ):
-    """Blocks llama.cpp's quantizer wrote (a Q4_K_M file: Q4_K and Q6_K matrices), when the
-    measurement model is present: every tier = the numpy model, bit for bit."""
+    """Blocks llama.cpp's quantizer wrote (a Q4_K_M file: Q4_K and Q6_K matrices, Q5_K where it
+    chose one), when the measurement model is present: every tier = the numpy model, bit for
+    bit."""
     gguf = pytest.importorskip("gguf")
     path = Path.home() / ".cache/isaforge/scale/llama-3.2-1b-random-q4_k_m.gguf"
     if not path.is_file():
         pytest.skip(f"{path} not present")
-    want_type = gguf.GGMLQuantizationType.Q4_K if typ == "q4_k" else gguf.GGMLQuantizationType.Q6_K
     r = gguf.GGUFReader(str(path))
-    t = next(t for t in r.tensors if t.tensor_type == want_type and "blk.0." in t.name)
+    want_type = gguf_type(gguf, typ)
+    t = next((t for t in r.tensors if t.tensor_type == want_type and "blk.0." in t.name), None)
+    if t is None:
+        pytest.skip(f"{path.name} has no {typ.upper()} matrix")
     K = int(t.shape[0])
     N = 40
     blocks = np.ascontiguousarray(np.asarray(t.data).reshape(-1)[: N * K // 256 * BLOCK_BYTES[typ]])
@@ -313,7 +326,7 @@ def test_bad_shapes_refused():
         _bench.kq_gemm("q6_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
                        np.zeros(209, np.uint8), 1, 256, np.zeros(1, np.float32), "scalar")
     with pytest.raises(ValueError, match="unknown K-quant type"):
-        _bench.kq_gemm("q5_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
+        _bench.kq_gemm("q3_k", z, np.ones(1, np.float32), np.zeros(16, np.int16), 1,
                        np.zeros(210, np.uint8), 1, 256, np.zeros(1, np.float32), "scalar")
     with pytest.raises(ValueError, match="multiple of 256"):
         _bench.k8_quantize(np.zeros(100, np.float32), np.zeros(100, np.int8),
@@ -322,7 +335,7 @@ def test_bad_shapes_refused():
 
 GUARD_SCRIPT = GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
-for typ, bb in (("q4_k", 144), ("q6_k", 210)):
+for typ, bb in (("q4_k", 144), ("q5_k", 176), ("q6_k", 210)):
     for (M, N, K) in [(1, 17, 256), (3, 15, 512), (17, 1, 768), (1, 33, 2304), (2, 16, 256)]:
         nb = K // 256
         x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
@@ -331,7 +344,7 @@ for typ, bb in (("q4_k", 144), ("q6_k", 210)):
         xs[:] = x.reshape(M, -1, 16).astype(np.int16).sum(axis=2)
         w = guarded((N, nb * bb), np.uint8); w[:] = rng.integers(0, 256, (N, nb * bb))
         for r in range(N * nb):  # finite f16 scales
-            o = r * bb + (0 if typ == "q4_k" else 208)
+            o = r * bb + (208 if typ == "q6_k" else 0)
             w.reshape(-1)[o:o + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
         ref = np.empty((M, N), np.float32)
         _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, ref, "scalar")
@@ -355,9 +368,10 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q4k_gemv / q6k_gemv cases: weight bytes are the blocks, every
-    tier passes the bit-for-bit gate, and a group size other than 256 is refused."""
-    for op, bb in (("q4k_gemv", 144), ("q6k_gemv", 210)):
+    """isaforge bench kernels' q4k_gemv / q5k_gemv / q6k_gemv cases: weight bytes are the
+    blocks, every tier passes the bit-for-bit gate, and a group size other than 256 is
+    refused."""
+    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210)):
         case = _bench.Case(op, 1, 40, 512, 256, 2)
         assert case.weight_bytes == 40 * 2 * bb
         for tier in ["scalar", *TIERS]:
@@ -368,13 +382,17 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     from isaforge.bench.kernels import Shape, kquant_shapes
 
     shapes = kquant_shapes("smollm2-135m")
-    assert {s.op for s in shapes} == {"q4k_gemv", "q6k_gemv"}
+    assert {s.op for s in shapes} == {"q4k_gemv", "q5k_gemv", "q6k_gemv"}
     assert all(s.K % 256 == 0 for s in shapes)
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
 
 
 KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register width)
     "q4k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
+    "q5k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw", "vptestmb"),
+    "q5k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw", "vptestmb"),
+    "q5k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
+    "q5k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
     "q6k_gemv_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
     "q4k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
     "q6k_gemm_1x16_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),

@@ -1,6 +1,7 @@
-"""Whole models whose Q4_K / Q6_K matrices run in place (`--quant auto`): tiny GGUF files (random
-K-quant blocks written with the gguf package, mixed with Q8_0 / Q5_0 / F32 matrices; and a
-Q4_K_M written by llama.cpp's quantizer through llama-cpp-python), and Gemma 3 270M's Q4_K_M.
+"""Whole models whose Q4_K / Q5_K / Q6_K matrices run in place (`--quant auto`): tiny GGUF files
+(random K-quant blocks written with the gguf package, mixed with Q8_0 / Q5_0 / F32 matrices; and
+a Q4_K_M and a Q5_K_M written by llama.cpp's quantizer through llama-cpp-python), and Gemma 3
+270M's Q4_K_M.
 Identity across tiers, threads and prefill chunking; the K-quant matmul equal to reference.py's
 model of it bit for bit; logits within a stated bound of the float64 reference on the file's
 dequantized weights; the token table's rows equal to gguf's dequantization; clear errors."""
@@ -50,9 +51,10 @@ def kq_blocks(rng, typ: str, rows: int, cols: int) -> np.ndarray:
     """Random (rows, cols / 256 blocks) of `typ` (every byte pattern is a valid block) with
     f16 scales that give weights of about 1 / sqrt(cols)."""
     nb = rows * cols // 256
-    if typ == "Q4_K":
-        b = rng.integers(0, 256, (nb, 144), dtype=np.uint8)
-        b[:, 0:2] = rng.uniform(0.5e-4, 2e-4, (nb, 1)).astype("<f2").view(np.uint8)
+    if typ in ("Q4_K", "Q5_K"):  # Q5_K: values up to 31, so half Q4_K's d
+        b = rng.integers(0, 256, (nb, 144 if typ == "Q4_K" else 176), dtype=np.uint8)
+        lo, hi = (0.5e-4, 2e-4) if typ == "Q4_K" else (0.25e-4, 1e-4)
+        b[:, 0:2] = rng.uniform(lo, hi, (nb, 1)).astype("<f2").view(np.uint8)
         b[:, 2:4] = rng.uniform(0, 2e-4, (nb, 1)).astype("<f2").view(np.uint8)
     else:
         b = rng.integers(0, 256, (nb, 210), dtype=np.uint8)
@@ -60,13 +62,13 @@ def kq_blocks(rng, typ: str, rows: int, cols: int) -> np.ndarray:
     return b.reshape(rows, -1)  # the writer reads the shape from the bytes per row
 
 
-@pytest.fixture(scope="module")
-def random_kq(tmp_path_factory) -> Path:
-    """Layers alternating Q4_K and Q6_K, two other types, a tied Q6_K token table."""
-    rng = np.random.default_rng(7)
+def random_file(path: Path, kinds: tuple[str, str], seed: int) -> Path:
+    """Layers alternating kinds[0] and kinds[1], two other types, a tied kinds[1] token
+    table."""
+    rng = np.random.default_rng(seed)
     t: dict[str, np.ndarray] = {"output_norm.weight": rng.uniform(0.5, 1.5, C.dim).astype(
         np.float32)}
-    raw: dict = {"token_embd.weight": (kq_blocks(rng, "Q6_K", C.vocab_size, C.dim), "Q6_K")}
+    raw: dict = {"token_embd.weight": (kq_blocks(rng, kinds[1], C.vocab_size, C.dim), kinds[1])}
     t["token_embd.weight"] = np.zeros((C.vocab_size, C.dim), np.float32)
     types = dict(OTHER)
     for i in range(C.n_layers):
@@ -76,23 +78,32 @@ def random_kq(tmp_path_factory) -> Path:
             name = f"blk.{i}.{n}.weight"
             t[name] = (rng.standard_normal((r, k)) / np.sqrt(k)).astype(np.float32)
             if name not in OTHER:
-                typ = "Q4_K" if (i + j) % 2 == 0 else "Q6_K"
+                typ = kinds[(i + j) % 2]
                 raw[name] = (kq_blocks(rng, typ, r, k), typ)
-    return write_gguf(tmp_path_factory.mktemp("kq") / "random_kq.gguf", t, types, kv=KV,
-                      raw=raw)
+    return write_gguf(path, t, types, kv=KV, raw=raw)
 
 
 @pytest.fixture(scope="module")
-def llama_cpp_kq(tmp_path_factory, random_kq) -> Path:
-    """The float model of test_gguf's kind at these shapes quantized to Q4_K_M by llama.cpp
-    (llama-cpp-python of the system python3): Q4_K and Q6_K as its quantizer chooses."""
+def random_kq(tmp_path_factory) -> Path:
+    """Layers alternating Q4_K and Q6_K, two other types, a tied Q6_K token table."""
+    return random_file(tmp_path_factory.mktemp("kq") / "random_kq.gguf", ("Q4_K", "Q6_K"), 7)
+
+
+@pytest.fixture(scope="module")
+def random_q5k(tmp_path_factory) -> Path:
+    """Layers alternating Q5_K and Q4_K, two other types, a tied Q5_K token table."""
+    return random_file(tmp_path_factory.mktemp("q5k") / "random_q5k.gguf", ("Q4_K", "Q5_K"), 11)
+
+
+def llama_cpp_quantized(d: Path, ftype: str) -> Path:
+    """The float model of test_gguf's kind at these shapes quantized by llama.cpp
+    (llama-cpp-python of the system python3) to LLAMA_FTYPE_MOSTLY_<ftype>."""
     from test_gguf import float_tensors
 
-    d = tmp_path_factory.mktemp("kq_llama")
     src = write_gguf(d / "f32.gguf", float_tensors(C), kv=KV)
-    out = d / "q4_k_m.gguf"
+    out = d / f"{ftype.lower()}.gguf"
     code = ("import ctypes, sys, llama_cpp as l; p = l.llama_model_quantize_default_params(); "
-            "p.ftype = l.LLAMA_FTYPE_MOSTLY_Q4_K_M; "
+            f"p.ftype = l.LLAMA_FTYPE_MOSTLY_{ftype}; "
             "sys.exit(l.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), "
             "ctypes.byref(p)))")
     try:
@@ -103,6 +114,18 @@ def llama_cpp_kq(tmp_path_factory, random_kq) -> Path:
     if r.returncode != 0 or not out.is_file():
         pytest.skip(f"llama-cpp-python's quantizer unavailable: {r.stderr[-300:]!r}")
     return out
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_kq(tmp_path_factory) -> Path:
+    """Q4_K_M by llama.cpp: Q4_K and Q6_K as its quantizer chooses."""
+    return llama_cpp_quantized(tmp_path_factory.mktemp("kq_llama"), "Q4_K_M")
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_q5k(tmp_path_factory) -> Path:
+    """Q5_K_M by llama.cpp: Q5_K and Q6_K as its quantizer chooses."""
+    return llama_cpp_quantized(tmp_path_factory.mktemp("q5k_llama"), "Q5_K_M")
 
 
 def greedy(eng: Engine, prompt: list[int], n: int) -> tuple[list[int], np.ndarray]:
@@ -133,11 +156,18 @@ def test_auto_holds_kquants_in_place_and_the_rest_as_q8(random_kq: Path) -> None
     assert not any(isinstance(t, KQTensor) for t in [*q8.wq, *q8.w2, q8.wcls])
 
 
-@pytest.mark.parametrize("which", ["random_kq", "llama_cpp_kq"])
+ALL_FILES = ["random_kq", "llama_cpp_kq", "random_q5k", "llama_cpp_q5k"]
+
+
+@pytest.mark.parametrize("which", ALL_FILES)
 def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
     """T = 0 tokens and every position's logits, bit for bit: every supported tier, 1 and 2
     threads, prefill in one chunk, in chunks of 3, and token by token."""
     m = read_gguf(request.getfixturevalue(which), quant="auto")
+    w = m.weights
+    kq = {t.type_name for t in [*w.wq, *w.wk, *w.wv, *w.wo, *w.w1, *w.w2, *w.w3, w.wcls]
+          if isinstance(t, KQTensor)}
+    assert ("Q5_K" in kq) == ("q5k" in which), kq  # Q5_K matrices run in place
     base = None
     for tier in SUPPORTED:
         select_kernel(tier)
@@ -157,10 +187,14 @@ def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
     assert np.isfinite(base[1]).all() and np.abs(base[1]).max() > 0
 
 
-def test_kquant_matmul_equals_reference_bit_for_bit(random_kq: Path) -> None:
-    """reference.py's K8 quantization and K-quant matmul against the C scalar kernels (which
-    every tier equals, tests/test_kquant_kernels.py) on the file's own matrices."""
-    w = read_gguf(random_kq, quant="auto").weights
+@pytest.mark.parametrize("which, kinds", [("random_kq", {"Q4_K", "Q6_K"}),
+                                          ("random_q5k", {"Q4_K", "Q5_K"}),
+                                          ("llama_cpp_q5k", {"Q5_K", "Q6_K"})])
+def test_kquant_matmul_equals_reference_bit_for_bit(which: str, kinds: set, request) -> None:
+    """reference.py's K8 quantization and K-quant matmul against the C kernels of every tier
+    on the file's own matrices (llama_cpp_q5k: Q5_K blocks as llama.cpp's quantizer writes
+    them; gguf.quants has no Q5_K quantizer)."""
+    w = read_gguf(request.getfixturevalue(which), quant="auto").weights
     rng = np.random.default_rng(3)
     seen = set()
     for t in [*w.wq, *w.wk, *w.w1, *w.w2, w.wcls]:
@@ -175,12 +209,14 @@ def test_kquant_matmul_equals_reference_bit_for_bit(random_kq: Path) -> None:
             k // 16, np.int16)
         _bench.k8_quantize(x, cq, cd, cs, "scalar")
         assert np.array_equal(cq, xq) and np.array_equal(cd, xd) and np.array_equal(cs, xsum)
-        out = np.full((1, n), np.nan, np.float32)
-        _bench.kq_gemm(t.type_name.lower(), cq[None], cd[None], cs[None], 1, t.raw, n, k, out,
-                       "scalar")
         want = kq_matmul(xq, xd, xsum, t)
-        assert np.array_equal(out[0].view(np.uint32), want.view(np.uint32)), t.type_name
-    assert seen == {"Q4_K", "Q6_K"}
+        for tier in SUPPORTED:
+            out = np.full((1, n), np.nan, np.float32)
+            _bench.kq_gemm(t.type_name.lower(), cq[None], cd[None], cs[None], 1, t.raw, n, k,
+                           out, tier)
+            assert np.array_equal(out[0].view(np.uint32), want.view(np.uint32)), (t.type_name,
+                                                                                  tier)
+    assert seen == kinds
 
 
 def dequantized(path: Path) -> Weights:
@@ -194,14 +230,18 @@ def dequantized(path: Path) -> Weights:
     return weights_from(t, C)
 
 
-@pytest.mark.parametrize("which", ["random_kq", "llama_cpp_kq"])
+@pytest.mark.parametrize("which", ALL_FILES)
 def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     """C logits (K8 activations, in-place kernels) against reference.py: within 1e-5 of the
     largest |logit| of reference.py's own K8 model run in float32 (the same matmul bits; only
-    the norms' and attention's float sums run in another order: measured 3e-7 and 4e-7), and
-    within 4 % of the float64 reference on gguf.quants.dequantize's weights (the 8-bit
-    activations' error: measured 1.8 % and 3.1 %), no further from it than the q8 load (the
-    weights requantized to 8 bits: 2.2 % and 3.4 %)."""
+    the norms' and attention's float sums run in another order: measured 3e-7, 4e-7, 2e-7 and
+    3e-7 in ALL_FILES' order), and within 4 % of the float64 reference on
+    gguf.quants.dequantize's weights (the 8-bit activations' error: measured 1.8 %, 3.1 %,
+    0.12 % and 2.7 %), no further from it than the q8 load (the weights requantized to 8 bits:
+    2.2 %, 3.4 %, 0.13 % and 3.2 %). The top token equals the float64 reference's at every
+    position, except in the Q5_K_M file at most one where the reference's lead over its
+    runner-up is under 1 % of the largest |logit| (measured: one, a lead of 0.28 %, well inside
+    the activations' 2.7 %; the q8 load flips one such near-tie in the Q4_K_M file)."""
     path = request.getfixturevalue(which)
     m = with_context(read_gguf(path, quant="auto"), len(TOKS))
     got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
@@ -213,12 +253,17 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     assert np.abs(got - spec).max() <= 1e-5 * scale
     assert np.abs(got - exact).max() <= 4e-2 * scale
     assert np.abs(got - exact).max() <= np.abs(q8 - exact).max()
-    assert (got.argmax(axis=1) == exact.argmax(axis=1)).all()
+    top = np.sort(exact, axis=1)
+    same = got.argmax(axis=1) == exact.argmax(axis=1)
+    assert same.sum() >= len(TOKS) - (which == "llama_cpp_q5k")
+    assert (top[~same, -1] - top[~same, -2] < 1e-2 * scale).all()
 
 
-def test_token_rows_equal_gguf_dequantize(random_kq: Path) -> None:
-    m = read_gguf(random_kq, quant="auto")
-    r = gguf.GGUFReader(str(random_kq))
+@pytest.mark.parametrize("which", ["random_kq", "random_q5k"])
+def test_token_rows_equal_gguf_dequantize(which: str, request) -> None:
+    path = request.getfixturevalue(which)
+    m = read_gguf(path, quant="auto")
+    r = gguf.GGUFReader(str(path))
     t = next(x for x in r.tensors if x.name == "token_embd.weight")
     want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(C.vocab_size, C.dim)
     eng = Engine(m, threads=1)
@@ -260,6 +305,19 @@ def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
     assert mats["tok_embeddings"]["resident"] == "the classifier's (tied)"
     text = cli("info", str(random_kq), "--quant", "auto").stdout.decode()
     assert "Q4_K -> Q4_K in place: q4k_gemv_" in text
+
+
+def test_info_lists_q5k_in_place_with_its_kernels(random_q5k: Path) -> None:
+    r = cli("info", str(random_q5k), "--quant", "auto", "--json")
+    assert r.returncode == 0, r.stderr
+    mats = {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
+    k = mats["layers.0.wk"]
+    assert k["stored"] == "Q5_K" and k["resident"] == "Q5_K in place"
+    assert k["decode"].startswith("q5k_gemv_") and k["prefill"].startswith("q5k_gemm_")
+    assert mats["wcls"]["stored"] == "Q5_K" and mats["wcls"]["decode"].startswith("q5k_gemv_")
+    assert mats["layers.0.wq"]["resident"] == "Q4_K in place"
+    text = cli("info", str(random_q5k), "--quant", "auto").stdout.decode()
+    assert "Q5_K -> Q5_K in place: q5k_gemv_" in text
 
 
 def test_convert_refuses_auto(random_kq: Path, tmp_path: Path) -> None:

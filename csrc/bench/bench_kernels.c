@@ -79,11 +79,16 @@ void ifb_case_free(ifb_case *c) {
 }
 
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
-static int is_kq(ifb_op op) { return op == IFB_Q4K_GEMV || op == IFB_Q6K_GEMV; }
-/* Bytes of one (N, K) K-quant matrix in the file's blocks. */
-static size_t kq_bytes(ifb_op op, size_t N, size_t K) {
-    return N * (K / IF_QK) * (op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES);
+static int is_kq(ifb_op op) {
+    return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV;
 }
+/* Bytes of one K-quant block of op's type. */
+static size_t kq_block(ifb_op op) {
+    return op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES
+           : op == IFB_Q5K_GEMV ? IF_Q5K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+}
+/* Bytes of one (N, K) K-quant matrix in the file's blocks. */
+static size_t kq_bytes(ifb_op op, size_t N, size_t K) { return N * (K / IF_QK) * kq_block(op); }
 
 if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
                           const int8_t *cb, ifb_case **out, char *err, size_t errlen) {
@@ -149,10 +154,10 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         c->w[i] = alloc64(wb), c->ws[i] = alloc64(N * G * sizeof(float));
         if (!c->w[i] || !c->ws[i]) goto oom;
         fill_i8(c->w[i], wb, &st);
-        const size_t bb = op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
-        for (size_t o = op == IFB_Q4K_GEMV ? 0 : 208; is_kq(op) && o < wb; o += bb) {
+        const int mins = op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV; /* d, dmin at bytes 0-3 */
+        for (size_t o = mins ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
             c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
-            if (op == IFB_Q4K_GEMV) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
+            if (mins) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
         }
         fill_f32(c->ws[i], N * G, &st, 0.0005f, 0.001f);
     }
@@ -204,6 +209,7 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
 static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
+    if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
 
@@ -233,6 +239,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
         break;
     }
     case IFB_Q4K_GEMV:
+    case IFB_Q5K_GEMV:
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
@@ -254,6 +261,7 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q4_GEMV: return (t->q4_gemv ? t->q4_gemv : s->q4_gemv)->name;
     case IFB_Q4_GEMM: return (t->q4_gemm ? t->q4_gemm : s->q4_gemm)->name;
     case IFB_Q4K_GEMV:
+    case IFB_Q5K_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     default: return t->quantize->name;
     }

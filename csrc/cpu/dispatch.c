@@ -30,6 +30,7 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_scalar, .q6k_gemv = &if_k_q6k_gemv_1x1_scalar,
      .q4k_gemm = &if_k_q4k_gemm_1x1_scalar, .q6k_gemm = &if_k_q6k_gemm_1x1_scalar,
+     .q5k_gemv = &if_k_q5k_gemv_1x1_scalar, .q5k_gemm = &if_k_q5k_gemm_1x1_scalar,
      .k8_quantize = &if_k_k8_quantize_1x1_scalar},
 #if defined(IF_X86_TIERS)
     {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
@@ -41,6 +42,7 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_avx2,
      .q4k_gemv = &if_k_q4k_gemv_1x8_avx2, .q6k_gemv = &if_k_q6k_gemv_1x8_avx2,
      .q4k_gemm = &if_k_q4k_gemm_1x8_avx2, .q6k_gemm = &if_k_q6k_gemm_1x8_avx2,
+     .q5k_gemv = &if_k_q5k_gemv_1x8_avx2, .q5k_gemm = &if_k_q5k_gemm_1x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
@@ -51,6 +53,7 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_avx2,
      .q4k_gemv = &if_k_q4k_gemv_1x8_avx_vnni, .q6k_gemv = &if_k_q6k_gemv_1x8_avx_vnni,
      .q4k_gemm = &if_k_q4k_gemm_1x8_avx_vnni, .q6k_gemm = &if_k_q6k_gemm_1x8_avx_vnni,
+     .q5k_gemv = &if_k_q5k_gemv_1x8_avx_vnni, .q5k_gemm = &if_k_q5k_gemm_1x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
@@ -61,6 +64,7 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_avx2,
      .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_1x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
@@ -75,6 +79,7 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_avx2,
      .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
+     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_1x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
@@ -96,7 +101,8 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_1x4_dotprod,
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
-     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
      * M = 1) */
     {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
@@ -107,7 +113,8 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x4_dotprod, .q4_gemm = &if_k_q4_gemm_4x4_i8mm,
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
-     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
@@ -118,7 +125,8 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_vlxvl_sme2,
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
-     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod},
+     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
@@ -137,6 +145,7 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->hadamard ? t->hadamard->requires : 0) |
            (t->q4k_gemv ? t->q4k_gemv->requires : 0) | (t->q6k_gemv ? t->q6k_gemv->requires : 0) |
            (t->q4k_gemm ? t->q4k_gemm->requires : 0) | (t->q6k_gemm ? t->q6k_gemm->requires : 0) |
+           (t->q5k_gemv ? t->q5k_gemv->requires : 0) | (t->q5k_gemm ? t->q5k_gemm->requires : 0) |
            (t->k8_quantize ? t->k8_quantize->requires : 0);
 }
 

@@ -30,7 +30,7 @@ typedef enum if_status {
 
 /* IF_Q4: 4-bit indices into a 16-entry int8 codebook, one float scale per group (CQ4, GGUF
  * Q4_0 / IQ4_NL / IQ4_XS); see if_q4_gemv_fn for the layout.
- * IF_KQ: a GGUF Q4_K or Q6_K matrix run in place on the file's blocks (if_matrix.ggml_type,
+ * IF_KQ: a GGUF Q4_K, Q5_K or Q6_K matrix run in place on the file's blocks (if_matrix.ggml_type,
  * .raw; the caller keeps the bytes alive, they are the one resident copy).
  * IF_GGML: a GGUF matrix of any other type given as the file's bytes (.ggml_type, .raw,
  * .raw_bytes); model creation turns it into Q8 at group 32 (if_ggml_to_q8), one matrix at a
@@ -228,13 +228,16 @@ typedef struct if_q4_gemm_kernel {
     if_q4_unpack_fn unpack; /* required with pack */
     int decode_packed;
 } if_q4_gemm_kernel;
-/* ---- K-quants read as stored: GGUF Q4_K and Q6_K super-blocks of IF_QK = 256 values ----
+/* ---- K-quants read as stored: GGUF Q4_K, Q5_K and Q6_K super-blocks of IF_QK = 256 values ----
  * w: (N, K / 256) blocks, row-major, each the file's bytes unchanged (no repack, no expanded
  * scales: the resident copy is the file's own). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
  * of 6-bit scales sc[8] and mins m[8] (ggml's packing), 128 bytes of nibbles: chunk c (32
  * bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; value = d * sc[j] *
- * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q6_K (210 bytes): ql[128], qh[64], int8
- * sc[16], f16 d; value = d * sc[j] * (u - 32), u in 0..63, 16 sub-blocks of 16.
+ * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q5_K (176 bytes): Q4_K's fields with
+ * qh[32] between the scales and the nibbles (qs at byte 48); bit j of qh[l] is bit 4 of value
+ * l of sub-block j, so q in 0..31, and everything else as Q4_K (Q4_K's formulas below).
+ * Q6_K (210 bytes): ql[128], qh[64], int8 sc[16], f16 d; value = d * sc[j] * (u - 32), u in
+ * 0..63, 16 sub-blocks of 16.
  * Activations (K8): per 256 values one float scale xd and int8 xq (the Q8 rule, if_quantize_fn
  * at gs = 256), plus xsum, the int16 sum of each 16 consecutive xq (K / 16 of them).
  * Per output and block b, in integers (exact, any order): Q4_K sumi = sum_j sc[j] * dot_j(q,
@@ -244,6 +247,7 @@ typedef struct if_q4_gemm_kernel {
  * Q6_K acc = acc + (d * xd[b]) * (float)sumi. K is a multiple of 256. */
 #define IF_QK 256
 #define IF_Q4K_BLOCK_BYTES 144
+#define IF_Q5K_BLOCK_BYTES 176
 #define IF_Q6K_BLOCK_BYTES 210
 /* Quantize one activation row x (K floats, K % 256 == 0) to the K8 form: q (K), d (K / 256),
  * bsum (K / 16). */
@@ -257,7 +261,7 @@ typedef void (*if_kq_gemv_fn)(float *out, const int8_t *xq, const float *xd,
 typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xd,
                               const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                               size_t n1, size_t K);
-/* K-quant kernels of one weight type (q4k_* or q6k_*, by the file name). */
+/* K-quant kernels of one weight type (q4k_*, q5k_* or q6k_*, by the file name). */
 typedef struct if_kq_gemv_kernel {
     const char *name;
     uint32_t requires;
@@ -334,8 +338,8 @@ typedef struct if_kernel_table {
     const if_q4_gemm_kernel *q4_gemm;  /* 4-bit prefill matmuls (likewise) */
     const if_hadamard_kernel *hadamard; /* activation rotation of 4-bit matrices (likewise) */
     /* K-quant matmuls on the file's blocks and their activation quantizer (NULL: scalar) */
-    const if_kq_gemv_kernel *q4k_gemv, *q6k_gemv;
-    const if_kq_gemm_kernel *q4k_gemm, *q6k_gemm;
+    const if_kq_gemv_kernel *q4k_gemv, *q5k_gemv, *q6k_gemv;
+    const if_kq_gemm_kernel *q4k_gemm, *q5k_gemm, *q6k_gemm;
     const if_k8_quantize_kernel *k8_quantize;
 } if_kernel_table;
 

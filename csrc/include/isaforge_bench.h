@@ -26,8 +26,9 @@ typedef enum ifb_op {
     IFB_QUANTIZE = 2,
     IFB_Q4_GEMV = 3, /* 4-bit codebook GEMV (if_q4_gemv_fn's nibble layout) */
     IFB_Q4_GEMM = 4,
-    IFB_Q4K_GEMV = 5, /* K-quant GEMVs on GGUF Q4_K / Q6_K blocks (gs must be 256) */
-    IFB_Q6K_GEMV = 6
+    IFB_Q4K_GEMV = 5, /* K-quant GEMVs on GGUF Q4_K / Q6_K / Q5_K blocks (gs must be 256) */
+    IFB_Q6K_GEMV = 6,
+    IFB_Q5K_GEMV = 7
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

@@ -144,8 +144,8 @@ void if_q8_gemm_vlxvl_sme2(IF_GEMM_ARGS);
 void if_i8_attn_16x64_sme2(IF_ATTN_ARGS);
 #endif
 
-/* K-quant matmuls on the file's Q4_K / Q6_K blocks and the K8 activation quantizer
- * (csrc/kernels/q4k/, q6k/, quantize/k8_*): the scalar references */
+/* K-quant matmuls on the file's Q4_K / Q5_K / Q6_K blocks and the K8 activation quantizer
+ * (csrc/kernels/q4k/, q5k/, q6k/, quantize/k8_*): the scalar references */
 #define IF_KQ_GEMV_ARGS                                                                  \
     float *out, const int8_t *xq, const float *xd, const int16_t *xsum, const uint8_t *w, \
         size_t n0, size_t n1, size_t K
@@ -153,8 +153,10 @@ void if_i8_attn_16x64_sme2(IF_ATTN_ARGS);
     float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_t *xsum,       \
         size_t M, const uint8_t *w, size_t n0, size_t n1, size_t K
 void if_q4k_gemv_1x1_scalar(IF_KQ_GEMV_ARGS);
+void if_q5k_gemv_1x1_scalar(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x1_scalar(IF_KQ_GEMV_ARGS);
 void if_q4k_gemm_1x1_scalar(IF_KQ_GEMM_ARGS);
+void if_q5k_gemm_1x1_scalar(IF_KQ_GEMM_ARGS);
 void if_q6k_gemm_1x1_scalar(IF_KQ_GEMM_ARGS);
 void if_k8_quantize_1x1_scalar(int8_t *q, float *d, int16_t *bsum, const float *x, size_t K);
 /* bsum[i] = the int16 sum of q[16 i .. 16 i + 16), i < K / 16 */
@@ -163,11 +165,14 @@ void if_k8_sums(int16_t *bsum, const int8_t *q, size_t K);
 #if defined(IF_X86_TIERS)
 /* avx512_vnni: 16 rows per tile, VPMADDUBSW + VPDPWSSD with VPERMW-spread scales */
 void if_q4k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
+void if_q5k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
 /* avx2 / avx_vnni: 8 rows per tile, one body (kquant_avx2.h) per ISA */
 void if_q4k_gemv_1x8_avx2(IF_KQ_GEMV_ARGS);
+void if_q5k_gemv_1x8_avx2(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x8_avx2(IF_KQ_GEMV_ARGS);
 void if_q4k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
+void if_q5k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 #endif
 
@@ -175,6 +180,7 @@ void if_q6k_gemv_1x8_avx_vnni(IF_KQ_GEMV_ARGS);
 /* dotprod (also the i8mm and sme2 tiers'): one row at a time, SDOT per sub-block, MLA by the
  * scale, one ADDV per block */
 void if_q4k_gemv_1x1_dotprod(IF_KQ_GEMV_ARGS);
+void if_q5k_gemv_1x1_dotprod(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x1_dotprod(IF_KQ_GEMV_ARGS);
 #endif
 

@@ -1,7 +1,8 @@
-/* kquant_avx2.h - the AVX2 and AVX-VNNI K-quant GEMVs (q4k/, q6k/ *_avx2.c, *_avx_vnni.c): one
- * body per type, compiled once per ISA; the only difference is the int16 pair product-sum,
- * VPDPWSSD under AVX-VNNI, VPMADDWD + VPADDD under AVX2 (the same int32 sums). Include only
- * from translation units compiled with -mavx2 -mfma (and -mavxvnni for the VNNI ones).
+/* kquant_avx2.h - the AVX2 and AVX-VNNI K-quant GEMVs (q4k/, q5k/, q6k/ *_avx2.c,
+ * *_avx_vnni.c): one body per type, compiled once per ISA; the only difference is the int16
+ * pair product-sum, VPDPWSSD under AVX-VNNI, VPMADDWD + VPADDD under AVX2 (the same int32
+ * sums). Include only from translation units compiled with -mavx2 -mfma (and -mavxvnni for
+ * the VNNI ones).
  *
  * A tile of 8 weight rows (lane = row in the float state) on the file's blocks, read in place.
  * Per row and block: VPMADDUBSW of the unsigned weight bytes against the int8 activations
@@ -89,13 +90,21 @@ IFY_INLINE void ifky_store(float *out, __m256 v, size_t nr) {
     for (size_t r = 0; r < nr; r++) out[r] = t[r];
 }
 
-/* Q4_K: per row and block the 6-bit scales and mins unpacked with 32-bit masks, then per
- * 32-byte chunk c the low nibbles (sub-block 2c) and the high ones (2c + 1) against their 32
- * activations; the mins times the 32-value activation sums by VPMADDWD into 4 vectors (row
- * 4k + q in 128-bit lane k of vector q), summed per row by two in-lane steps. */
-IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
-                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    const size_t nb = K / IF_QK, rowbytes = nb * IF_Q4K_BLOCK_BYTES;
+/* Q5_K's bit 4 of the values of sub-block j from the 32 qh bytes (bit j of byte l, lane l),
+ * as 0 or 16 per byte (the 16-bit shift's carry from the next byte is masked off). */
+IFY_INLINE __m256i ifky_q5bit(__m256i qh, int j) {
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1)), 4);
+}
+
+/* Q4_K (five = 0) and Q5_K (five = 1): per row and block the 6-bit scales and mins unpacked
+ * with 32-bit masks, then per 32-byte chunk c the low nibbles (sub-block 2c) and the high ones
+ * (2c + 1), Q5_K's with their qh bit as bit 4, against their 32 activations; the mins times
+ * the 32-value activation sums by VPMADDWD into 4 vectors (row 4k + q in 128-bit lane k of
+ * vector q), summed per row by two in-lane steps. */
+IFY_INLINE void ifky_q45k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                          const uint8_t *w, size_t n0, size_t n1, size_t K, const int five) {
+    const size_t bb = five ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+    const size_t nb = K / IF_QK, rowbytes = nb * bb, qoff = five ? 48 : 16;
     const __m256i m4 = _mm256_set1_epi8(15);
     for (size_t n = n0; n < n1; n += 8) {
         const uint8_t *rows[8];
@@ -103,7 +112,7 @@ IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const in
         const uint8_t *next = w + (n + 16) * rowbytes;
         __m256 acc = _mm256_setzero_ps();
         for (size_t b = 0; b < nb; b++) {
-            ifky_prefetch(next + b * 8 * IF_Q4K_BLOCK_BYTES, 8 * IF_Q4K_BLOCK_BYTES);
+            ifky_prefetch(next + b * 8 * bb, 8 * bb);
             const int8_t *x = xq + b * IF_QK;
             const __m256i p32 = _mm256_madd_epi16(
                 _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16)),
@@ -114,7 +123,7 @@ IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const in
             _Alignas(16) uint16_t dh[8], mh[8];
             IFY_UNROLL
             for (int r = 0; r < 8; r++) {
-                const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
+                const uint8_t *blk = rows[r] + b * bb;
                 memcpy(&dh[r], blk, 2);
                 memcpy(&mh[r], blk + 2, 2);
                 uint32_t u[3];
@@ -128,14 +137,24 @@ IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const in
                 if (r < 4) mz[r] = _mm256_castsi128_si256(mins);
                 else mz[r - 4] = _mm256_inserti128_si256(mz[r - 4], mins, 1);
                 __m256i a = _mm256_setzero_si256();
+                const __m256i qh =
+                    five ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16))
+                         : _mm256_setzero_si256();
                 IFY_UNROLL
                 for (int c = 0; c < 4; c++) {
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                    const __m256i q =
+                        _mm256_loadu_si256((const __m256i *)(const void *)(blk + qoff + 32 * c));
                     const __m256i xl = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c));
                     const __m256i xh = _mm256_loadu_si256((const __m256i *)(const void *)(x + 64 * c + 32));
-                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(_mm256_and_si256(q, m4), xl),
+                    __m256i lo = _mm256_and_si256(q, m4),
+                            hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    if (five) {
+                        lo = _mm256_or_si256(lo, ifky_q5bit(qh, 2 * c));
+                        hi = _mm256_or_si256(hi, ifky_q5bit(qh, 2 * c + 1));
+                    }
+                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(lo, xl),
                                     _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c)));
-                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), xh),
+                    a = ifky_dpwssd(a, _mm256_maddubs_epi16(hi, xh),
                                     _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1)));
                 }
                 v[r] = a;
@@ -156,6 +175,11 @@ IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const in
         }
         ifky_store(out + n, acc, nr);
     }
+}
+
+IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    ifky_q45k(out, xq, xd, xsum, w, n0, n1, K, 0);
 }
 
 /* Q6_K: per row and 128-value half, the 64 low-nibble bytes in two loads and the 32 high-bit
@@ -222,22 +246,32 @@ IFY_INLINE void ifky_q6k(float *out, const int8_t *xq, const float *xd, const in
     }
 }
 
-/* The GEMMs: each block of the 8-row tile unpacked once (values as unsigned bytes, scale
+/* The GEMMs (kind: IFKY_Q4K, IFKY_Q6K, IFKY_Q5K; Q5_K is Q4_K's path with its values' bit 4
+ * from qh): each block of the 8-row tile unpacked once (values as unsigned bytes, scale
  * spreads, Q4_K's mins / Q6_K's int16 scales) into an L1 scratch, then every activation row
  * runs its products from it; per output the GEMV's arithmetic, the running sums kept in out
  * between blocks (float32 values stored and reloaded as they are). */
 typedef struct ifky_blk {
     __m256i u[8][8];  /* per row: the 8 product operands (32 values each), in the GEMV's order */
     __m256i s[8][8];  /* their int16 scale spreads */
-    __m256i sc[8];    /* Q4_K: the mins as int16 (low 128 bits); Q6_K: the 16 scales */
+    __m256i sc[8];    /* Q4_K / Q5_K: the mins as int16 (low 128 bits); Q6_K: the 16 scales */
     _Alignas(16) uint16_t dh[8], mh[8];
 } ifky_blk;
 
-IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b, const int q6) {
+enum { IFKY_Q4K = 0, IFKY_Q6K = 1, IFKY_Q5K = 2 };
+
+IFY_INLINE size_t ifky_block_bytes(const int kind) {
+    return kind == IFKY_Q6K   ? IF_Q6K_BLOCK_BYTES
+           : kind == IFKY_Q5K ? IF_Q5K_BLOCK_BYTES
+                              : IF_Q4K_BLOCK_BYTES;
+}
+
+IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b, const int kind) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const int q6 = kind == IFKY_Q6K, five = kind == IFKY_Q5K;
     for (int r = 0; r < 8; r++) {
         if (!q6) {
-            const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
+            const uint8_t *blk = rows[r] + b * ifky_block_bytes(kind);
             memcpy(&B->dh[r], blk, 2);
             memcpy(&B->mh[r], blk + 2, 2);
             uint8_t sc8[8], m8[8];
@@ -246,10 +280,18 @@ IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b,
                 _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sc8)));
             B->sc[r] = _mm256_castsi128_si256(
                 _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)m8)));
+            const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16))
+                                    : _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16 + 32 * c));
+                const __m256i q = _mm256_loadu_si256(
+                    (const __m256i *)(const void *)(blk + (five ? 48 : 16) + 32 * c));
                 B->u[r][2 * c] = _mm256_and_si256(q, m4);
                 B->u[r][2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (five) {
+                    B->u[r][2 * c] = _mm256_or_si256(B->u[r][2 * c], ifky_q5bit(qh, 2 * c));
+                    B->u[r][2 * c + 1] =
+                        _mm256_or_si256(B->u[r][2 * c + 1], ifky_q5bit(qh, 2 * c + 1));
+                }
                 B->s[r][2 * c] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c, 2 * c));
                 B->s[r][2 * c + 1] = _mm256_shuffle_epi8(sc, ifky_spread(2 * c + 1, 2 * c + 1));
             }
@@ -280,8 +322,9 @@ IFY_INLINE void ifky_unpack(ifky_blk *B, const uint8_t *const rows[8], size_t b,
 
 IFY_INLINE void ifky_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
                           const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
-                          size_t K, const int q6) {
-    const size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+                          size_t K, const int kind) {
+    const int q6 = kind == IFKY_Q6K;
+    const size_t bb = ifky_block_bytes(kind);
     const size_t nb = K / IF_QK, rowbytes = nb * bb;
     ifky_blk B;
     for (size_t n = n0; n < n1; n += 8) {
@@ -290,7 +333,7 @@ IFY_INLINE void ifky_gemm(float *out, size_t ldo, const int8_t *xq, const float 
         const uint8_t *next = w + (n + 16) * rowbytes;
         for (size_t b = 0; b < nb; b++) {
             ifky_prefetch(next + b * 8 * bb, 8 * bb);
-            ifky_unpack(&B, rows, b, q6);
+            ifky_unpack(&B, rows, b, kind);
             const __m256 d = ifky_f16x8(B.dh), dmin = q6 ? d : ifky_f16x8(B.mh);
             for (size_t m = 0; m < M; m++) {
                 const int8_t *x = xq + m * K + b * IF_QK;

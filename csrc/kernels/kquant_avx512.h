@@ -1,4 +1,5 @@
-/* kquant_avx512.h - helpers of the AVX-512 VNNI K-quant kernels (q4k/, q6k/ *_avx512_vnni.c).
+/* kquant_avx512.h - helpers of the AVX-512 VNNI K-quant kernels (q4k/, q5k/, q6k/
+ * *_avx512_vnni.c).
  * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni.
  *
@@ -53,6 +54,26 @@ IFZ_INLINE __mmask16 ifkz_rows(const uint8_t *rows[16], const uint8_t *w, size_t
 #endif
 IFZ_INLINE void ifkz_prefetch(const uint8_t *p, size_t n) {
     for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)(p + o), IFKZ_PF_HINT);
+}
+
+/* Q4_K / Q5_K's 12 scale bytes -> sc[0..7] in the low 8 bytes, m[0..7] in the high 8 (ggml's
+ * packing: see ifk_q4k_scales). */
+IFZ_INLINE __m128i ifkz_q4k_scales(const uint8_t *s) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    const uint32_t sc_lo = u[0] & k1, m_lo = u[1] & k1;
+    const uint32_t sc_hi = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    const uint32_t m_hi = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* Q5_K: v (nibbles of one 64-byte load, values l of the 256-bit half's sub-block) with 16
+ * added where bit j0 (low 256 bits) / j1 (high 256 bits) of qh2 = qh[32] twice is set. */
+IFZ_INLINE __m512i ifkz_q5bit(__m512i v, __m512i qh2, int j0, int j1) {
+    const __m512i bit =
+        _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << j0)), _mm256_set1_epi8((char)(1 << j1)), 1);
+    return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(qh2, bit), v, _mm512_set1_epi8(16));
 }
 
 #endif

@@ -59,10 +59,11 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q4_gemm") == 0) o = IFB_Q4_GEMM;
     else if (strcmp(op, "q4k_gemv") == 0) o = IFB_Q4K_GEMV;
     else if (strcmp(op, "q6k_gemv") == 0) o = IFB_Q6K_GEMV;
+    else if (strcmp(op, "q5k_gemv") == 0) o = IFB_Q5K_GEMV;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
-                     "q6k_gemv)", op);
+                     "q5k_gemv, q6k_gemv)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
@@ -574,7 +575,7 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
 }
 
 /* kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): out (M, N) with `tier`'s
- * K-quant kernel of type "q4_k" / "q6_k" over the file's blocks w (N, K / 256 blocks): its
+ * K-quant kernel of type "q4_k" / "q5_k" / "q6_k" over the file's blocks w (N, K / 256 blocks): its
  * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
 static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
@@ -586,23 +587,26 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
                           &objs[3], &N, &K, &objs[4], &tier, &gemm))
         return NULL;
-    const int q6 = strcmp(type, "q6_k") == 0;
-    if (!q6 && strcmp(type, "q4_k") != 0)
-        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q6_k)", type);
+    const int q6 = strcmp(type, "q6_k") == 0, q5 = strcmp(type, "q5_k") == 0;
+    if (!q6 && !q5 && strcmp(type, "q4_k") != 0)
+        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k)",
+                            type);
     if (M <= 0 || N <= 0 || K <= 0 || K % IF_QK)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
     const if_kernel_table *t = table_for(tier, M > 1 || gemm), *t0 = if_tier_table(0);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
-    size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
+    size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : q5 ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
     size_t need[5] = {m * k, m * k / IF_QK * sizeof(float), m * k / 16 * sizeof(int16_t),
                       n * k / IF_QK * bb, m * n * sizeof(float)};
     Py_buffer v[5];
     if (!get_views(objs, need, 5, 1, v)) return NULL;
-    const if_kq_gemv_kernel *gv = q6 ? (t->q6k_gemv ? t->q6k_gemv : t0->q6k_gemv)
-                                     : (t->q4k_gemv ? t->q4k_gemv : t0->q4k_gemv);
-    const if_kq_gemm_kernel *gm = q6 ? (t->q6k_gemm ? t->q6k_gemm : t0->q6k_gemm)
-                                     : (t->q4k_gemm ? t->q4k_gemm : t0->q4k_gemm);
+    const if_kq_gemv_kernel *gv = q6   ? (t->q6k_gemv ? t->q6k_gemv : t0->q6k_gemv)
+                                  : q5 ? (t->q5k_gemv ? t->q5k_gemv : t0->q5k_gemv)
+                                       : (t->q4k_gemv ? t->q4k_gemv : t0->q4k_gemv);
+    const if_kq_gemm_kernel *gm = q6   ? (t->q6k_gemm ? t->q6k_gemm : t0->q6k_gemm)
+                                  : q5 ? (t->q5k_gemm ? t->q5k_gemm : t0->q5k_gemm)
+                                       : (t->q4k_gemm ? t->q4k_gemm : t0->q4k_gemm);
     Py_BEGIN_ALLOW_THREADS
     if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
     else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);

@@ -207,8 +207,10 @@ static PyObject *table_dict(const if_kernel_table *t);
 static int kq_names(PyObject *d, const if_kernel_table *t) {
     const char *names[][2] = {
         {"q4k_gemv", t->q4k_gemv ? t->q4k_gemv->name : "q4k_gemv_1x1_scalar"},
+        {"q5k_gemv", t->q5k_gemv ? t->q5k_gemv->name : "q5k_gemv_1x1_scalar"},
         {"q6k_gemv", t->q6k_gemv ? t->q6k_gemv->name : "q6k_gemv_1x1_scalar"},
         {"q4k_gemm", t->q4k_gemm ? t->q4k_gemm->name : "q4k_gemm_1x1_scalar"},
+        {"q5k_gemm", t->q5k_gemm ? t->q5k_gemm->name : "q5k_gemm_1x1_scalar"},
         {"q6k_gemm", t->q6k_gemm ? t->q6k_gemm->name : "q6k_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

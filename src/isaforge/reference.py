@@ -9,9 +9,9 @@ fp32 weights: every step runs in `dtype` (float64 by default, a high-precision o
 Q8 weights: each matmul follows runq.c exactly: the float32 activation is quantized per group
 at run time (round half away from zero, C roundf), each group's int32 dot product is scaled as
 (float(isum) * w_scale) * x_scale and accumulated group by group in float32 (no FMA).
-K-quant weights run in place (KQTensor, Q4_K / Q6_K): the activation is quantized per 256 (K8,
-the same rule) with the int16 sum of each 16 values, then isaforge.h's integer formula per
-block and its float32 steps in block order (kq_matmul), the C kernels' arithmetic exactly.
+K-quant weights run in place (KQTensor, Q4_K / Q5_K / Q6_K): the activation is quantized per
+256 (K8, the same rule) with the int16 sum of each 16 values, then isaforge.h's integer formula
+per block and its float32 steps in block order (kq_matmul), the C kernels' arithmetic exactly.
 """
 
 from __future__ import annotations
@@ -150,16 +150,16 @@ def quantize_k8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> np.ndarray:
-    """isaforge.h's K-quant arithmetic: per output row and block b, exact integer sums (Q4_K:
-    sumi = sum_j sc[j] dot_j(q, xq), summ = sum_j m[j] (xsum of sub-block j); Q6_K: sumi =
-    sum_j sc[j] (dot_j(u, xq) - 32 xsum_j)), then in float32, blocks in order from 0: Q4_K
-    acc = (acc + (d * xd[b]) * sumi) - (dmin * xd[b]) * summ; Q6_K acc = acc + (d * xd[b]) *
-    sumi."""
+    """isaforge.h's K-quant arithmetic: per output row and block b, exact integer sums (Q4_K
+    and Q5_K, q in 0..15 / 0..31: sumi = sum_j sc[j] dot_j(q, xq), summ = sum_j m[j] (xsum of
+    sub-block j); Q6_K: sumi = sum_j sc[j] (dot_j(u, xq) - 32 xsum_j)), then in float32, blocks
+    in order from 0: Q4_K / Q5_K acc = (acc + (d * xd[b]) * sumi) - (dmin * xd[b]) * summ;
+    Q6_K acc = acc + (d * xd[b]) * sumi."""
     n, nb = w.shape[0], w.cols // 256
     x = np.asarray(xq).astype(np.int64).reshape(nb, -1)
     bs = np.asarray(xsum).astype(np.int64).reshape(nb, 16)
     acc = np.zeros(n, np.float32)
-    if w.type_name == "Q4_K":
+    if w.type_name in ("Q4_K", "Q5_K"):
         d, dmin, sc, mn, q = w.integers()
         dots = np.einsum("nbjl,bjl->nbj", q.reshape(n, nb, 8, 32), x.reshape(nb, 8, 32))
         sumi = (dots * sc.reshape(n, nb, 8)).sum(axis=2).astype(np.float32)

@@ -1,5 +1,5 @@
 /* kquant_arm_test.c - the Arm K-quant GEMVs against the scalar ones, bit for bit, run under
- * qemu-aarch64 by tests/test_kquant_arm.py: random Q4_K / Q6_K blocks and activations, and
+ * qemu-aarch64 by tests/test_kquant_arm.py: random Q4_K / Q6_K / Q5_K blocks and activations, and
  * every value, scale and activation at its largest magnitude, over row counts and row lengths;
  * the GEMMs at several activation rows. Prints "runs R bad B" and exits 1 on a difference. */
 #include <stdio.h>
@@ -16,14 +16,26 @@ static uint8_t rnd(void) {
     return (uint8_t)(st >> 24);
 }
 
+/* typ 0: Q4_K, 1: Q6_K, 2: Q5_K */
+static const size_t BB[3] = {144, 210, 176};
+static const char *NAME[3] = {"q4_k", "q6_k", "q5_k"};
+static const if_kq_gemv_kernel *const GV[3] = {&if_k_q4k_gemv_1x1_dotprod,
+                                               &if_k_q6k_gemv_1x1_dotprod,
+                                               &if_k_q5k_gemv_1x1_dotprod};
+static const if_kq_gemm_kernel *const GM[3] = {&if_k_q4k_gemm_1x1_dotprod,
+                                               &if_k_q6k_gemm_1x1_dotprod,
+                                               &if_k_q5k_gemm_1x1_dotprod};
+static void (*const SCALAR[3])(IF_KQ_GEMM_ARGS) = {if_q4k_gemm_1x1_scalar, if_q6k_gemm_1x1_scalar,
+                                                   if_q5k_gemm_1x1_scalar};
+
 int main(void) {
     int bad = 0, runs = 0;
-    for (int typ = 0; typ < 2; typ++)
+    for (int typ = 0; typ < 3; typ++)
         for (size_t N = 1; N <= 19; N += 9)
             for (size_t K = 256; K <= 1280; K += 512)
                 for (int ext = 0; ext < 2; ext++)
                     for (size_t M = 1; M <= 3; M += 2) {
-                        const size_t bb = typ ? 210 : 144, wb = N * K / 256 * bb;
+                        const size_t bb = BB[typ], wb = N * K / 256 * bb;
                         uint8_t *w = malloc(wb);
                         int8_t *x = malloc(M * K);
                         float *xd = malloc(M * K / 256 * sizeof(float));
@@ -32,24 +44,22 @@ int main(void) {
                         if (!w || !x || !xd || !xs || !a || !b) return 2;
                         for (size_t i = 0; i < wb; i++) w[i] = ext ? 0xFF : rnd();
                         for (size_t o = 0; o < wb; o += bb) {
-                            if (typ && ext) memset(w + o + 192, 0x80, 16); /* scales -128 */
-                            uint8_t *d = w + o + (typ ? 208 : 0);
+                            if (typ == 1 && ext) memset(w + o + 192, 0x80, 16); /* scales -128 */
+                            uint8_t *d = w + o + (typ == 1 ? 208 : 0);
                             d[0] = rnd(), d[1] = 0x1C; /* f16 near 1/256 */
-                            if (!typ) d[2] = rnd(), d[3] = 0x18;
+                            if (typ != 1) d[2] = rnd(), d[3] = 0x18;
                         }
                         for (size_t i = 0; i < M * K; i++) x[i] = ext ? -127 : (int8_t)(rnd() % 255 - 127);
                         for (size_t i = 0; i < M * K / 256; i++) xd[i] = 0.01f * (float)(1 + i % 5);
                         if_k8_sums(xs, x, M * K);
-                        const if_kq_gemv_kernel *gv = typ ? &if_k_q6k_gemv_1x1_dotprod : &if_k_q4k_gemv_1x1_dotprod;
-                        const if_kq_gemm_kernel *gm = typ ? &if_k_q6k_gemm_1x1_dotprod : &if_k_q4k_gemm_1x1_dotprod;
-                        (typ ? if_q6k_gemm_1x1_scalar : if_q4k_gemm_1x1_scalar)(a, N, x, xd, xs, M, w, 0, N, K);
-                        if (M == 1) gv->run(b, x, xd, xs, w, 0, N, K);
-                        else gm->run(b, N, x, xd, xs, M, w, 0, N, K);
+                        SCALAR[typ](a, N, x, xd, xs, M, w, 0, N, K);
+                        if (M == 1) GV[typ]->run(b, x, xd, xs, w, 0, N, K);
+                        else GM[typ]->run(b, N, x, xd, xs, M, w, 0, N, K);
                         runs++;
                         if (memcmp(a, b, M * N * sizeof(float)) != 0) {
                             bad++;
                             printf("differs: %s M=%zu N=%zu K=%zu extremes=%d\n",
-                                   typ ? "q6_k" : "q4_k", M, N, K, ext);
+                                   NAME[typ], M, N, K, ext);
                         }
                         free(w), free(x), free(xd), free(xs), free(a), free(b);
                     }

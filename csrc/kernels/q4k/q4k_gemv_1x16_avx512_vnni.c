@@ -9,18 +9,6 @@
  * kernel's float step: acc = (acc + (d * xd) * sumi) - (dmin * xd) * summ. */
 #include "../kquant_avx512.h"
 
-/* Q4_K's 12 scale bytes -> sc[0..7] in the low 8 bytes, m[0..7] in the high 8 (ggml's
- * packing: see ifk_q4k_scales). */
-IFZ_INLINE __m128i q4kz_scales(const uint8_t *s) {
-    uint32_t u[3];
-    memcpy(u, s, 12);
-    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-    const uint32_t sc_lo = u[0] & k1, m_lo = u[1] & k1;
-    const uint32_t sc_hi = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
-    const uint32_t m_hi = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
-}
-
 void if_q4k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                                   const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
                                   size_t K) {
@@ -55,7 +43,7 @@ void if_q4k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                 const uint8_t *blk = rows[r] + b * IF_Q4K_BLOCK_BYTES;
                 memcpy(&dh[r], blk, 2);
                 memcpy(&mh[r], blk + 2, 2);
-                const __m128i scm = q4kz_scales(blk + 4);
+                const __m128i scm = ifkz_q4k_scales(blk + 4);
                 const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(scm));
                 const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
                 mz[r & 3] = _mm512_inserti32x4(mz[r & 3], mins, r >> 2);

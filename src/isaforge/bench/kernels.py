@@ -19,9 +19,9 @@ from .schedule import run_alternating
 SHAPE_MODELS = ("smollm2-135m",)
 Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
 OPS = Q8_OPS + Q4_OPS
-# The K-quant GEMVs on GGUF Q4_K / Q6_K blocks as stored (bytes per 256 values); asked for by
-# name (--ops), at the model's matrix shapes with K8 activations (gs 256).
-KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q6k_gemv": 210}
+# The K-quant GEMVs on GGUF Q4_K / Q5_K / Q6_K blocks as stored (bytes per 256 values); asked
+# for by name (--ops), at the model's matrix shapes with K8 activations (gs 256).
+KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210}
 KQ_OPS = tuple(KQ_BLOCK_BYTES)
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).

@@ -275,12 +275,12 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
                     kind=t.name.lower())
 
 
-KQ_NATIVE = ("Q4_K", "Q6_K")  # the types the K-quant kernels run in place (--quant auto)
+KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K")  # the types the K-quant kernels run in place (--quant auto)
 
 
 @dataclass
 class KQTensor:
-    """A Q4_K or Q6_K matrix run in place: `raw` is a view of the file's blocks ((rows,
+    """A Q4_K, Q5_K or Q6_K matrix run in place: `raw` is a view of the file's blocks ((rows,
     cols / 256) super-blocks, row-major, unchanged), the one resident copy. The C core reads it
     through the K-quant kernels (isaforge.h, "K-quants read as stored"); dequantize() gives
     ggml's float32 values."""
@@ -312,14 +312,19 @@ class KQTensor:
     def integers(self) -> tuple:
         """The integers and scales the K-quant kernels multiply, per super-block (nb = rows *
         cols / 256 of them, row-major): Q4_K (d, dmin, sc (nb, 8), m (nb, 8), q (nb, 8, 32)),
-        q in 0..15; Q6_K (d, sc (nb, 16), u (nb, 16, 16)), u = q + 32 in 0..63. d, dmin
+        q in 0..15; Q5_K as Q4_K with q in 0..31 (bit j of qh[l] is bit 4 of value l of
+        sub-block j); Q6_K (d, sc (nb, 16), u (nb, 16, 16)), u = q + 32 in 0..63. d, dmin
         float32, the rest int64."""
         b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
         nb = b.shape[0]
-        if self.type_name == "Q4_K":
+        if self.type_name in ("Q4_K", "Q5_K"):
             sc, mn = _k4_scales(b[:, 4:16])
-            qs = b[:, 16:144].reshape(nb, 4, 32)
+            five = self.type_name == "Q5_K"
+            qs = b[:, 48:176].reshape(nb, 4, 32) if five else b[:, 16:144].reshape(nb, 4, 32)
             q = np.stack([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32)
+            if five:
+                qh = b[:, 16:48].reshape(nb, 1, 32)
+                q = q | (((qh >> np.arange(8, dtype=np.uint8)[None, :, None]) & 1) << 4)
             return (_f16(b, 0)[:, 0], _f16(b, 2)[:, 0], sc.astype(np.int64),
                     mn.astype(np.int64), q.astype(np.int64))
         ql = b[:, 0:128].reshape(nb, 2, 2, 32)
@@ -332,7 +337,7 @@ class KQTensor:
 
 
 def kq_split(raw, type_id: int, rows: int, cols: int) -> KQTensor:
-    """A Q4_K / Q6_K tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
+    """A Q4_K / Q5_K / Q6_K tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
     t = GGML_TYPES[type_id]
     if t.name not in KQ_NATIVE:
         raise ValueError(f"{t.name} does not run in place ({', '.join(KQ_NATIVE)})")
