@@ -326,6 +326,16 @@ class Engine:
         self._m.embed(t, out)
         return out
 
+    def hidden(self, tokens, pos0: int = 0, last: bool = False, seq: int = 0) -> np.ndarray:
+        """The final hidden states of tokens run at pos0.. in slot `seq` (after the final
+        norm: the rows the classifier reads), (n, dim) float32, or (dim,) of the last
+        position with last=True. The same bits at every tier, thread count and ubatch;
+        the slot's cache then holds these tokens."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty(self.config.dim if last else (len(t), self.config.dim), np.float32)
+        self._m.hidden(int(seq), t, int(pos0), out, bool(last))
+        return out
+
     def forward(self, token: int, pos: int) -> np.ndarray:
         """Logits (vocab,) after running `token` at `pos`; the array is reused by the next call."""
         self._m.forward(int(token), int(pos), self._logits)
