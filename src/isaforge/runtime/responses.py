@@ -1,0 +1,128 @@
+"""OpenAI's response shapes, shared by the server (serve.app) and the Python API
+(Model.create_chat_completion / create_completion): a choice's text built from sampled tokens
+(stop strings cut, logprobs kept), the logprobs objects, the Request a set of sampling fields
+makes under a model's profile, and the one place structured output (tools, tool_choice,
+response_format) is decided."""
+
+from __future__ import annotations
+
+from ..text.stream import StopMatcher, StreamDecoder
+from .batch import Request
+
+__all__ = ["Choice", "StructuredOutputError", "chat_logprobs", "make_request",
+           "structured_output", "text_logprobs"]
+
+
+class StructuredOutputError(ValueError):
+    """A structured-output argument this build does not honour yet; `param` names it."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(f"{param}: {message}")
+        self.param = param
+
+
+def structured_output(tools=None, tool_choice=None, response_format=None):  # noqa: ARG001
+    """What a request asks of its output beyond text, checked in one place for the server and
+    the Python API alike: today nothing is honoured beyond text, so a JSON or schema
+    `response_format` and a `tool_choice` that forces a call raise StructuredOutputError
+    naming the argument (never silently ignored). `tools` go to the chat template (the model
+    sees them); its tool calls come back as text. Returns None (no output constraint)."""
+    if response_format not in (None, {}, {"type": "text"}):
+        raise StructuredOutputError("response_format", "JSON mode and structured output are "
+                                    "not implemented yet (only {\"type\": \"text\"})")
+    if tool_choice not in (None, "auto", "none"):
+        raise StructuredOutputError("tool_choice", "forcing a tool call is not implemented yet "
+                                    "(only \"auto\" or \"none\")")
+    return None
+
+
+def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=None,
+                 top_p=None, seed=None, repeat_penalty=None, frequency_penalty: float = 0.0,
+                 presence_penalty: float = 0.0, ignore_eos: bool = False, logprobs=None,
+                 seed_offset: int = 0) -> Request:
+    """The scheduler Request of one choice: unset sampling fields from the model's profile
+    (the model card's), choice k's seed = seed + k, stop at the profile's stop ids."""
+    seed = None if seed is None else seed + seed_offset
+    return Request(
+        tokens=tokens, max_new=max_new, emit=emit,
+        temperature=profile.temperature if temperature is None else temperature,
+        top_p=profile.top_p if top_p is None else top_p,
+        seed=seed if seed is None or seed > 0 else seed + 2 ** 32,  # run.c: <= 0 is "clock"
+        repeat_penalty=profile.repeat_penalty if repeat_penalty is None else repeat_penalty,
+        frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+        stop_ids=() if ignore_eos else tuple(profile.stop_ids), logprobs=logprobs)
+
+
+class Choice:
+    """One choice's text: tokens in, text pieces out (stop strings cut), logprobs kept."""
+
+    def __init__(self, tokenizer, index: int, prev: int, stop, logprobs: int | None):
+        self.tok = tokenizer
+        self.index = index
+        self.dec = StreamDecoder(self.tok, prev)
+        self.stop = StopMatcher(stop)
+        self.prev = prev
+        self.want_lp = logprobs is not None
+        self.lp: list[dict] = []  # per token: token text, logprob, top
+        self.lp_sent = 0
+        self.text: list[str] = []
+        self.tokens = 0
+        self.finish: str | None = None
+        self.req = None
+        self.reply = None  # serve/tools.Reply: reasoning and tool calls split from the text
+
+    def _piece(self, t: int) -> str:
+        return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
+
+    def token(self, t: int, lp) -> str:
+        """The text this token releases ("" while held back; nothing after a stop string:
+        the tokens the scheduler ran before it saw the cancellation are not counted)."""
+        if self.stop.stopped:
+            return ""
+        self.tokens += 1
+        if self.want_lp and lp is not None:
+            chosen, top = lp
+            self.lp.append({"token": self._piece(t), "logprob": chosen,
+                            "top": [(self._piece(i), v) for i, v in top]})
+        self.prev = t
+        out, stopped = self.stop.feed(self.dec.feed(t))
+        if stopped:
+            self.finish = "stop"
+            self.req.cancel()
+        self.text.append(out)
+        return out
+
+    def done(self, reason: str) -> str:
+        """The held-back tail at the end (none after a stop string)."""
+        if self.finish is None:
+            self.finish = "stop" if reason == "stop" else "length"
+        if self.stop.stopped:
+            return ""
+        out, stopped = self.stop.feed(self.dec.flush())
+        if stopped:
+            self.finish = "stop"
+        else:
+            out += self.stop.flush()
+        self.text.append(out)
+        return out
+
+    def new_logprobs(self) -> list[dict]:
+        out, self.lp_sent = self.lp[self.lp_sent:], len(self.lp)
+        return out
+
+
+def chat_logprobs(entries: list[dict]) -> dict:
+    def one(tok: str, lp: float) -> dict:
+        return {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}
+    return {"content": [{**one(e["token"], e["logprob"]),
+                         "top_logprobs": [one(t, v) for t, v in e["top"]]} for e in entries]}
+
+
+def text_logprobs(entries: list[dict], offset: int) -> dict:
+    offsets, pos = [], offset
+    for e in entries:
+        offsets.append(pos)
+        pos += len(e["token"])
+    return {"tokens": [e["token"] for e in entries],
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [dict(e["top"]) for e in entries], "text_offset": offsets}
