@@ -39,9 +39,11 @@ def structured_output(tools=None, tool_choice=None, response_format=None):  # no
 def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=None,
                  top_p=None, seed=None, repeat_penalty=None, frequency_penalty: float = 0.0,
                  presence_penalty: float = 0.0, ignore_eos: bool = False, logprobs=None,
-                 seed_offset: int = 0) -> Request:
+                 seed_offset: int = 0, stop_ids=None) -> Request:
     """The scheduler Request of one choice: unset sampling fields from the model's profile
-    (the model card's), choice k's seed = seed + k, stop at the profile's stop ids."""
+    (the model card's), choice k's seed = seed + k, stop at `stop_ids` (None: the
+    profile's)."""
+    stop_ids = tuple(profile.stop_ids) if stop_ids is None else tuple(stop_ids)
     seed = None if seed is None else seed + seed_offset
     return Request(
         tokens=tokens, max_new=max_new, emit=emit,
@@ -50,7 +52,7 @@ def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=
         seed=seed if seed is None or seed > 0 else seed + 2 ** 32,  # run.c: <= 0 is "clock"
         repeat_penalty=profile.repeat_penalty if repeat_penalty is None else repeat_penalty,
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-        stop_ids=() if ignore_eos else tuple(profile.stop_ids), logprobs=logprobs)
+        stop_ids=() if ignore_eos else stop_ids, logprobs=logprobs)
 
 
 class Choice:
