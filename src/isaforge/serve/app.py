@@ -1,5 +1,6 @@
 """The OpenAI-compatible HTTP app (Starlette): /v1/chat/completions, /v1/completions (SSE
-streaming ending in [DONE], or one JSON body), /v1/models, /health, /metrics.
+streaming ending in [DONE], or one JSON body), /v1/embeddings (embeddings.py), /v1/models,
+/health, /metrics.
 
 Each request is checked (protocol.py), tokenized off the event loop, and handed to the
 Backend's Scheduler as `n` Requests whose tokens come back through the loop; text is decoded
@@ -28,6 +29,7 @@ from ..runtime.batch import QueueFullError
 from ..runtime.responses import Choice as _Choice
 from ..runtime.responses import chat_logprobs as _chat_lp
 from ..runtime.responses import text_logprobs as _text_lp
+from .embeddings import embeddings
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
 from .tools import chat_plan
@@ -592,6 +594,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
     app = _App(routes=[
         Route("/v1/chat/completions", srv.chat, methods=["POST"]),
         Route("/v1/completions", srv.completions, methods=["POST"]),
+        Route("/v1/embeddings", functools.partial(embeddings, srv), methods=["POST"]),
         Route("/v1/models", srv.models, methods=["GET"]),
         Route("/health", srv.health, methods=["GET"]),
         Route("/metrics", srv.prometheus, methods=["GET"]),
