@@ -230,8 +230,6 @@ class Model:
         take the profile's: the model card's)."""
         changes = {k: v for k, v in given.items()
                    if v is not None and not isinstance(v, _Default)}
-        if "stop" in changes:
-            changes["stop"] = tuple(changes["stop"] or ())
         if "max_new_tokens" in given and given["max_new_tokens"] is None:
             changes["max_new_tokens"] = None  # until the context is full
         if config is not None and not isinstance(config, GenerationConfig):
