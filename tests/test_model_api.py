@@ -26,7 +26,7 @@ USER = [{"role": "user", "content": "hello"}]
 
 @pytest.fixture(scope="module")
 def m(stories):
-    return isaforge.load(stories / "stories260K.bin", threads=2)
+    return isaforge.load(stories / "stories260K.bin", threads=2, parallel=3)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,16 @@ def test_generate_list_equals_each_prompt_alone(m, sampling):
     assert batch[0] == batch[3]
     with pytest.raises(ValueError, match="one prompt"):
         m.generate(PROMPTS, stream=True)
+
+
+def test_generate_list_on_one_slot(stories, m):
+    """With one KV slot the batch runs one prompt after another: the same texts."""
+    one = isaforge.load(stories / "stories260K.bin", threads=1)
+    assert one.engine.n_seqs == 1 and m.engine.n_seqs == 3
+    assert one.generate(PROMPTS, max_new_tokens=30, temperature=0) == m.generate(
+        PROMPTS, max_new_tokens=30, temperature=0)
+    with pytest.raises(ValueError, match="parallel must be an integer >= 1"):
+        isaforge.load(stories / "stories260K.bin", parallel=0)
 
 
 def test_create_completion_shape_and_text(m):

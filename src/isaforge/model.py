@@ -367,7 +367,8 @@ class Model:
 
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
          threads: int | None = None, kernel: str | None = None, quant: str = "auto",
-         ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
+         ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32", parallel: int = 1
+         ) -> Model:
     """Load a model (and its tokenizer) into a ready Model.
 
     path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; a known model's name
@@ -380,9 +381,13 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
       "q8"), "q8" (every GGUF/HF tensor that is not Q8 already converted to Q8) or "f32".
       ctx: context length (KV cache size); default min(model's, 4096).
     ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
-      (default), "f16" or "int8" (per position, head and group of head dims)."""
+      (default), "f16" or "int8" (per position, head and group of head dims).
+    parallel: KV cache slots, sequences a batch (generate([...]), create_* with n) decodes
+      together (each slot a whole context's cache)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"parallel must be an integer >= 1, got {parallel!r}")
     if ctx is not None and ctx < 1:  # before pulling or reading anything
         raise ValueError(f"ctx must be >= 1, got {ctx}")
     times: dict[str, float] = {}
@@ -403,7 +408,8 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     # while packing holds one matrix twice for a moment.
     drop_file_pages(loaded)
     t0 = _lap(times, "read", t0)
-    engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
+    engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel,
+                    n_seqs=parallel)
     drop_file_pages(loaded)
     t0 = _lap(times, "engine", t0)
     model = Model(loaded, tokenizer_for(loaded, tokenizer), engine=engine)
