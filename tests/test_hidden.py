@@ -6,6 +6,7 @@ bad sizes, slots and tokens refused with an error naming them."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -100,3 +101,41 @@ def test_hidden_in_a_slot_of_a_batch_engine(q8_model):
 
     b = BatchEngine(dataclasses.replace(q8_model), 2, 1)
     assert b.hidden(TOKENS, seq=1).tobytes() == Engine(q8_model, 1).hidden(TOKENS).tobytes()
+
+
+def test_scheduler_job_runs_in_a_free_slot(stories_model):
+    """Scheduler.run_job: the job gets the engine and a free slot between steps; the slot's
+    cached prefix is dropped (the job overwrote it), so a generation after it is unchanged;
+    a failing job fails its future only; after close() no job is taken."""
+    from isaforge.runtime.batch import BatchEngine, Request, Scheduler
+
+    eng = BatchEngine(stories_model, 2, 1)
+    sched = Scheduler(eng)
+    try:
+        def greedy():
+            done, toks = [], []
+            ev = threading.Event()
+
+            def emit(kind, value, extra):
+                if kind == "token":
+                    toks.append(value)
+                else:
+                    done.append(value)
+                    ev.set()
+            sched.submit(Request(TOKENS[:5], 20, emit, temperature=0.0))
+            assert ev.wait(60)
+            return toks
+
+        before = greedy()
+        got = sched.run_job(lambda e, slot: (slot, e.hidden(TOKENS, seq=slot))).result(60)
+        slot, h = got
+        assert slot in (0, 1) and sched.slots[slot].cached == []
+        assert h.tobytes() == Engine(stories_model, 1).hidden(TOKENS).tobytes()
+        failing = sched.run_job(lambda e, slot: e.hidden([9999], seq=slot))
+        with pytest.raises(ValueError, match="token 9999 out of range"):
+            failing.result(60)
+        assert greedy() == before
+    finally:
+        sched.close(10)
+    with pytest.raises(Exception, match="shutting down"):
+        sched.run_job(lambda e, slot: None)
