@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 import isaforge
-from isaforge import GenerationConfig
+from isaforge import GenerationConfig, StructuredOutputError
 from isaforge.runtime.embed import pooling_for
-from isaforge.runtime.responses import StructuredOutputError
 from test_isaf import TINY, write_tiny_gguf
 
 PROMPTS = ["Once upon a time", "The cat", "Lily went to", "Once upon a time"]
