@@ -92,6 +92,8 @@ def test_create_completion_refuses_bad_arguments(m):
         m.create_completion("Once", temperature=-1)
     with pytest.raises(ValueError, match="max_tokens"):
         m.create_completion("Once", max_tokens=0)
+    with pytest.raises(ValueError, match="logprobs must be an integer in"):
+        m.create_completion("Once", logprobs=21)
     with pytest.raises(ValueError, match=r"out of range \[0, 512\)"):
         m.create_completion([1, 512])
     with pytest.raises(StructuredOutputError, match="^response_format: ") as e:
@@ -129,6 +131,8 @@ def test_create_chat_completion(chat_model):
         cm.create_chat_completion(USER, response_format={"type": "json_schema"})
     with pytest.raises(ValueError, match="top_logprobs needs logprobs"):
         cm.create_chat_completion(USER, top_logprobs=2)
+    with pytest.raises(ValueError, match=r"top_logprobs must be an integer in \[0, 20\]"):
+        cm.create_chat_completion(USER, logprobs=True, top_logprobs=-1)
 
 
 def test_one_set_of_defaults_and_a_config(chat_model):

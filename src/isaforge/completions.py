@@ -27,6 +27,7 @@ from .runtime.responses import (
 )
 
 PREFILL_CHUNK = 256  # prompt tokens per scheduler step (the server's default)
+MAX_TOP_LOGPROBS = 20  # alternatives per token, as the server allows
 
 
 def budget(model, n_prompt: int, max_tokens: int | None) -> int:
@@ -76,7 +77,12 @@ def _events(model, prompts, max_new, sampling, stop, logprobs, n):
                 sched.submit(r)
             left = len(reqs)
             while left:
-                i, kind, value, extra = events.get()
+                try:
+                    i, kind, value, extra = events.get(timeout=1.0)
+                except queue.Empty:
+                    if not sched.alive:  # never expected: fail rather than wait forever
+                        raise RuntimeError("generation failed: the scheduler stopped") from None
+                    continue
                 c = choices[i]
                 if kind == "token":
                     piece = c.token(value, extra)
@@ -115,6 +121,10 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
     structured_output(tools, tool_choice, response_format)
     if top_logprobs is not None and not logprobs:
         raise ValueError("top_logprobs needs logprobs=True")
+    if top_logprobs is not None and (isinstance(top_logprobs, bool) or not isinstance(
+            top_logprobs, int) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS):
+        raise ValueError(f"top_logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}], got "
+                         f"{top_logprobs!r}")
     lp = (top_logprobs or 0) if logprobs else None
     tokens = model.chat_tokens(messages, tools)
     events = run(model, [tokens], [budget(model, len(tokens), max_tokens)],
@@ -138,8 +148,9 @@ def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, 
                response_format=None):
     structured_output(None, None, response_format)
     if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
-                                 or logprobs < 0):
-        raise ValueError(f"logprobs must be an integer >= 0 or None, got {logprobs!r}")
+                                 or not 0 <= logprobs <= MAX_TOP_LOGPROBS):
+        raise ValueError(f"logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}] or None, got "
+                         f"{logprobs!r}")
     tokens = model.tokenize(prompt, add_special=True) if isinstance(prompt, str) else list(prompt)
     if not tokens:
         raise ValueError("the prompt encodes to no tokens")

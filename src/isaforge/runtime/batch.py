@@ -227,6 +227,11 @@ class Scheduler:
         self._listeners.append(fn)
 
     @property
+    def alive(self) -> bool:
+        """Whether the scheduler thread still runs (a reader waiting for events checks it)."""
+        return self._thread.is_alive()
+
+    @property
     def queue_depth(self) -> int:
         return len(self._queue)
 
