@@ -21,9 +21,11 @@ from .runtime.generate import DEFAULT_MAX_NEW, ContextFullError, GenerationConfi
 from .runtime.responses import (
     Choice,
     chat_logprobs,
+    choice_body,
     make_request,
     structured_output,
     text_logprobs,
+    usage_body,
 )
 
 PREFILL_CHUNK = 256  # prompt tokens per scheduler step (the server's default)
@@ -108,12 +110,6 @@ def _name(model) -> str:
     return p.name if p.is_dir() else p.stem
 
 
-def _usage(n_prompt: int, choices) -> dict:
-    done = sum(c.tokens for c in choices)
-    return {"prompt_tokens": n_prompt, "completion_tokens": done,
-            "total_tokens": n_prompt + done}
-
-
 def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p=None,
                     seed=None, stop=None, stream=False, logprobs=False, top_logprobs=None,
                     tools=None, tool_choice=None, response_format=None, n=1,
@@ -136,10 +132,8 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
     if stream:
         return _chat_chunks(events, head, n)
     choices = _drain(events, n)
-    return {**head, "choices": [
-        {"index": c.index, "message": {"role": "assistant", "content": "".join(c.text)},
-         "logprobs": chat_logprobs(c.lp) if c.want_lp else None, "finish_reason": c.finish}
-        for c in choices], "usage": _usage(len(tokens), choices)}
+    return {**head, "choices": [choice_body(c, True) for c in choices],
+            "usage": usage_body(len(tokens), choices)}
 
 
 def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, seed=None,
@@ -169,10 +163,8 @@ def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, 
     if stream:
         return _text_chunks(events, head, n, echo_text)
     choices = _drain(events, n)
-    return {**head, "choices": [
-        {"index": c.index, "text": echo_text + "".join(c.text),
-         "logprobs": text_logprobs(c.lp, len(echo_text)) if c.want_lp else None,
-         "finish_reason": c.finish} for c in choices], "usage": _usage(len(tokens), choices)}
+    return {**head, "choices": [choice_body(c, False, echo_text) for c in choices],
+            "usage": usage_body(len(tokens), choices)}
 
 
 def _drain(events, n: int) -> list[Choice]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..text.stream import StopMatcher, StreamDecoder
 from .batch import Request
 
-__all__ = ["Choice", "StructuredOutputError", "chat_logprobs", "make_request",
-           "structured_output", "text_logprobs"]
+__all__ = ["Choice", "StructuredOutputError", "chat_logprobs", "choice_body", "make_request",
+           "structured_output", "text_logprobs", "usage_body"]
 
 
 class StructuredOutputError(ValueError):
@@ -128,3 +128,29 @@ def text_logprobs(entries: list[dict], offset: int) -> dict:
     return {"tokens": [e["token"] for e in entries],
             "token_logprobs": [e["logprob"] for e in entries],
             "top_logprobs": [dict(e["top"]) for e in entries], "text_offset": offsets}
+
+
+def choice_body(c: Choice, chat: bool, echo: str = "") -> dict:
+    """A finished choice as a reply body's `choices` item: chat's message (with what its
+    `reply` reader splits off: reasoning, tool calls), or a completion's text after the echoed
+    prompt (`echo`), with its logprobs and finish_reason."""
+    text = "".join(c.text)
+    if chat:
+        msg = {"role": "assistant", "content": text}
+        if c.reply is not None:  # reasoning and tool calls split from the text
+            c.reply.feed(text)
+            c.reply.finish()
+            msg.update(c.reply.message())
+        return {"index": c.index, "message": msg,
+                "logprobs": chat_logprobs(c.lp) if c.want_lp else None,
+                "finish_reason": "tool_calls" if "tool_calls" in msg else c.finish}
+    return {"index": c.index, "text": echo + text,
+            "logprobs": text_logprobs(c.lp, len(echo)) if c.want_lp else None,
+            "finish_reason": c.finish}
+
+
+def usage_body(n_prompt: int, choices) -> dict:
+    """OpenAI's usage: the prompt's tokens and every choice's generated ones."""
+    done = sum(c.tokens for c in choices)
+    return {"prompt_tokens": n_prompt, "completion_tokens": done,
+            "total_tokens": n_prompt + done}

@@ -28,6 +28,10 @@ from starlette.routing import Route
 from ..runtime.batch import QueueFullError
 from ..runtime.responses import Choice as _Choice
 from ..runtime.responses import chat_logprobs as _chat_lp
+from ..runtime.responses import (
+    choice_body,
+    usage_body,
+)
 from ..runtime.responses import text_logprobs as _text_lp
 from .embeddings import embeddings
 from .metrics import Metrics
@@ -381,9 +385,7 @@ class Server:
                 _deliver([(inbox, (0, "gone", None, None))])
 
         def usage():
-            done = sum(c.tokens for c in choices)
-            return {"prompt_tokens": len(tokens), "completion_tokens": done,
-                    "total_tokens": len(tokens) + done}
+            return usage_body(len(tokens), choices)
 
         if params.stream:
             return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
@@ -425,23 +427,7 @@ class Server:
         finally:
             watcher.cancel()
             cancel_all()
-        out = []
-        for c in choices:
-            text = "".join(c.text)
-            if chat:
-                msg = {"role": "assistant", "content": text}
-                if c.reply is not None:
-                    c.reply.feed(text)
-                    c.reply.finish()
-                    msg.update(c.reply.message())
-                ch = {"index": c.index, "message": msg,
-                      "logprobs": _chat_lp(c.lp) if c.want_lp else None,
-                      "finish_reason": "tool_calls" if "tool_calls" in msg else c.finish}
-            else:
-                ch = {"index": c.index, "text": echo + text,
-                      "logprobs": _text_lp(c.lp, len(echo)) if c.want_lp else None,
-                      "finish_reason": c.finish}
-            out.append(ch)
+        out = [choice_body(c, chat, echo) for c in choices]
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
                              "system_fingerprint": None, "choices": out, "usage": usage()})
 
