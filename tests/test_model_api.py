@@ -197,3 +197,54 @@ def test_pooling_from_gguf_metadata():
     assert pooling_for({"general.architecture": "bert", "bert.pooling_type": 2}) == "cls"
     assert pooling_for({"general.architecture": "qwen3", "qwen3.pooling_type": 3}) == "last"
     assert pooling_for({"general.architecture": "llama", "llama.pooling_type": 0}) == "mean"
+
+
+TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+HERMES = ("{% for m in messages %}<s>{{ m.role }}{{ m.content }}<|im_end|>{% endfor %}"
+          "{% if tools %}<tool_call>{% endif %}{% if add_generation_prompt %}<s>assistant"
+          "{% endif %}")
+CALL = '<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
+
+
+def test_chat_completion_reads_tool_calls_as_the_server_does(chat_model):
+    """The plan comes from text/chatplan.chat_plan (the server's): a reply holding a call
+    becomes message.tool_calls with finish_reason "tool_calls", whole and streamed (the
+    reply's text fed by hand: a random model does not write calls)."""
+    from isaforge.completions import _chat_chunks
+    from isaforge.runtime.responses import Choice, choice_body, structured_output
+
+    plan = structured_output(TOOLS, "auto", template=HERMES)
+    assert plan.tools == TOOLS and plan.syntax == "hermes"
+
+    def choice():
+        c = Choice(chat_model.tokenizer, 0, 0, (), None)
+        c.reply, c.finish = plan.reply(5, 0), "stop"
+        return c
+
+    c = choice()
+    c.text = ["Sure. ", CALL]
+    body = choice_body(c, True)
+    assert body["finish_reason"] == "tool_calls"
+    (call,) = body["message"]["tool_calls"]
+    assert call["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
+    c = choice()
+    parts = ["Sure. ", CALL[:9], CALL[9:30], CALL[30:]]
+    events = [(0, "text", p, c) for p in parts] + [(0, "done", "stop", c)]
+    chunks = list(_chat_chunks(iter(events), {"id": "x"}, 1))
+    deltas = [ch["choices"][0]["delta"] for ch in chunks[1:-1]]
+    assert "".join(d.get("content", "") for d in deltas).strip() == "Sure."
+    calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+    assert calls[0]["function"]["name"] == "weather" and calls[0]["id"] == call["id"]
+    assert calls[1]["function"]["arguments"] == '{"city": "Paris"}'
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    # through the model: the tools reach the template, the random reply stays content
+    r = chat_model.create_chat_completion(USER, tools=TOOLS, max_tokens=8, temperature=0)
+    assert r["usage"]["prompt_tokens"] == len(chat_model.chat_tokens(USER, TOOLS))
+    assert isinstance(r["choices"][0]["message"]["content"], str)
+    with pytest.raises(StructuredOutputError, match="tool_choice names the function") as e:
+        chat_model.create_chat_completion(USER, tools=TOOLS, tool_choice={
+            "type": "function", "function": {"name": "nope"}})
+    assert e.value.param == "tool_choice"
+    with pytest.raises(StructuredOutputError, match="chat_template_kwargs may not set"):
+        chat_model.create_chat_completion(USER, chat_template_kwargs={"messages": []})

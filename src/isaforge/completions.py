@@ -46,20 +46,22 @@ def budget(model, n_prompt: int, max_tokens: int | None) -> int:
 
 
 def run(model, prompts: list[list[int]], max_new: list[int], sampling: dict, stop,
-        logprobs: int | None = None, n: int = 1) -> Iterator[tuple[int, str, object, Choice]]:
+        logprobs: int | None = None, n: int = 1, plan=None
+        ) -> Iterator[tuple[int, str, object, Choice]]:
     """(choice index, kind, text or finish reason, its Choice) as the scheduler's events come:
     ("text", piece) for each piece a token releases and ("done", finish_reason) once per
     choice. Choice k of prompt p is index p * n + k (seed + k, as the server's). `sampling`:
-    make_request's keywords, checked by GenerationConfig first."""
+    make_request's keywords, checked by GenerationConfig first. `plan` (a chat's
+    text/chatplan.ChatPlan) gives each choice its reply reader, as the server's."""
     GenerationConfig(temperature=sampling.get("temperature"), top_p=sampling.get("top_p"),
                      repeat_penalty=sampling.get("repeat_penalty"), stop=stop or ())
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     stop = tuple(s for s in ([stop] if isinstance(stop, str) else stop or ()) if s)
-    return _events(model, prompts, max_new, sampling, stop, logprobs, n)
+    return _events(model, prompts, max_new, sampling, stop, logprobs, n, plan)
 
 
-def _events(model, prompts, max_new, sampling, stop, logprobs, n):
+def _events(model, prompts, max_new, sampling, stop, logprobs, n, plan):
     events: queue.SimpleQueue = queue.SimpleQueue()
     with model.session.hold():
         model.session.cached = []  # the scheduler's rows overwrite the slots' caches
@@ -73,6 +75,7 @@ def _events(model, prompts, max_new, sampling, stop, logprobs, n):
                     c.req = make_request(model.profile, toks, max_new[p],
                                          lambda kind, v, x, i=i: events.put((i, kind, v, x)),
                                          logprobs=logprobs, seed_offset=k, **sampling)
+                    c.reply = plan.reply(sampling.get("seed"), i) if plan else None
                     choices.append(c)
                     reqs.append(c.req)
             for r in reqs:
@@ -112,9 +115,13 @@ def _name(model) -> str:
 
 def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p=None,
                     seed=None, stop=None, stream=False, logprobs=False, top_logprobs=None,
-                    tools=None, tool_choice=None, response_format=None, n=1,
+                    tools=None, tool_choice=None, response_format=None,
+                    parallel_tool_calls=None, chat_template_kwargs=None, n=1,
                     frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=None):
-    structured_output(tools, tool_choice, response_format)
+    plan = structured_output(tools, tool_choice, response_format,
+                             template=model.chat_template,
+                             parallel_tool_calls=parallel_tool_calls,
+                             chat_template_kwargs=chat_template_kwargs)
     if top_logprobs is not None and not logprobs:
         raise ValueError("top_logprobs needs logprobs=True")
     if top_logprobs is not None and (isinstance(top_logprobs, bool) or not isinstance(
@@ -122,11 +129,11 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
         raise ValueError(f"top_logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}], got "
                          f"{top_logprobs!r}")
     lp = (top_logprobs or 0) if logprobs else None
-    tokens = model.chat_tokens(messages, tools)
+    tokens = model.chat_tokens(messages, plan.tools, template_kwargs=plan.kwargs)
     events = run(model, [tokens], [budget(model, len(tokens), max_tokens)],
                  dict(temperature=temperature, top_p=top_p, seed=seed,
                       repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
-                      presence_penalty=presence_penalty), stop, lp, n)
+                      presence_penalty=presence_penalty), stop, lp, n, plan)
     head = {"id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion",
             "created": int(time.time()), "model": _name(model), "system_fingerprint": None}
     if stream:
@@ -140,7 +147,7 @@ def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, 
                stop=None, stream=False, logprobs=None, echo=False, n=1,
                frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=None,
                response_format=None):
-    structured_output(None, None, response_format)
+    structured_output(response_format=response_format)
     if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
                                  or not 0 <= logprobs <= MAX_TOP_LOGPROBS):
         raise ValueError(f"logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}] or None, got "
@@ -179,12 +186,18 @@ def _chat_chunks(events, head: dict, n: int) -> Iterator[dict]:
     yield {**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
                                 "logprobs": None, "finish_reason": None} for i in range(n)]}
     for i, kind, value, c in events:
-        if kind == "text":
-            lp = c.new_logprobs() if c.want_lp else None
-            yield {**head, "choices": [{"index": i, "delta": {"content": value},
-                                        "logprobs": None if lp is None else chat_logprobs(lp),
-                                        "finish_reason": None}]}
+        if c.reply is not None:  # reasoning and tool calls split off, as the server's
+            deltas = c.reply.feed(value) if kind == "text" else c.reply.finish()
         else:
+            deltas = [{"content": value}] if kind == "text" else []
+        for d in deltas:
+            lp = c.new_logprobs() if c.want_lp else None
+            yield {**head, "choices": [{"index": i, "delta": d, "logprobs":
+                                        None if lp is None else chat_logprobs(lp),
+                                        "finish_reason": None}]}
+        if kind == "done":
+            if c.reply is not None and c.reply.n_calls:
+                value = c.finish = "tool_calls"
             yield {**head, "choices": [{"index": i, "delta": {}, "logprobs": None,
                                         "finish_reason": value}]}
 

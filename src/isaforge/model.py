@@ -288,19 +288,26 @@ class Model:
                                seed: int | None = None, stop: str | Sequence[str] | None = None,
                                stream: bool = False, logprobs: bool = False,
                                top_logprobs: int | None = None, tools=None, tool_choice=None,
-                               response_format=None, n: int = 1,
+                               response_format=None, parallel_tool_calls: bool | None = None,
+                               chat_template_kwargs: dict | None = None, n: int = 1,
                                frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
                                repeat_penalty: float | None = None):
         """OpenAI's chat.completion as a dict (id, object, created, model, choices [{index,
         message, logprobs, finish_reason}], usage, system_fingerprint), or with stream=True
         an iterator of chat.completion.chunk dicts, as the server sends them. max_tokens
-        None: 512, at most what the context has room for."""
+        None: 512, at most what the context has room for. tools, tool_choice,
+        parallel_tool_calls, chat_template_kwargs and response_format are planned as the
+        server plans them (text/chatplan.py): offered tools reach the template and the reply's
+        calls come back as message.tool_calls (reasoning as reasoning_content); what cannot be
+        honoured raises StructuredOutputError naming it."""
         from .completions import chat_completion
 
         return chat_completion(
             self, messages, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
             seed=seed, stop=stop, stream=stream, logprobs=logprobs, top_logprobs=top_logprobs,
-            tools=tools, tool_choice=tool_choice, response_format=response_format, n=n,
+            tools=tools, tool_choice=tool_choice, response_format=response_format,
+            parallel_tool_calls=parallel_tool_calls, chat_template_kwargs=chat_template_kwargs,
+            n=n,
             frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
             repeat_penalty=repeat_penalty)
 
@@ -329,12 +336,14 @@ class Model:
                                    add_generation_prompt, self._template_chars(),
                                    **({"tools": tools} if tools else {}))
 
-    def chat_tokens(self, messages, tools=None) -> list[int]:
+    def chat_tokens(self, messages, tools=None, template_kwargs: dict | None = None
+                    ) -> list[int]:
         """Token ids of the rendered conversation plus the assistant prompt (BOS added when
         the tokenizer asks for it and the template did not already write it). Special-token
         texts inside the messages are tokenized as text (no injected turn boundary)."""
+        extra = {**(template_kwargs or {}), **({"tools": tools} if tools else {})}
         return chat_tokens(self.tokenizer, self._template(), messages, self._template_chars(),
-                           **({"tools": tools} if tools else {}))
+                           **extra)
 
     def _template_chars(self) -> int:
         return settings.template_max_chars(self.config.seq_len)

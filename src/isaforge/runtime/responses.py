@@ -1,11 +1,12 @@
 """OpenAI's response shapes, shared by the server (serve.app) and the Python API
 (Model.create_chat_completion / create_completion): a choice's text built from sampled tokens
 (stop strings cut, logprobs kept), the logprobs objects, the Request a set of sampling fields
-makes under a model's profile, and the one place structured output (tools, tool_choice,
-response_format) is decided."""
+makes under a model's profile, and structured_output, the plan of tools, tool_choice and
+response_format (text/chatplan.py, which the server's serve/tools.py also calls)."""
 
 from __future__ import annotations
 
+from ..text.chatplan import ChatPlan, StructuredOutputError, chat_plan
 from ..text.stream import StopMatcher, StreamDecoder
 from .batch import Request
 
@@ -13,27 +14,24 @@ __all__ = ["Choice", "StructuredOutputError", "chat_logprobs", "choice_body", "m
            "structured_output", "text_logprobs", "usage_body"]
 
 
-class StructuredOutputError(ValueError):
-    """A structured-output argument this build does not honour yet; `param` names it."""
-
-    def __init__(self, param: str, message: str):
-        super().__init__(f"{param}: {message}")
-        self.param = param
-
-
-def structured_output(tools=None, tool_choice=None, response_format=None):  # noqa: ARG001
-    """What a request asks of its output beyond text, checked in one place for the server and
-    the Python API alike: today nothing is honoured beyond text, so a JSON or schema
-    `response_format` and a `tool_choice` that forces a call raise StructuredOutputError
-    naming the argument (never silently ignored). `tools` go to the chat template (the model
-    sees them); its tool calls come back as text. Returns None (no output constraint)."""
+def structured_output(tools=None, tool_choice=None, response_format=None, *,
+                      template: str | None = None, parallel_tool_calls=None,
+                      chat_template_kwargs=None) -> ChatPlan:
+    """The plan of a chat request's output beyond plain text, by the function the server
+    calls (text/chatplan.chat_plan): the tools the template is offered (None: none, or
+    tool_choice "none"), its kwargs, and a reader splitting each reply into content,
+    reasoning and tool calls. What generation cannot honour yet raises StructuredOutputError
+    naming the argument, never silently ignored: a JSON or schema `response_format`, a
+    tool_choice that forces a call."""
     if response_format not in (None, {}, {"type": "text"}):
         raise StructuredOutputError("response_format", "JSON mode and structured output are "
                                     "not implemented yet (only {\"type\": \"text\"})")
-    if tool_choice not in (None, "auto", "none"):
-        raise StructuredOutputError("tool_choice", "forcing a tool call is not implemented yet "
-                                    "(only \"auto\" or \"none\")")
-    return None
+    if tools is not None and not (isinstance(tools, list)
+                                  and all(isinstance(t, dict) for t in tools)):
+        raise StructuredOutputError("tools", "'tools' must be a list of objects")
+    body = {"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
+            "chat_template_kwargs": chat_template_kwargs}
+    return chat_plan(body, tools or None, template)
 
 
 def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=None,
@@ -71,7 +69,7 @@ class Choice:
         self.tokens = 0
         self.finish: str | None = None
         self.req = None
-        self.reply = None  # serve/tools.Reply: reasoning and tool calls split from the text
+        self.reply = None  # text/chatplan.Reply: reasoning and tool calls split from the text
 
     def _piece(self, t: int) -> str:
         return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
