@@ -129,7 +129,7 @@ def text_logprobs(entries: list[dict], offset: int) -> dict:
 
 
 def choice_body(c: Choice, chat: bool, echo: str = "") -> dict:
-    """A finished choice as a reply body's `choices` item: chat's message (with what its
+    """A finished choice as an entry of a reply body's `choices`: chat's message (with what its
     `reply` reader splits off: reasoning, tool calls), or a completion's text after the echoed
     prompt (`echo`), with its logprobs and finish_reason."""
     text = "".join(c.text)

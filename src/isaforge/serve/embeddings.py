@@ -43,7 +43,7 @@ def parse(body: dict, vocab: int, dim: int) -> tuple[list, bool]:
         raise bad("input", "'input' must be a string, a list of strings, a list of token ids "
                            "or a list of lists of token ids (none empty)")
     if len(inputs) > MAX_INPUTS:
-        raise bad("input", f"'input' may hold at most {MAX_INPUTS} items, got {len(inputs)}")
+        raise bad("input", f"'input' may hold at most {MAX_INPUTS} inputs, got {len(inputs)}")
     for i, s in enumerate(inputs):
         if isinstance(s, list) and not all(0 <= t < vocab for t in s):
             raise bad("input", f"input[{i}]: token ids must be in [0, {vocab})")
