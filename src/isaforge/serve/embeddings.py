@@ -79,9 +79,15 @@ async def embeddings(srv, request):
             futs = [b.scheduler.run_job(lambda eng, slot, t=t: embed_tokens(eng, t, pooling,
                                                                              True, slot))
                     for t in toks]
-        except QueueFullError as e:
+        except QueueFullError as e:  # run_job refuses only once the scheduler is closed
             raise APIError(503, str(e), type="server_error", code="shutting_down") from None
-        vecs = await asyncio.gather(*(asyncio.wrap_future(f, loop=loop) for f in futs))
+        try:
+            vecs = await asyncio.gather(*(asyncio.wrap_future(f, loop=loop) for f in futs))
+        except asyncio.CancelledError:
+            if not any(f.cancelled() for f in futs):
+                raise  # this request's own task was cancelled
+            raise APIError(503, "the server is shutting down", type="server_error",
+                           code="shutting_down") from None
         data = [{"object": "embedding", "index": i,
                  "embedding": (base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
                                if b64 else v.tolist())} for i, v in enumerate(vecs)]
