@@ -78,9 +78,12 @@ def test_create_completion_shape_and_text(m):
     # echo, token ids, a stop string, n choices with seeds seed, seed + 1
     e = m.create_completion([1, 403, 407], max_tokens=5, temperature=0, echo=True)
     assert e["choices"][0]["text"].startswith("Once upon")
-    s = m.create_completion("Once upon a time", max_tokens=20, temperature=0, stop=["Lily"])
-    assert s["choices"][0]["text"] == c["text"].split("Lily")[0]
-    assert s["choices"][0]["finish_reason"] == "stop"
+    for stop in (["Lily"], "Lily"):
+        s = m.create_completion("Once upon a time", max_tokens=20, temperature=0, stop=stop)
+        assert s["choices"][0]["text"] == c["text"].split("Lily")[0]
+        assert s["choices"][0]["finish_reason"] == "stop"
+    with pytest.raises(ValueError, match="stop must be a list of strings"):
+        m.create_completion("Once", stop=[1])
     two = m.create_completion("Once", max_tokens=15, temperature=1.0, seed=3, n=2)
     assert [ch["text"] for ch in two["choices"]] == [
         m.create_completion("Once", max_tokens=15, temperature=1.0, seed=s)["choices"][0]["text"]

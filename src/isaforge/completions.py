@@ -53,11 +53,12 @@ def run(model, prompts: list[list[int]], max_new: list[int], sampling: dict, sto
     choice. Choice k of prompt p is index p * n + k (seed + k, as the server's). `sampling`:
     make_request's keywords, checked by GenerationConfig first. `plan` (a chat's
     text/chatplan.ChatPlan) gives each choice its reply reader, as the server's."""
-    GenerationConfig(temperature=sampling.get("temperature"), top_p=sampling.get("top_p"),
-                     repeat_penalty=sampling.get("repeat_penalty"), stop=stop or ())
+    stop = [stop] if isinstance(stop, str) else stop  # OpenAI's: a string or a list
+    stop = GenerationConfig(temperature=sampling.get("temperature"),
+                            top_p=sampling.get("top_p"),
+                            repeat_penalty=sampling.get("repeat_penalty"), stop=stop or ()).stop
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    stop = tuple(s for s in ([stop] if isinstance(stop, str) else stop or ()) if s)
     return _events(model, prompts, max_new, sampling, stop, logprobs, n, plan)
 
 
