@@ -55,7 +55,7 @@ def run(model, prompts: list[list[int]], max_new: list[int], sampling: dict, sto
     text/chatplan.ChatPlan) gives each choice its reply reader, as the server's."""
     stop = [stop] if isinstance(stop, str) else stop  # OpenAI's: a string or a list
     stop = GenerationConfig(temperature=sampling.get("temperature"),
-                            top_p=sampling.get("top_p"),
+                            top_p=sampling.get("top_p"), seed=sampling.get("seed"),
                             repeat_penalty=sampling.get("repeat_penalty"), stop=stop or ()).stop
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
