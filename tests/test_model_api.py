@@ -86,6 +86,8 @@ def test_create_completion_shape_and_text(m):
         m.create_completion("Once", stop=[1])
     with pytest.raises(ValueError, match="seed must be an integer"):
         m.create_completion("Once", seed="7")
+    with pytest.raises(ValueError, match="presence_penalty must be a number between -2 and 2"):
+        m.create_completion("Once", presence_penalty=3)
     two = m.create_completion("Once", max_tokens=15, temperature=1.0, seed=3, n=2)
     assert [ch["text"] for ch in two["choices"]] == [
         m.create_completion("Once", max_tokens=15, temperature=1.0, seed=s)["choices"][0]["text"]

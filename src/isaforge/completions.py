@@ -59,6 +59,10 @@ def run(model, prompts: list[list[int]], max_new: list[int], sampling: dict, sto
                             repeat_penalty=sampling.get("repeat_penalty"), stop=stop or ()).stop
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    for name in ("frequency_penalty", "presence_penalty"):  # OpenAI's range, as the server's
+        v = sampling.get(name, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not -2.0 <= v <= 2.0:
+            raise ValueError(f"{name} must be a number between -2 and 2, got {v!r}")
     return _events(model, prompts, max_new, sampling, stop, logprobs, n, plan)
 
 
