@@ -375,6 +375,39 @@ if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t 
     return IF_OK;
 }
 
+/* ---- final hidden states (embeddings): the rows the classifier would read ---- */
+
+if_status if_model_hidden_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,
+                              size_t pos0, int last_only, float *out, size_t out_len, char *err,
+                              size_t errlen) {
+    if (seq >= m->n_seqs) {
+        ERR("sequence slot %zu out of range [0, %zu)", seq, m->n_seqs);
+        return IF_EINVAL;
+    }
+    if (!check_tokens(m, tokens, n, pos0, err, errlen)) return IF_EINVAL;
+    const size_t dim = m->c.dim, rows = last_only ? 1 : n;
+    /* divided, not multiplied: rows * dim cannot overflow the check */
+    if (!out || out_len / dim < rows) {
+        ERR("hidden states need %zu rows of %zu floats, the buffer holds %zu floats", rows, dim,
+            out ? out_len : 0);
+        return IF_EINVAL;
+    }
+    m->seq = seq;
+    for (size_t start = 0; start < n; start += m->ub) {
+        size_t M = n - start < m->ub ? n - start : m->ub;
+        embed(m, tokens + start, M);
+        call k = {m, pos0 + start, M, NULL, NULL, 0, NULL}; /* no classifier rows */
+        run_call(m, &k);
+        /* run_layers left the chunk's final-normed rows in m->x */
+        if (!last_only)
+            memcpy(out + start * dim, m->x, M * dim * sizeof(float));
+        else if (start + M == n)
+            memcpy(out, m->x + (M - 1) * dim, dim * sizeof(float));
+    }
+    m->seq = 0;
+    return IF_OK;
+}
+
 /* ---- sequence slots: prefill into one, decode many together ---- */
 
 if_status if_model_prefill_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,

@@ -645,6 +645,14 @@ if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits
  * receives (n, vocab) logits. The logits equal those of n decode steps bit for bit. */
 if_status if_model_prefill(if_model *m, const int32_t *tokens, size_t n, size_t pos0,
                            float *logits, float *all_logits, char *err, size_t errlen);
+/* The final hidden states (after the last layer and the final norm: the rows the classifier
+ * reads) of n tokens run at pos0.. in slot `seq`, in prefill's chunks and arithmetic, so they
+ * are the same bits at every tier, thread count and chunk size. Every row (n x dim floats) into
+ * `out`, or with last_only the last position's row only (dim floats); out_len is out's size in
+ * floats, checked before anything runs. The slot's cache holds the tokens' K/V afterwards. */
+if_status if_model_hidden_seq(if_model *m, size_t seq, const int32_t *tokens, size_t n,
+                              size_t pos0, int last_only, float *out, size_t out_len, char *err,
+                              size_t errlen);
 /* ---- sequence slots (a server's concurrent requests) ----
  * A model made with opts.n_seqs = N holds N KV caches, one per slot (if_model_kv_bytes counts
  * them all). if_model_forward / if_model_prefill run in slot 0. */

@@ -14,8 +14,8 @@ import importlib
 __version__ = "0.1.0"
 _HOMES = {"Config": "types", "GenerationConfig": "runtime.generate", "Model": "model",
           "ModelBusyError": "runtime.generate", "ModelFormatError": "types",
-          "Q8Tensor": "types", "convert": "converter", "load": "model",
-          "runtime_info": "runtime.engine"}
+          "Q8Tensor": "types", "StructuredOutputError": "runtime.responses",
+          "convert": "converter", "load": "model", "runtime_info": "runtime.engine"}
 __all__ = sorted(_HOMES)
 
 

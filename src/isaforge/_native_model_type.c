@@ -438,6 +438,37 @@ static PyObject *Model_prefill_seq(ModelObject *self, PyObject *args) {
     return prefill_into(self, (size_t)seq, tokens, pos0, out, all);
 }
 
+/* hidden(seq, tokens_i32, pos0, out_f32, last): the final hidden states of tokens run at
+ * pos0.. in slot seq (if_model_hidden_seq; the core checks out's size). */
+static PyObject *Model_hidden(ModelObject *self, PyObject *args) {
+    PyObject *tokens, *out;
+    Py_ssize_t seq, pos0;
+    int last;
+    if (!PyArg_ParseTuple(args, "nOnOp", &seq, &tokens, &pos0, &out, &last)) return NULL;
+    if (!self->m) return PyErr_Format(PyExc_RuntimeError, "Model not initialised");
+    if (seq < 0 || pos0 < 0) return PyErr_Format(PyExc_ValueError, "negative slot or position");
+    Py_buffer tv, ov;
+    if (PyObject_GetBuffer(tokens, &tv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    if (PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
+    char err[ERRLEN] = "";
+    if_status st = IF_EINVAL;
+    if (tv.len % sizeof(int32_t) || ov.len % sizeof(float)) {
+        snprintf(err, sizeof err, "hidden: need int32 tokens and a float32 output");
+    } else {
+        Py_BEGIN_ALLOW_THREADS st = if_model_hidden_seq(
+            self->m, (size_t)seq, tv.buf, (size_t)tv.len / sizeof(int32_t), (size_t)pos0, last,
+            ov.buf, (size_t)ov.len / sizeof(float), err, sizeof err);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&tv);
+    PyBuffer_Release(&ov);
+    if (st != IF_OK) return ifpy_raise_status(st, err);
+    Py_RETURN_NONE;
+}
+
 /* decode_batch(tokens_i32 (n), seqs_uintp (n), pos_uintp (n), out_f32 (rows, vocab)[, want_u8
  * (n)]): without want one decode step of n distinct slots (rows = n); with want
  * if_model_batch, rows = the number of wanted rows. */
@@ -555,6 +586,9 @@ static PyMethodDef Model_methods[] = {
     {"decode_batch", (PyCFunction)Model_decode_batch, METH_VARARGS,
      "decode_batch(tokens_i32, seqs_uintp, pos_uintp, out (rows, vocab)[, want_u8]): one "
      "batched step (see if_model_batch)"},
+    {"hidden", (PyCFunction)Model_hidden, METH_VARARGS,
+     "hidden(seq, tokens_i32, pos0, out_f32, last): final hidden states (every row, or the "
+     "last) of tokens run at pos0.. in slot seq."},
     {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
      "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
     {NULL, NULL, 0, NULL},

@@ -5,6 +5,8 @@ the engine and the one generation loop under the model's profile).
     m = isaforge.load()                     # the default model (SmolLM2-135M-Instruct)
     m.chat([{"role": "user", "content": "Hi"}])
     m.generate("Once upon a time")          # raw continuation, no chat template
+    m.create_chat_completion([...])         # OpenAI-shaped dicts (completions.py)
+    m.embed(["a text", "another"])          # (2, dim) unit vectors (runtime/embed.py)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from . import settings
 from .formats import drop_file_pages, quantized_table, read_any, with_context
+from .runtime.embed import check_pooling, embed_tokens, pooling_for
 from .runtime.engine import Engine, runtime_info
 from .runtime.generate import (
     DEFAULT_MAX_NEW,
@@ -33,6 +36,14 @@ from .types import LoadedModel
 __all__ = ["ContextFullError", "GenerationConfig", "Model", "ModelBusyError", "load",
            "read_model"]
 QUANTS = ("q8", "auto", "f32", "cq4", "q4_0")  # cq4 takes suffixes (quant.cq4.parse_quant)
+
+
+class _Default(int):
+    """A keyword's default that prints as its value but is told apart from the same value
+    given (a GenerationConfig passed as `config` keeps its own field then)."""
+
+
+_MAX_NEW = _Default(DEFAULT_MAX_NEW)
 
 
 def read_model(path: str | os.PathLike, quant: str = "auto") -> LoadedModel:
@@ -127,6 +138,54 @@ class Model:
         return self.tokenizer.encode(text, bos=self.add_bos if bos is None else bos,
                                      special=True)
 
+    def tokenize(self, text: str | bytes, add_special: bool = False, special: bool = True
+                 ) -> list[int]:
+        """Token ids of `text`; add_special: with the tokens the model puts before a prompt
+        (its BOS, when it uses one). special: control-token texts ("<|im_start|>") read as
+        those tokens."""
+        if isinstance(text, bytes) and not self.profile.runc_output:
+            text = text.decode("utf-8", "replace")
+        return self.tokenizer.encode(text, bos=self.add_bos and add_special, special=special)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of token ids (BOS/EOS and control tokens print nothing)."""
+        ids = list(ids)
+        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
+        if bad:
+            raise ValueError(f"token ids out of range [0, {self.config.vocab_size}): {bad[:5]}")
+        return self.tokenizer.decode_tokens(ids)
+
+    @property
+    def pooling(self) -> str:
+        """embed()'s default pooling: the model's (a GGUF's `<arch>.pooling_type`), else
+        "mean"."""
+        return pooling_for(self.loaded.metadata)
+
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None,
+              normalize: bool = True) -> np.ndarray:
+        """One float32 vector per text: the final hidden states (after the final norm) of
+        its tokens (with BOS when the model uses one) pooled ("mean" over positions, "last",
+        "cls"; None: `self.pooling`) and L2-normalized unless normalize=False. A str gives
+        (dim,), a list (n, dim). A text's vector is the same bits alone or in any list."""
+        pooling = check_pooling(self.pooling if pooling is None else pooling)
+        one = isinstance(texts, (str, bytes))
+        batch = [texts] if one else list(texts)
+        if not all(isinstance(t, (str, bytes)) for t in batch):
+            raise ValueError("embed() takes a string or a list of strings")
+        toks = [self.encode(t) for t in batch]
+        for i, t in enumerate(toks):
+            if not t:
+                raise ValueError(f"text {i} encodes to no tokens")
+            if len(t) > self.config.seq_len:
+                raise ContextFullError(f"text {i} is {len(t)} tokens, longer than the context "
+                                       f"({self.config.seq_len}; see ctx=)")
+        out = np.empty((len(batch), self.config.dim), np.float32)
+        with self.session.hold():
+            self.session.cached = []  # the cache is overwritten
+            for i, t in enumerate(toks):
+                out[i] = embed_tokens(self.engine, t, pooling, normalize)
+        return out[0] if one else out
+
     def logits(self, tokens) -> np.ndarray:
         """(n, vocab) float32 logits for tokens at positions 0..n-1 (a fresh sequence)."""
         tokens = list(tokens)
@@ -164,37 +223,111 @@ class Model:
 
     # -- the documented entry points -----------------------------------------------------------
 
+    @staticmethod
+    def _config(config: GenerationConfig | None, **given) -> GenerationConfig:
+        """`config` (default: GenerationConfig()) with the keywords given: a None sampling
+        keyword or an untouched max_new_tokens leaves the config's field (None fields then
+        take the profile's: the model card's)."""
+        changes = {k: v for k, v in given.items()
+                   if v is not None and not isinstance(v, _Default)}
+        if "max_new_tokens" in given and given["max_new_tokens"] is None:
+            changes["max_new_tokens"] = None  # until the context is full
+        if config is not None and not isinstance(config, GenerationConfig):
+            raise ValueError(f"config must be a GenerationConfig, got {type(config).__name__}")
+        return (config or GenerationConfig()).replace(**changes)
+
     def generate_ids(self, prompt: str | list[int], max_new_tokens: int | None = 256,
-                     temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
-                     steps: int | None = None, stop_ids: tuple[int, ...] | None = None
-                     ) -> Iterator[tuple[int, int]]:
+                     temperature: float | None = None, top_p: float | None = None,
+                     seed: int | None = None, steps: int | None = None,
+                     stop_ids: tuple[int, ...] | None = None) -> Iterator[tuple[int, int]]:
         """(previous, next) token pairs exactly as run.c's loop prints them (the prompt's
-        pieces too; run.c's sampler, no repetition penalty). `prompt` is text or
-        already-encoded tokens (BOS included)."""
+        pieces too; run.c's sampler, no repetition penalty; temperature/top_p None: the
+        model's). `prompt` is text or already-encoded tokens (BOS included)."""
         return self.pairs(prompt, GenerationConfig(
             max_new_tokens, steps, temperature, top_p, seed, repeat_penalty=1.0,
             stop_ids=stop_ids, echo=True))
 
-    def generate(self, prompt: str, max_new_tokens: int = 256, temperature: float = 1.0,
-                 top_p: float = 0.9, seed: int | None = None, stream: bool = False,
-                 stop: Sequence[str] | None = None):
+    def generate(self, prompt: str | Sequence[str], max_new_tokens: int | None = _MAX_NEW,
+                 temperature: float | None = None, top_p: float | None = None,
+                 seed: int | None = None, stream: bool = False,
+                 stop: Sequence[str] | None = None, *, config: GenerationConfig | None = None):
         """Text continuing `prompt` (the prompt itself excluded), no chat template. With
         stream=True, a generator of text pieces that never split a UTF-8 character. Stops at
-        the tokenizer's stop ids (llama2.c: BOS or EOS) and before any `stop` string."""
-        return self._text(prompt, GenerationConfig(max_new_tokens, None, temperature, top_p,
-                                                   seed, stop=stop or ()), stream)
+        the tokenizer's stop ids (llama2.c: BOS or EOS) and before any `stop` string.
+        Sampling left None: the model's (`profile`, the model card's).
 
-    def complete(self, tokens: list[int], max_new_tokens: int | None = DEFAULT_MAX_NEW,
-                 temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
-                 stop: Sequence[str] | None = None, stream: bool = False,
-                 repeat_penalty: float | None = None):
+        A list of prompts runs as one batch through the server's scheduler and returns a
+        list of texts, each equal to its prompt's alone (not with stream=True)."""
+        config = self._config(config, max_new_tokens=max_new_tokens, temperature=temperature,
+                              top_p=top_p, seed=seed, stop=stop)
+        if not isinstance(prompt, (str, bytes)):
+            if stream:
+                raise ValueError("stream=True takes one prompt, not a list")
+            from .completions import generate_many
+
+            return generate_many(self, list(prompt), self.profile.complete(config))
+        return self._text(prompt, config, stream)
+
+    def complete(self, tokens: list[int], max_new_tokens: int | None = _MAX_NEW,
+                 temperature: float | None = None, top_p: float | None = None,
+                 seed: int | None = None, stop: Sequence[str] | None = None,
+                 stream: bool = False, repeat_penalty: float | None = None, *,
+                 config: GenerationConfig | None = None):
         """The text generated after the token ids `tokens` (what chat() and generate() run):
         stops at a stop id, before a `stop` string, or after max_new_tokens (None: when the
-        context is full). repeat_penalty None: the model's default. Returns the text, or a
-        generator of pieces with stream=True."""
-        return self._text(tokens, GenerationConfig(max_new_tokens, None, temperature, top_p,
-                                                   seed, repeat_penalty, stop=stop or ()),
-                          stream)
+        context is full). Sampling left None: the model's. Returns the text, or a generator
+        of pieces with stream=True."""
+        return self._text(tokens, self._config(
+            config, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+            seed=seed, stop=stop, repeat_penalty=repeat_penalty), stream)
+
+    # -- OpenAI-shaped entry points (completions.py) -------------------------------------------
+
+    def create_chat_completion(self, messages, *, max_tokens: int | None = None,
+                               temperature: float | None = None, top_p: float | None = None,
+                               seed: int | None = None, stop: str | Sequence[str] | None = None,
+                               stream: bool = False, logprobs: bool = False,
+                               top_logprobs: int | None = None, tools=None, tool_choice=None,
+                               response_format=None, parallel_tool_calls: bool | None = None,
+                               chat_template_kwargs: dict | None = None, n: int = 1,
+                               frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
+                               repeat_penalty: float | None = None):
+        """OpenAI's chat.completion as a dict (id, object, created, model, choices [{index,
+        message, logprobs, finish_reason}], usage, system_fingerprint), or with stream=True
+        an iterator of chat.completion.chunk dicts, as the server sends them. max_tokens
+        None: 512, at most what the context has room for. tools, tool_choice,
+        parallel_tool_calls, chat_template_kwargs and response_format are planned as the
+        server plans them (text/chatplan.py): offered tools reach the template and the reply's
+        calls come back as message.tool_calls (reasoning as reasoning_content); what cannot be
+        honoured raises StructuredOutputError naming it."""
+        from .completions import chat_completion
+
+        return chat_completion(
+            self, messages, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+            seed=seed, stop=stop, stream=stream, logprobs=logprobs, top_logprobs=top_logprobs,
+            tools=tools, tool_choice=tool_choice, response_format=response_format,
+            parallel_tool_calls=parallel_tool_calls, chat_template_kwargs=chat_template_kwargs,
+            n=n,
+            frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            repeat_penalty=repeat_penalty)
+
+    def create_completion(self, prompt: str | Sequence[int], *, max_tokens: int | None = None,
+                          temperature: float | None = None, top_p: float | None = None,
+                          seed: int | None = None, stop: str | Sequence[str] | None = None,
+                          stream: bool = False, logprobs: int | None = None,
+                          echo: bool = False, n: int = 1, frequency_penalty: float = 0.0,
+                          presence_penalty: float = 0.0, repeat_penalty: float | None = None,
+                          response_format=None):
+        """OpenAI's text_completion as a dict (choices [{index, text, logprobs,
+        finish_reason}]), or with stream=True an iterator of chunk dicts. `prompt`: text
+        (BOS added as the model does) or token ids."""
+        from .completions import completion
+
+        return completion(
+            self, prompt, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+            seed=seed, stop=stop, stream=stream, logprobs=logprobs, echo=echo, n=n,
+            frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+            repeat_penalty=repeat_penalty, response_format=response_format)
 
     def render_chat(self, messages, add_generation_prompt: bool = True, tools=None) -> str:
         """The conversation as the model's chat template renders it (`tools`: OpenAI's tool
@@ -203,12 +336,14 @@ class Model:
                                    add_generation_prompt, self._template_chars(),
                                    **({"tools": tools} if tools else {}))
 
-    def chat_tokens(self, messages, tools=None) -> list[int]:
+    def chat_tokens(self, messages, tools=None, template_kwargs: dict | None = None
+                    ) -> list[int]:
         """Token ids of the rendered conversation plus the assistant prompt (BOS added when
         the tokenizer asks for it and the template did not already write it). Special-token
         texts inside the messages are tokenized as text (no injected turn boundary)."""
+        extra = {**(template_kwargs or {}), **({"tools": tools} if tools else {})}
         return chat_tokens(self.tokenizer, self._template(), messages, self._template_chars(),
-                           **({"tools": tools} if tools else {}))
+                           **extra)
 
     def _template_chars(self) -> int:
         return settings.template_max_chars(self.config.seq_len)
@@ -219,10 +354,11 @@ class Model:
             raise ValueError(f"{self.path}: the model has no chat template; use generate()")
         return template
 
-    def chat(self, messages, stream: bool = False, max_new_tokens: int | None = DEFAULT_MAX_NEW,
+    def chat(self, messages, stream: bool = False, max_new_tokens: int | None = _MAX_NEW,
              temperature: float | None = None, top_p: float | None = None,
              seed: int | None = None, stop: Sequence[str] | None = None,
-             repeat_penalty: float | None = None, tools=None):
+             repeat_penalty: float | None = None, tools=None, *,
+             config: GenerationConfig | None = None):
         """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]; also
         OpenAI's shapes: content parts, tool calls, tool results; `tools` go to the template).
 
@@ -233,14 +369,15 @@ class Model:
         Returns the text, or with stream=True a generator of pieces. The KV cache of the
         longest common token prefix with the previous call is re-used, so a multi-turn
         conversation only prefills its new turn."""
-        config = GenerationConfig(max_new_tokens, None, temperature, top_p, seed,
-                                  repeat_penalty, stop=stop or ())
+        config = self._config(config, max_new_tokens=max_new_tokens, temperature=temperature,
+                              top_p=top_p, seed=seed, stop=stop, repeat_penalty=repeat_penalty)
         return self._text(self.chat_tokens(messages, tools), config, stream)
 
 
 def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | None = None,
          threads: int | None = None, kernel: str | None = None, quant: str = "auto",
-         ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32") -> Model:
+         ctx: int | None = None, ubatch: int = 0, kv_cache: str = "f32", parallel: int = 1
+         ) -> Model:
     """Load a model (and its tokenizer) into a ready Model.
 
     path: a llama2.c .bin, a .gguf, a .isaf or a Hugging Face folder; a known model's name
@@ -254,9 +391,13 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
       or "f32".
       ctx: context length (KV cache size); default min(model's, 4096).
     ubatch: prompt tokens per prefill chunk (0: the core's default, 512). kv_cache: "f32"
-      (default), "f16" or "int8" (per position, head and group of head dims)."""
+      (default), "f16" or "int8" (per position, head and group of head dims).
+    parallel: KV cache slots, sequences a batch (generate([...]), create_* with n) decodes
+      together (each slot a whole context's cache)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise ValueError(f"parallel must be an integer >= 1, got {parallel!r}")
     if ctx is not None and ctx < 1:  # before pulling or reading anything
         raise ValueError(f"ctx must be >= 1, got {ctx}")
     times: dict[str, float] = {}
@@ -277,7 +418,8 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     # while packing holds one matrix twice for a moment.
     drop_file_pages(loaded)
     t0 = _lap(times, "read", t0)
-    engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel)
+    engine = Engine(loaded, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel,
+                    n_seqs=parallel)
     drop_file_pages(loaded)
     t0 = _lap(times, "engine", t0)
     model = Model(loaded, tokenizer_for(loaded, tokenizer), engine=engine)

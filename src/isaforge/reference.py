@@ -214,6 +214,15 @@ class Reference:
 
     def forward(self, token: int, pos: int) -> np.ndarray:
         c, w = self.c, self.w
+        logits = self.matmul(w.wcls, self.hidden_step(token, pos))
+        if c.logit_softcap:
+            t = self.dtype.type
+            logits = t(c.logit_softcap) * np.tanh(logits / t(c.logit_softcap))
+        return logits
+
+    def hidden_step(self, token: int, pos: int) -> np.ndarray:
+        """The final hidden state (after the final norm) of `token` at `pos`, caching its K/V."""
+        c, w = self.c, self.w
         if not 0 <= token < c.vocab_size:
             raise ValueError(f"token {token} outside vocabulary of {c.vocab_size}")
         if not 0 <= pos < c.seq_len:
@@ -279,12 +288,12 @@ class Reference:
                 ffn = rmsnorm(ffn, pn, c.norm_eps)
             x = x + ffn
 
-        # final rmsnorm and classifier (soft-capped)
-        x = rmsnorm(x, w.rms_final, c.norm_eps)
-        logits = self.matmul(w.wcls, x)
-        if c.logit_softcap:
-            logits = t(c.logit_softcap) * np.tanh(logits / t(c.logit_softcap))
-        return logits
+        return rmsnorm(x, w.rms_final, c.norm_eps)  # the classifier's input
+
+    def hidden(self, tokens: list[int] | np.ndarray) -> np.ndarray:
+        """Final hidden states (n, dim) for tokens at positions 0..n-1, from an empty cache."""
+        self.reset()
+        return np.stack([self.hidden_step(int(tok), pos) for pos, tok in enumerate(tokens)])
 
     def logits(self, tokens: list[int] | np.ndarray) -> np.ndarray:
         """Logits (n, vocab) for tokens at positions 0..n-1, from an empty cache."""

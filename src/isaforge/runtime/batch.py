@@ -6,7 +6,8 @@ forward call (the projections one GEMM at M = rows, attention per row over its o
 row's logits equal those of the same sequence run alone, bit for bit, so a request's output at
 temperature 0 (or with a seed at any temperature) does not depend on what else is running.
 
-`Scheduler` owns a BatchEngine in one thread: requests wait in a bounded queue, are admitted
+`Scheduler` owns an Engine (a BatchEngine, or any engine: a one-slot one runs its requests
+one after another) in one thread: requests wait in a bounded queue, are admitted
 into free slots (the slot whose cached tokens share the longest prefix with the prompt, so a
 conversation's next turn prefills only its new tokens), and every step is one forward call
 (`BatchEngine.step`) over a decode row of each running sequence plus chunks of waiting
@@ -21,11 +22,15 @@ logprobs or None) per sampled token and ("done", finish_reason, None) once, fini
 the engine failed. Step listeners (`add_step_listener`) are called from the same thread after
 every step, once its events are all out: a listener that relays events to another thread
 can wake it once per step rather than once per token.
+
+Work that is not a generation but needs the engine (an embedding: `Scheduler.run_job`) runs in
+the same thread between steps, in a free slot, before waiting requests are admitted.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import math
 import threading
 import time
@@ -50,14 +55,6 @@ class BatchEngine(Engine):
             raise ValueError(f"n_seqs must be an integer >= 1, got {n_seqs!r}")
         super().__init__(model, threads, ubatch=ubatch, kv_cache=kv_cache, kernel=kernel,
                          n_seqs=n_seqs)
-        self.n_seqs = n_seqs
-
-    def prefill_seq(self, seq: int, tokens, pos0: int = 0) -> np.ndarray:
-        """Run tokens at pos0.. in slot `seq`; the last position's logits (a fresh array)."""
-        t = np.ascontiguousarray(tokens, dtype=np.int32)
-        out = np.empty(self.config.vocab_size, np.float32)
-        self._m.prefill_seq(int(seq), t, int(pos0), out)
-        return out
 
     def decode_batch(self, seqs, tokens, positions) -> np.ndarray:
         """One step: tokens[r] at positions[r] in slot seqs[r] (distinct); (rows, vocab)."""
@@ -65,17 +62,6 @@ class BatchEngine(Engine):
         out = np.empty((len(t), self.config.vocab_size), np.float32)
         self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
                              np.ascontiguousarray(positions, dtype=np.uintp), out)
-        return out
-
-    def step(self, seqs, tokens, positions, want) -> np.ndarray:
-        """One forward call over rows of any slots (a slot's rows at rising positions: decode
-        rows and prompt chunks together, if_model_batch); logits (sum(want), vocab) of the
-        rows with want[r] true, in row order."""
-        t = np.ascontiguousarray(tokens, dtype=np.int32)
-        w = np.ascontiguousarray(want, dtype=np.uint8)
-        out = np.empty((int(np.count_nonzero(w)), self.config.vocab_size), np.float32)
-        self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
-                             np.ascontiguousarray(positions, dtype=np.uintp), out, w)
         return out
 
 
@@ -166,6 +152,7 @@ class Scheduler:
         self.prefill_chunk = max(1, prefill_chunk)
         self.stats = SchedulerStats()
         self._queue: collections.deque[Request] = collections.deque()
+        self._jobs: collections.deque = collections.deque()  # (fn, future): run_job's
         self._cv = threading.Condition()
         self._stop = False
         self._listeners: list[Callable[[], None]] = []
@@ -193,6 +180,36 @@ class Scheduler:
             self._queue.append(req)
             self._cv.notify()
 
+    def run_job(self, fn) -> concurrent.futures.Future:
+        """fn(engine, slot) run in the scheduler thread between steps, in a free slot (the
+        one whose cached prefix is shortest; fn may overwrite its cache: the slot is then
+        counted empty); a future of its result. Jobs go before waiting requests."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._cv:
+            if self._stop:
+                raise QueueFullError("the server is shutting down")
+            self._jobs.append((fn, fut))
+            self._cv.notify()
+        return fut
+
+    def _run_jobs(self) -> None:
+        while self._jobs:
+            free = [s for s in self.slots if s.req is None]
+            if not free:
+                return
+            try:
+                fn, fut = self._jobs.popleft()
+            except IndexError:  # close() took them meanwhile
+                return
+            if not fut.set_running_or_notify_cancel():
+                continue
+            slot = min(free, key=lambda s: (len(s.cached), s.idx))
+            slot.cached = []  # whatever fn leaves there is not a prefix a request can reuse
+            try:
+                fut.set_result(fn(self.engine, slot.idx))
+            except Exception as e:
+                fut.set_exception(e)
+
     def _withdraw(self, req: Request) -> None:
         """A cancelled request leaves the queue now, not when it would have reached a slot:
         its place is free for the next submit (nobody listens for its events)."""
@@ -208,6 +225,11 @@ class Scheduler:
         """Call fn() from the scheduler thread after each step, when that step's events have
         all been emitted (a failing listener is ignored)."""
         self._listeners.append(fn)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the scheduler thread still runs (a reader waiting for events checks it)."""
+        return self._thread.is_alive()
 
     @property
     def queue_depth(self) -> int:
@@ -230,6 +252,9 @@ class Scheduler:
             for s in self.slots:
                 if s.req:
                     s.req.cancel()
+            for _, fut in self._jobs:
+                fut.cancel()
+            self._jobs.clear()
             self._cv.notify()
         self._thread.join(timeout)
 
@@ -238,10 +263,15 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._stop and not self._queue and self.active == 0:
+                while (not self._stop and not self._queue and not self._jobs
+                       and self.active == 0):
                     self._cv.wait()
                 if self._stop and not self._queue and self.active == 0:
                     return
+                has_jobs = bool(self._jobs)
+            if has_jobs:
+                self._run_jobs()  # outside the lock: submit and run_job stay free meanwhile
+            with self._cv:
                 self._admit()
             try:
                 self._step()

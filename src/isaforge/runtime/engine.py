@@ -304,6 +304,7 @@ class Engine:
             # decode and prefill read only the packed copy: no row-major int8 stays resident
             _native.trim_heap()  # the freed arrays' heap pages, else still resident
         self.kv_cache = kv_cache
+        self.n_seqs = n_seqs  # KV cache slots (prefill_seq, step, hidden's seq)
         self._logits = np.empty(c.vocab_size, np.float32)
 
     threads = _native_view("threads", "Threads in the engine's pool.")
@@ -324,6 +325,34 @@ class Engine:
         t = np.ascontiguousarray(tokens, dtype=np.int32)
         out = np.empty((len(t), self.config.dim), np.float32)
         self._m.embed(t, out)
+        return out
+
+    def prefill_seq(self, seq: int, tokens, pos0: int = 0) -> np.ndarray:
+        """Run tokens at pos0.. in slot `seq`; the last position's logits (a fresh array)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty(self.config.vocab_size, np.float32)
+        self._m.prefill_seq(int(seq), t, int(pos0), out)
+        return out
+
+    def step(self, seqs, tokens, positions, want) -> np.ndarray:
+        """One forward call over rows of any slots (a slot's rows at rising positions: decode
+        rows and prompt chunks together, if_model_batch); logits (sum(want), vocab) of the
+        rows with want[r] true, in row order."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        w = np.ascontiguousarray(want, dtype=np.uint8)
+        out = np.empty((int(np.count_nonzero(w)), self.config.vocab_size), np.float32)
+        self._m.decode_batch(t, np.ascontiguousarray(seqs, dtype=np.uintp),
+                             np.ascontiguousarray(positions, dtype=np.uintp), out, w)
+        return out
+
+    def hidden(self, tokens, pos0: int = 0, last: bool = False, seq: int = 0) -> np.ndarray:
+        """The final hidden states of tokens run at pos0.. in slot `seq` (after the final
+        norm: the rows the classifier reads), (n, dim) float32, or (dim,) of the last
+        position with last=True. The same bits at every tier, thread count and ubatch;
+        the slot's cache then holds these tokens."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        out = np.empty(self.config.dim if last else (len(t), self.config.dim), np.float32)
+        self._m.hidden(int(seq), t, int(pos0), out, bool(last))
         return out
 
     def forward(self, token: int, pos: int) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The OpenAI-compatible HTTP app (Starlette): /v1/chat/completions, /v1/completions (SSE
-streaming ending in [DONE], or one JSON body), /v1/models, /health, /metrics.
+streaming ending in [DONE], or one JSON body), /v1/embeddings (embeddings.py), /v1/models,
+/health, /metrics.
 
 Each request is checked (protocol.py), tokenized off the event loop, and handed to the
 Backend's Scheduler as `n` Requests whose tokens come back through the loop; text is decoded
@@ -25,7 +26,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..runtime.batch import QueueFullError
-from ..text.stream import StopMatcher, StreamDecoder
+from ..runtime.responses import Choice as _Choice
+from ..runtime.responses import chat_logprobs as _chat_lp
+from ..runtime.responses import (
+    choice_body,
+    usage_body,
+)
+from ..runtime.responses import text_logprobs as _text_lp
+from .embeddings import embeddings
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
 from .tools import chat_plan
@@ -41,64 +49,6 @@ def error_response(e: APIError) -> JSONResponse:
     return JSONResponse(e.body(), status_code=e.status, headers=e.headers)
 
 
-class _Choice:
-    """One choice's text: tokens in, text pieces out (stop strings cut), logprobs kept."""
-
-    def __init__(self, backend, index: int, prev: int, stop, logprobs: int | None):
-        self.tok = backend.tokenizer
-        self.index = index
-        self.dec = StreamDecoder(self.tok, prev)
-        self.stop = StopMatcher(stop)
-        self.prev = prev
-        self.want_lp = logprobs is not None
-        self.lp: list[dict] = []  # per token: token text, logprob, top
-        self.lp_sent = 0
-        self.text: list[str] = []
-        self.tokens = 0
-        self.finish: str | None = None
-        self.req = None
-        self.reply = None  # serve/tools.Reply: reasoning and tool calls split from the text
-
-    def _piece(self, t: int) -> str:
-        return self.tok.text_bytes(self.prev, t).decode("utf-8", "replace")
-
-    def token(self, t: int, lp) -> str:
-        """The text this token releases ("" while held back; nothing after a stop string:
-        the tokens the scheduler ran before it saw the cancellation are not counted)."""
-        if self.stop.stopped:
-            return ""
-        self.tokens += 1
-        if self.want_lp and lp is not None:
-            chosen, top = lp
-            self.lp.append({"token": self._piece(t), "logprob": chosen,
-                            "top": [(self._piece(i), v) for i, v in top]})
-        self.prev = t
-        out, stopped = self.stop.feed(self.dec.feed(t))
-        if stopped:
-            self.finish = "stop"
-            self.req.cancel()
-        self.text.append(out)
-        return out
-
-    def done(self, reason: str) -> str:
-        """The held-back tail at the end (none after a stop string)."""
-        if self.finish is None:
-            self.finish = "stop" if reason == "stop" else "length"
-        if self.stop.stopped:
-            return ""
-        out, stopped = self.stop.feed(self.dec.flush())
-        if stopped:
-            self.finish = "stop"
-        else:
-            out += self.stop.flush()
-        self.text.append(out)
-        return out
-
-    def new_logprobs(self) -> list[dict]:
-        out, self.lp_sent = self.lp[self.lp_sent:], len(self.lp)
-        return out
-
-
 _MID = {False: b',"text":', True: b',"delta":{"content":'}
 
 
@@ -111,23 +61,6 @@ def _token_template(ids: str, obj: str, created: int, model: str, chat: bool
             f'"model":{d(model)},"system_fingerprint":null,"choices":[{{"index":')
     tail = ('}' if chat else '') + ',"logprobs":null,"finish_reason":null}]}\n\n'
     return head.encode(), tail.encode()
-
-
-def _chat_lp(entries: list[dict]) -> dict:
-    def one(tok: str, lp: float) -> dict:
-        return {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}
-    return {"content": [{**one(e["token"], e["logprob"]),
-                         "top_logprobs": [one(t, v) for t, v in e["top"]]} for e in entries]}
-
-
-def _text_lp(entries: list[dict], offset: int) -> dict:
-    offsets, pos = [], offset
-    for e in entries:
-        offsets.append(pos)
-        pos += len(e["token"])
-    return {"tokens": [e["token"] for e in entries],
-            "token_logprobs": [e["logprob"] for e in entries],
-            "top_logprobs": [dict(e["top"]) for e in entries], "text_offset": offsets}
 
 
 DONE = b"data: [DONE]\n\n"
@@ -421,7 +354,7 @@ class Server:
     async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
         inbox = _Inbox()
-        choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
+        choices = [_Choice(self.backend.tokenizer, i, tokens[-1], params.stop, params.logprobs)
                    for i in range(params.n)]
         reqs: list = []
         reqs += [self.backend.request(tokens, max_new, params,
@@ -452,9 +385,7 @@ class Server:
                 _deliver([(inbox, (0, "gone", None, None))])
 
         def usage():
-            done = sum(c.tokens for c in choices)
-            return {"prompt_tokens": len(tokens), "completion_tokens": done,
-                    "total_tokens": len(tokens) + done}
+            return usage_body(len(tokens), choices)
 
         if params.stream:
             return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
@@ -496,23 +427,7 @@ class Server:
         finally:
             watcher.cancel()
             cancel_all()
-        out = []
-        for c in choices:
-            text = "".join(c.text)
-            if chat:
-                msg = {"role": "assistant", "content": text}
-                if c.reply is not None:
-                    c.reply.feed(text)
-                    c.reply.finish()
-                    msg.update(c.reply.message())
-                ch = {"index": c.index, "message": msg,
-                      "logprobs": _chat_lp(c.lp) if c.want_lp else None,
-                      "finish_reason": "tool_calls" if "tool_calls" in msg else c.finish}
-            else:
-                ch = {"index": c.index, "text": echo + text,
-                      "logprobs": _text_lp(c.lp, len(echo)) if c.want_lp else None,
-                      "finish_reason": c.finish}
-            out.append(ch)
+        out = [choice_body(c, chat, echo) for c in choices]
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
                              "system_fingerprint": None, "choices": out, "usage": usage()})
 
@@ -665,6 +580,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
     app = _App(routes=[
         Route("/v1/chat/completions", srv.chat, methods=["POST"]),
         Route("/v1/completions", srv.completions, methods=["POST"]),
+        Route("/v1/embeddings", functools.partial(embeddings, srv), methods=["POST"]),
         Route("/v1/models", srv.models, methods=["GET"]),
         Route("/health", srv.health, methods=["GET"]),
         Route("/metrics", srv.prometheus, methods=["GET"]),

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..formats import read_any, with_context
 from ..runtime.batch import BatchEngine, Request, Scheduler
 from ..runtime.profile import profile_for
+from ..runtime.responses import make_request
 from ..text.chat import chat_tokens, render_chat
 from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
@@ -89,19 +90,13 @@ class Backend:
 
     def request(self, tokens: list[int], max_new: int, params, emit, seed_offset: int = 0
                 ) -> Request:
-        pr = self.profile
-        seed = None if params.seed is None else params.seed + seed_offset
-        return Request(
-            tokens=tokens, max_new=max_new, emit=emit,
-            temperature=pr.temperature if params.temperature is None else params.temperature,
-            top_p=pr.top_p if params.top_p is None else params.top_p,
-            seed=seed if seed is None or seed > 0 else seed + 2 ** 32,  # run.c: <= 0 is "clock"
-            repeat_penalty=(pr.repeat_penalty if params.repeat_penalty is None
-                            else params.repeat_penalty),
-            frequency_penalty=params.frequency_penalty,
-            presence_penalty=params.presence_penalty,
-            stop_ids=() if params.ignore_eos else tuple(pr.stop_ids),
-            logprobs=params.logprobs)
+        return make_request(self.profile, tokens, max_new, emit, temperature=params.temperature,
+                            top_p=params.top_p, seed=params.seed,
+                            repeat_penalty=params.repeat_penalty,
+                            frequency_penalty=params.frequency_penalty,
+                            presence_penalty=params.presence_penalty,
+                            ignore_eos=params.ignore_eos, logprobs=params.logprobs,
+                            seed_offset=seed_offset)
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)
