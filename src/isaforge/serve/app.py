@@ -249,8 +249,9 @@ class _Relay:
 
 class Server:
     def __init__(self, backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-                 read_timeout: float = DEFAULT_READ_TIMEOUT):
+                 read_timeout: float = DEFAULT_READ_TIMEOUT, lenient: bool = False):
         self.backend = backend
+        self.lenient = lenient  # unknown request fields ignored rather than refused
         self.api_key = api_key
         self.max_body = max_body
         self.read_timeout = read_timeout
@@ -327,13 +328,17 @@ class Server:
             raise APIError(400, "the body must be a JSON object")
         model = self._model(body)
         if chat:
-            messages, tools, params = parse_chat(body)
+            messages, tools, params = parse_chat(body, self.lenient, self._vocab)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
             return model, (messages, tools), params
-        prompt, params = parse_completion(body)
+        prompt, params = parse_completion(body, self.lenient, self._vocab)
         if isinstance(prompt, str):
             self._fits(self.backend.prompt_bytes(prompt), "prompt")
         return model, prompt, params
+
+    @property
+    def _vocab(self) -> int:
+        return self.backend.loaded.config.vocab_size
 
     def _fits(self, n_bytes: int, param: str) -> None:
         b = self.backend
@@ -630,9 +635,10 @@ class _App(Starlette):
 
 
 def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-               read_timeout: float = DEFAULT_READ_TIMEOUT) -> Starlette:
-    """The ASGI app over `backend` (serve.backend.Backend)."""
-    srv = Server(backend, api_key, max_body, read_timeout)
+               read_timeout: float = DEFAULT_READ_TIMEOUT, lenient: bool = False) -> Starlette:
+    """The ASGI app over `backend` (serve.backend.Backend); lenient: unknown request fields
+    ignored rather than refused."""
+    srv = Server(backend, api_key, max_body, read_timeout, lenient)
 
     async def http_error(request, exc: HTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)

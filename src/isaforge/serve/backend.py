@@ -99,6 +99,8 @@ class Backend:
                             else params.repeat_penalty),
             frequency_penalty=params.frequency_penalty,
             presence_penalty=params.presence_penalty,
+            top_k=params.top_k, min_p=params.min_p, typical_p=params.typical_p,
+            logit_bias=params.logit_bias,
             stop_ids=() if params.ignore_eos else tuple(pr.stop_ids),
             logprobs=params.logprobs)
 

@@ -88,6 +88,9 @@ def add_parser(sub) -> None:
     s.add_argument("--drain", type=float, default=30.0,
                    help="seconds to finish requests in flight on shutdown (default 30)")
     s.add_argument("-z", dest="tokenizer", default=None, help="llama2.c tokenizer file")
+    s.add_argument("--lenient", action="store_true",
+                   help="accept and ignore request fields this server does not know (default: "
+                        "a 400 naming them)")
 
 
 def main(a) -> int:
@@ -108,7 +111,7 @@ def main(a) -> int:
                       max_queue=a.queue, tokenizer=a.tokenizer, kernel=a.kernel,
                       kv_cache=a.kv_cache, prefill_chunk=a.prefill_chunk, name=a.name)
     app = create_app(backend, api_key=api_key, max_body=a.max_body,
-                     read_timeout=a.read_timeout)
+                     read_timeout=a.read_timeout, lenient=a.lenient)
     # the app drains (below); uvicorn's own grace is for the last bytes to be written
     config = uvicorn.Config(app, host=a.host, port=a.port, log_level="warning",
                             http=guarded_protocol(limits), timeout_keep_alive=a.keep_alive,
