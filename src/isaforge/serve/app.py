@@ -1,5 +1,6 @@
 """The OpenAI-compatible HTTP app (Starlette): /v1/chat/completions, /v1/completions (SSE
-streaming ending in [DONE], or one JSON body), /v1/models, /health, /metrics.
+streaming ending in [DONE], or one JSON body), /v1/models, /health, /metrics; llama.cpp's
+/tokenize and /detokenize (routes_text.py).
 
 Each request is checked (protocol.py), tokenized off the event loop, and handed to the
 Backend's Scheduler as `n` Requests whose tokens come back through the loop; text is decoded
@@ -28,6 +29,7 @@ from ..runtime.batch import QueueFullError
 from ..text.stream import StopMatcher, StreamDecoder
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
+from .routes_text import routes as text_routes
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
 DEFAULT_READ_TIMEOUT = 10.0  # seconds for a request's body
@@ -100,13 +102,13 @@ class _Choice:
 _MID = {False: b',"text":', True: b',"delta":{"content":'}
 
 
-def _token_template(ids: str, obj: str, created: int, model: str, chat: bool
+def _token_template(ids: str, obj: str, created: int, model: str, chat: bool, fp: str
                     ) -> tuple[bytes, bytes]:
     """The bytes around a streamed token's index and text: head + b"%d" % index + _MID[chat]
     + JSON string + tail is sse() of that token's chunk."""
     d = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
     head = (f'data: {{"id":{d(ids)},"object":{d(obj)},"created":{int(created)},'
-            f'"model":{d(model)},"system_fingerprint":null,"choices":[{{"index":')
+            f'"model":{d(model)},"system_fingerprint":{d(fp)},"choices":[{{"index":')
     tail = ('}' if chat else '') + ',"logprobs":null,"finish_reason":null}]}\n\n'
     return head.encode(), tail.encode()
 
@@ -420,8 +422,17 @@ class Server:
             self.metrics.request(endpoint, e.status)
             return error_response(e)
 
+    async def _fingerprint(self) -> str:
+        """The backend's fingerprint; while its file is still hashed (just after start), waited
+        for in a thread, the event loop free."""
+        f = self.backend.fingerprint
+        if f.ready():
+            return f.value()
+        return await asyncio.get_running_loop().run_in_executor(None, f.value)
+
     async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
+        fp = await self._fingerprint()
         inbox = _Inbox()
         choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
                    for i in range(params.n)]
@@ -459,7 +470,7 @@ class Server:
 
         if params.stream:
             return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
-                                            params, usage, echo), cancel_all)
+                                            params, usage, echo, fp), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
         left = len(reqs)
         gone = False
@@ -510,10 +521,10 @@ class Server:
                       "finish_reason": c.finish}
             out.append(ch)
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
-                             "system_fingerprint": None, "choices": out, "usage": usage()})
+                             "system_fingerprint": fp, "choices": out, "usage": usage()})
 
     async def _stream(self, inbox, chat, choices, ids, created, model, obj, params, usage,
-                      echo=""):
+                      echo="", fp=None):
         """The SSE body in blocks: whatever one scheduler step released, written at once. A
         token's chunk without logprobs is a template with its index and text spliced in (the
         bytes json.dumps gives for the same dict, tests/test_serve_stream.py)."""
@@ -521,9 +532,9 @@ class Server:
 
         def chunk(chs, **extra):
             return sse({"id": ids, "object": kind_, "created": created, "model": model,
-                        "system_fingerprint": None, "choices": chs, **extra})
+                        "system_fingerprint": fp, "choices": chs, **extra})
 
-        head, tail = _token_template(ids, kind_, created, model, chat)
+        head, tail = _token_template(ids, kind_, created, model, chat, fp)
         offsets = [len(echo)] * len(choices)
         first = []
         if echo:
@@ -658,6 +669,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
         Route("/v1/models", srv.models, methods=["GET"]),
         Route("/health", srv.health, methods=["GET"]),
         Route("/metrics", srv.prometheus, methods=["GET"]),
+        *text_routes(srv),  # /tokenize, /detokenize
     ], exception_handlers={HTTPException: http_error, Exception: server_error})
     app.state.server = srv
     return app

@@ -13,6 +13,7 @@ from ..runtime.profile import profile_for
 from ..text.chat import chat_tokens, render_chat
 from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
+from .fingerprint import Fingerprint
 
 
 class Backend:
@@ -43,6 +44,7 @@ class Backend:
         self.name = name or (p.name if p.is_dir() else p.stem)
         self._typed: bool | None = None  # whether the template renders content lists
         self.max_token_bytes = _max_token_bytes(self.tokenizer)
+        self.fingerprint = Fingerprint(self)  # hashes the model file in a thread
 
     def prompt_bytes(self, text: str) -> int:
         """The UTF-8 bytes of `text` the tokenizer reads (a llama2.c one stops at a NUL)."""

@@ -14,7 +14,8 @@ from .guard import Limits
 
 EPILOG = """\
 Endpoints: POST /v1/chat/completions, POST /v1/completions (stream: true gives server-sent
-events ending in [DONE]), GET /v1/models, GET /health, GET /metrics (Prometheus).
+events ending in [DONE]), GET /v1/models, GET /health, GET /metrics (Prometheus), POST
+/tokenize and /detokenize (llama.cpp's shapes).
 Binds to 127.0.0.1 unless --host says otherwise. SIGINT/SIGTERM: new requests get 503, the
 ones in flight finish (--drain seconds at most; streams still running then end with an error
 event), exit 0. The API key is best given as $ISAFORGE_API_KEY or --api-key-file: a command
