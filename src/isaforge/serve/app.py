@@ -424,7 +424,7 @@ class Server:
 
     async def _fingerprint(self) -> str:
         """The backend's fingerprint; while its file is still hashed (just after start), waited
-        for in a thread, the event loop free."""
+        for in a thread, the event loop free (the request's tokens are already coming)."""
         f = self.backend.fingerprint
         if f.ready():
             return f.value()
@@ -432,7 +432,6 @@ class Server:
 
     async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
-        fp = await self._fingerprint()
         inbox = _Inbox()
         choices = [_Choice(self.backend, i, tokens[-1], params.stop, params.logprobs)
                    for i in range(params.n)]
@@ -468,6 +467,11 @@ class Server:
             return {"prompt_tokens": len(tokens), "completion_tokens": done,
                     "total_tokens": len(tokens) + done}
 
+        try:  # just after start, generation runs while the file is still hashed
+            fp = await self._fingerprint()
+        except BaseException:
+            cancel_all()
+            raise
         if params.stream:
             return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
                                             params, usage, echo, fp), cancel_all)
