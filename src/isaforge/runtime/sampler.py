@@ -149,16 +149,7 @@ class Sampler:
             ties = np.flatnonzero(row == kth)[:max(k - above.size, 0)]
             ids = np.union1d(above, ties)
         if self.typical_p < 1 and ids.size > 1:
-            x = row[ids]
-            p = np.array(x, dtype=np.float32)
-            _native.softmax(p)  # the core's softmax: the same bits on every CPU
-            p64, x64 = p.astype(np.float64), x.astype(np.float64)
-            mean = math.fsum((p64 * x64).tolist())  # exact products, one correct rounding
-            order = np.argsort(np.abs(x64 - mean), kind="stable")
-            cum = np.cumsum(p64[order])  # sequential: a fixed order of additions
-            past = np.flatnonzero(cum > self.typical_p)
-            keep = int(past[0]) + 1 if past.size else order.size
-            ids = np.sort(ids[order[:keep]])
+            ids = np.sort(ids[_typical(row[ids], self.typical_p)])
         if self.min_p > 0 and ids.size > 1:
             p = np.array(row[ids], dtype=np.float32)
             _native.softmax(p)
@@ -166,6 +157,31 @@ class Sampler:
         if ids.size == 0:
             ids = np.array([int(np.argmax(row))])
         return ids
+
+
+def _typical(x: np.ndarray, mass: float) -> np.ndarray:
+    """Positions of the logits `x` (float32) locally typical sampling keeps: by ascending
+    |E_p[x] - x| (ties: the lower position), the fewest whose probabilities sum past `mass`.
+    Only the smallest scores are sorted (k of them, k growing fourfold until the sum crosses
+    `mass` before the k-th score's ties), which keeps exactly what sorting all would."""
+    p = np.array(x, dtype=np.float32)
+    _native.softmax(p)  # the core's softmax: the same bits on every CPU
+    p64, x64 = p.astype(np.float64), x.astype(np.float64)
+    mean = math.fsum((p64 * x64).tolist())  # exact products, one correct rounding
+    score = np.abs(x64 - mean)
+    n, k = score.size, 256
+    while k < n:
+        part = np.argpartition(score, k - 1)[:k]  # the k smallest, ties at the k-th in any order
+        part = part[np.lexsort((part, score[part]))]
+        safe = int(np.count_nonzero(score[part] < score[part[-1]]))  # the order is settled
+        cum = np.cumsum(p64[part[:safe]])  # sequential: the prefix of the full cumsum
+        past = np.flatnonzero(cum > mass)
+        if past.size:
+            return part[:int(past[0]) + 1]
+        k *= 4
+    order = np.argsort(score, kind="stable")
+    past = np.flatnonzero(np.cumsum(p64[order]) > mass)
+    return order[:int(past[0]) + 1 if past.size else n]
 
 
 def penalize_rows(samplers: Sequence[Sampler], logits: np.ndarray) -> None:
