@@ -108,6 +108,10 @@ def test_unknown_fields_are_refused_naming_them(srv):
         "messages": [{"role": "user", "content": "hi"}], "echo": True, "foo": 1})
     assert code == 400 and out["error"]["param"] == "echo"
     assert '"echo", "foo"' in out["error"]["message"]
+    # null asks for nothing: accepted, as clients that write every field they model send it
+    code, _, out = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 2,
+                                                "reasoning_effort": None, "functions": None})
+    assert code == 200, out
 
 
 def test_ignored_and_other_known_fields(srv):

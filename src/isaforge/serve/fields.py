@@ -34,10 +34,13 @@ STREAM_OPTIONS_IGNORED = frozenset({"include_obfuscation"})  # padding against s
 
 
 def unknown(body: dict, chat: bool) -> list[str]:
-    """The body's field names neither known to the endpoint nor ignored, in body order."""
+    """The body's field names neither known to the endpoint nor ignored, in body order. A
+    field set to null asks for nothing (clients that send every field they model write null
+    for the unset ones), so it is never refused."""
     known = CHAT if chat else COMPLETIONS
-    return [k for k in body if k not in known and k not in IGNORED]
+    return [k for k, v in body.items() if k not in known and k not in IGNORED and v is not None]
 
 
 def unknown_stream_options(so: dict) -> list[str]:
-    return [k for k in so if k not in STREAM_OPTIONS and k not in STREAM_OPTIONS_IGNORED]
+    return [k for k, v in so.items() if k not in STREAM_OPTIONS and
+            k not in STREAM_OPTIONS_IGNORED and v is not None]
