@@ -73,15 +73,17 @@ def _alone_and_batched(s) -> tuple[list, list, set]:
     alone = [_run(c, r) for r in REQUESTS]
     steps0, gen0 = _metric(s, "isaforge_decode_steps_total"), _metric(
         s, "isaforge_generated_tokens_total")
-    stop, started = threading.Event(), threading.Barrier(3)
+    stop, started = threading.Event(), threading.Barrier(3, timeout=60)
     busy = [threading.Thread(target=_busy, args=(s, stop, started)) for _ in range(2)]
     for t in busy:
         t.start()
     started.wait()  # two streams are decoding: the requests join a running batch
-    with ThreadPoolExecutor(len(REQUESTS)) as pool:
-        batched = list(pool.map(lambda r: _run(s.client(), r), REQUESTS))
-        streamed = list(pool.map(lambda r: _stream(s.client(), r), REQUESTS[:3]))
-    stop.set()
+    try:
+        with ThreadPoolExecutor(len(REQUESTS)) as pool:
+            batched = list(pool.map(lambda r: _run(s.client(), r), REQUESTS))
+            streamed = list(pool.map(lambda r: _stream(s.client(), r), REQUESTS[:3]))
+    finally:
+        stop.set()
     for t in busy:
         t.join(60)
     steps = _metric(s, "isaforge_decode_steps_total") - steps0
