@@ -134,8 +134,8 @@ def test_error_shapes(srv):
         c.completions.create(model="stories260K", prompt=PROMPT, top_p=1.5)
     assert e.value.body["param"] == "top_p"
     with pytest.raises(openai.BadRequestError) as e:
-        c.completions.create(model="stories260K", prompt=PROMPT, logit_bias={"1": 5})
-    assert e.value.body["param"] == "logit_bias"
+        c.completions.create(model="stories260K", prompt=PROMPT, logit_bias={"512": 5})
+    assert e.value.body["param"] == "logit_bias" and "[0, 512)" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:  # no chat template in a llama2.c file
         c.chat.completions.create(model="stories260K", messages=[{"role": "user",
                                                                   "content": "hi"}])

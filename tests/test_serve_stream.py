@@ -35,14 +35,14 @@ def test_token_template_is_the_chunk_json(chat):
     ids, created = 'cmpl-"x"\\y', 1733011200
     for model in ("SmolLM2", 'we"ird\\ name ü'):
         obj = "chat.completion.chunk" if chat else "text_completion"
-        head, tail = _token_template(ids, obj, created, model, chat)
+        head, tail = _token_template(ids, obj, created, model, chat, "fp_0123456789ab")
         for i in (0, 3, 15):
             for piece in PIECES:
                 got = head + b"%d" % i + _MID[chat] + encode_basestring(piece).encode() + tail
                 ch = ({"index": i, "delta": {"content": piece}} if chat else
                       {"index": i, "text": piece})
                 want = sse({"id": ids, "object": obj, "created": created, "model": model,
-                            "system_fingerprint": None,
+                            "system_fingerprint": "fp_0123456789ab",
                             "choices": [{**ch, "logprobs": None, "finish_reason": None}]})
                 assert got == want
                 assert json.loads(got[len(b"data: "):])["choices"][0]["index"] == i

@@ -63,6 +63,10 @@ def _model_options(r, chat: bool = False) -> None:
                         "model card's for chat models: 0.2 for SmolLM2)")
     r.add_argument("-p", dest="top_p", type=float, default=None,
                    help="top-p in [0, 1] (default 0.9)")
+    r.add_argument("--top-k", type=int, default=0, metavar="K",
+                   help="sample among the K most likely tokens only (default 0 = off)")
+    r.add_argument("--min-p", type=float, default=0.0, metavar="P",
+                   help="drop tokens below P times the top probability (default 0 = off)")
     r.add_argument("-s", dest="seed", type=int, default=0,
                    help="random seed (<= 0: from the clock, as run.c)")
     if chat:
@@ -239,12 +243,13 @@ def _clean(text: str) -> str:
 
 def _load(a, model):
     from . import load
-    from .runtime.sampler import check_penalty, check_sampling
+    from .runtime.sampler import check_penalty, check_sampling, check_truncation
 
     check_sampling(1.0 if a.temperature is None else a.temperature,
                    0.9 if a.top_p is None else a.top_p)
     if a.repeat_penalty is not None:
         check_penalty(a.repeat_penalty)
+    check_truncation(a.top_k, a.min_p)
     return load(model, a.tokenizer, threads=a.threads, kernel=a.kernel, quant=a.quant,
                 ctx=a.ctx, ubatch=a.ubatch, kv_cache=a.kv_cache)
 
@@ -261,7 +266,7 @@ def _config(a, model):
     return model.profile.complete(GenerationConfig(
         DEFAULT_MAX_NEW if a.new_tokens is None else a.new_tokens,
         steps if a.new_tokens is None else None, a.temperature, a.top_p, a.seed,
-        a.repeat_penalty, stop=a.stop or ()))
+        a.repeat_penalty, stop=a.stop or (), top_k=a.top_k, min_p=a.min_p))
 
 
 def _print_stats(model) -> None:

@@ -41,7 +41,7 @@ import numpy as np
 
 from .engine import Engine
 from .generate import REPEAT_LAST_N
-from .sampler import Sampler, draw_rows, penalize_rows
+from .sampler import Sampler, check_logit_bias, draw_rows, penalize_rows
 
 __all__ = ["BatchEngine", "QueueFullError", "Request", "Scheduler", "SchedulerStats"]
 
@@ -83,6 +83,10 @@ class Request:
     repeat_penalty: float = 1.0
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    top_k: int = 0  # llama.cpp's truncations and OpenAI's bias: see Sampler
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    logit_bias: dict[int, float] | None = None
     stop_ids: tuple[int, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: the chosen token's and the top k
     cancelled: bool = False
@@ -168,6 +172,9 @@ class Scheduler:
         if len(req.tokens) >= self.seq_len + 1:
             raise ValueError(f"the prompt is {len(req.tokens)} tokens, longer than the "
                              f"context ({self.seq_len})")
+        Sampler(req.temperature, req.top_p, req.seed, req.repeat_penalty, top_k=req.top_k,
+                min_p=req.min_p, typical_p=req.typical_p, logit_bias=check_logit_bias(
+                    req.logit_bias, self.engine.config.vocab_size))  # its errors, here
         with self._cv:
             if self._stop:
                 raise QueueFullError("the server is shutting down")
@@ -306,7 +313,8 @@ class Scheduler:
         slot.req, slot.todo, slot.pos, slot.new = req, list(req.tokens[k:]), k, 0
         req.prompt_cached = k
         slot.sampler = Sampler(req.temperature, req.top_p, req.seed, req.repeat_penalty,
-                               REPEAT_LAST_N)
+                               REPEAT_LAST_N, top_k=req.top_k, min_p=req.min_p,
+                               typical_p=req.typical_p, logit_bias=req.logit_bias)
         slot.sampler.accept(req.tokens[-REPEAT_LAST_N:])
         slot.counts = collections.Counter()
         self.stats.prompt_tokens += len(req.tokens)

@@ -11,15 +11,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from numbers import Integral
 
 import numpy as np
 
 from ..text.stream import StopMatcher, StreamDecoder
-from .sampler import Sampler, check_penalty, check_sampling
+from .sampler import Sampler, check_logit_bias, check_penalty, check_sampling, check_truncation
 
 __all__ = ["ContextFullError", "GenerationConfig", "ModelBusyError", "Sampler", "Session",
            "Stats", "resolve_steps"]
@@ -47,7 +47,9 @@ class GenerationConfig:
     repeat_penalty over the last repeat_last_n tokens: llama.cpp's (1.0: off).
     stop: strings the text ends before (never emitted, not even in part).
     stop_ids: token ids that end it (not emitted). echo: the prompt's own pieces first, as
-      run.c prints them while it forces the prompt."""
+      run.c prints them while it forces the prompt.
+    top_k (0: off), min_p (0: off), typical_p (1: off), logit_bias ({token id: bias in
+      [-100, 100]}), keywords only: llama.cpp's truncations and OpenAI's bias (Sampler)."""
 
     max_new_tokens: int | None = DEFAULT_MAX_NEW
     steps: int | None = None
@@ -59,6 +61,11 @@ class GenerationConfig:
     stop: Sequence[str] = ()
     stop_ids: tuple[int, ...] | None = None
     echo: bool = False
+    _: KW_ONLY
+    top_k: int = 0
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    logit_bias: Mapping[int, float] | None = None
 
     def __post_init__(self):
         stop = self.stop if self.stop is not None else ()
@@ -87,6 +94,8 @@ class GenerationConfig:
                            0.9 if self.top_p is None else self.top_p)
         if self.repeat_penalty is not None:
             check_penalty(self.repeat_penalty)
+        check_truncation(self.top_k, self.min_p, self.typical_p)
+        object.__setattr__(self, "logit_bias", check_logit_bias(self.logit_bias) or None)
 
     def replace(self, **changes) -> GenerationConfig:
         return dataclasses.replace(self, **changes)
@@ -195,7 +204,10 @@ class Session:
             raise ContextFullError(f"the prompt is {len(tokens)} tokens, longer than the "
                                    f"context ({seq_len}; see --ctx)")
         c = config
-        sampler = Sampler(c.temperature, c.top_p, c.seed, c.repeat_penalty, c.repeat_last_n)
+        check_logit_bias(c.logit_bias, self.engine.config.vocab_size)
+        sampler = Sampler(c.temperature, c.top_p, c.seed, c.repeat_penalty, c.repeat_last_n,
+                          top_k=c.top_k, min_p=c.min_p, typical_p=c.typical_p,
+                          logit_bias=c.logit_bias)
         sampler.accept(tokens[-c.repeat_last_n:])
         return self._held(tokens, c.new_tokens(len(tokens), seq_len), sampler,
                           tuple(c.stop_ids), c.echo)

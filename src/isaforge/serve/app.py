@@ -1,6 +1,6 @@
 """The OpenAI-compatible HTTP app (Starlette): /v1/chat/completions, /v1/completions (SSE
 streaming ending in [DONE], or one JSON body), /v1/embeddings (embeddings.py), /v1/models,
-/health, /metrics.
+/health, /metrics; llama.cpp's /tokenize and /detokenize (routes_text.py).
 
 Each request is checked (protocol.py), tokenized off the event loop, and handed to the
 Backend's Scheduler as `n` Requests whose tokens come back through the loop; text is decoded
@@ -36,6 +36,7 @@ from ..runtime.responses import text_logprobs as _text_lp
 from .embeddings import embeddings
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
+from .routes_text import routes as text_routes
 from .tools import chat_plan
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
@@ -52,13 +53,13 @@ def error_response(e: APIError) -> JSONResponse:
 _MID = {False: b',"text":', True: b',"delta":{"content":'}
 
 
-def _token_template(ids: str, obj: str, created: int, model: str, chat: bool
+def _token_template(ids: str, obj: str, created: int, model: str, chat: bool, fp: str
                     ) -> tuple[bytes, bytes]:
     """The bytes around a streamed token's index and text: head + b"%d" % index + _MID[chat]
     + JSON string + tail is sse() of that token's chunk."""
     d = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
     head = (f'data: {{"id":{d(ids)},"object":{d(obj)},"created":{int(created)},'
-            f'"model":{d(model)},"system_fingerprint":null,"choices":[{{"index":')
+            f'"model":{d(model)},"system_fingerprint":{d(fp)},"choices":[{{"index":')
     tail = ('}' if chat else '') + ',"logprobs":null,"finish_reason":null}]}\n\n'
     return head.encode(), tail.encode()
 
@@ -184,8 +185,9 @@ class _Relay:
 
 class Server:
     def __init__(self, backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-                 read_timeout: float = DEFAULT_READ_TIMEOUT):
+                 read_timeout: float = DEFAULT_READ_TIMEOUT, lenient: bool = False):
         self.backend = backend
+        self.lenient = lenient  # unknown request fields ignored rather than refused
         self.api_key = api_key
         self.max_body = max_body
         self.read_timeout = read_timeout
@@ -262,14 +264,18 @@ class Server:
             raise APIError(400, "the body must be a JSON object")
         model = self._model(body)
         if chat:
-            messages, tools, params = parse_chat(body)
+            messages, tools, params = parse_chat(body, self.lenient, self._vocab)
             params.plan = plan = chat_plan(body, tools, self.backend.template)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
             return model, (messages, plan.tools, plan.kwargs), params
-        prompt, params = parse_completion(body)
+        prompt, params = parse_completion(body, self.lenient, self._vocab)
         if isinstance(prompt, str):
             self._fits(self.backend.prompt_bytes(prompt), "prompt")
         return model, prompt, params
+
+    @property
+    def _vocab(self) -> int:
+        return self.backend.loaded.config.vocab_size
 
     def _fits(self, n_bytes: int, param: str) -> None:
         b = self.backend
@@ -351,6 +357,14 @@ class Server:
             self.metrics.request(endpoint, e.status)
             return error_response(e)
 
+    async def _fingerprint(self) -> str:
+        """The backend's fingerprint; while its file is still hashed (just after start), waited
+        for in a thread, the event loop free (the request's tokens are already coming)."""
+        f = self.backend.fingerprint
+        if f.ready():
+            return f.value()
+        return await asyncio.get_running_loop().run_in_executor(None, f.value)
+
     async def _run(self, request, chat, model, tokens, max_new, params, echo=""):
         loop = asyncio.get_running_loop()
         inbox = _Inbox()
@@ -387,9 +401,14 @@ class Server:
         def usage():
             return usage_body(len(tokens), choices)
 
+        try:  # just after start, generation runs while the file is still hashed
+            fp = await self._fingerprint()
+        except BaseException:
+            cancel_all()
+            raise
         if params.stream:
             return SSEResponse(self._stream(inbox, chat, choices, ids, created, model, obj,
-                                            params, usage, echo), cancel_all)
+                                            params, usage, echo, fp), cancel_all)
         # one JSON body: wait for every choice, watching for the client leaving
         left = len(reqs)
         gone = False
@@ -429,10 +448,10 @@ class Server:
             cancel_all()
         out = [choice_body(c, chat, echo) for c in choices]
         return JSONResponse({"id": ids, "object": obj, "created": created, "model": model,
-                             "system_fingerprint": None, "choices": out, "usage": usage()})
+                             "system_fingerprint": fp, "choices": out, "usage": usage()})
 
     async def _stream(self, inbox, chat, choices, ids, created, model, obj, params, usage,
-                      echo=""):
+                      echo="", fp=None):
         """The SSE body in blocks: whatever one scheduler step released, written at once. A
         token's chunk without logprobs is a template with its index and text spliced in (the
         bytes json.dumps gives for the same dict, tests/test_serve_stream.py)."""
@@ -440,9 +459,9 @@ class Server:
 
         def chunk(chs, **extra):
             return sse({"id": ids, "object": kind_, "created": created, "model": model,
-                        "system_fingerprint": None, "choices": chs, **extra})
+                        "system_fingerprint": fp, "choices": chs, **extra})
 
-        head, tail = _token_template(ids, kind_, created, model, chat)
+        head, tail = _token_template(ids, kind_, created, model, chat, fp)
         offsets = [len(echo)] * len(choices)
         first = []
         if echo:
@@ -561,9 +580,10 @@ class _App(Starlette):
 
 
 def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-               read_timeout: float = DEFAULT_READ_TIMEOUT) -> Starlette:
-    """The ASGI app over `backend` (serve.backend.Backend)."""
-    srv = Server(backend, api_key, max_body, read_timeout)
+               read_timeout: float = DEFAULT_READ_TIMEOUT, lenient: bool = False) -> Starlette:
+    """The ASGI app over `backend` (serve.backend.Backend); lenient: unknown request fields
+    ignored rather than refused."""
+    srv = Server(backend, api_key, max_body, read_timeout, lenient)
 
     async def http_error(request, exc: HTTPException):
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
@@ -584,6 +604,7 @@ def create_app(backend, api_key: str | None = None, max_body: int = DEFAULT_MAX_
         Route("/v1/models", srv.models, methods=["GET"]),
         Route("/health", srv.health, methods=["GET"]),
         Route("/metrics", srv.prometheus, methods=["GET"]),
+        *text_routes(srv),  # /tokenize, /detokenize
     ], exception_handlers={HTTPException: http_error, Exception: server_error})
     app.state.server = srv
     return app

@@ -14,6 +14,7 @@ from ..runtime.responses import make_request
 from ..text.chat import chat_tokens, render_chat
 from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
+from .fingerprint import Fingerprint
 
 
 class Backend:
@@ -44,6 +45,7 @@ class Backend:
         self.name = name or (p.name if p.is_dir() else p.stem)
         self._typed: bool | None = None  # whether the template renders content lists
         self.max_token_bytes = _max_token_bytes(self.tokenizer)
+        self.fingerprint = Fingerprint(self)  # hashes the model file in a thread
 
     def prompt_bytes(self, text: str) -> int:
         """The UTF-8 bytes of `text` the tokenizer reads (a llama2.c one stops at a NUL)."""
@@ -96,7 +98,8 @@ class Backend:
                             frequency_penalty=params.frequency_penalty,
                             presence_penalty=params.presence_penalty,
                             ignore_eos=params.ignore_eos, logprobs=params.logprobs,
-                            seed_offset=seed_offset)
+                            seed_offset=seed_offset, top_k=params.top_k, min_p=params.min_p,
+                            typical_p=params.typical_p, logit_bias=params.logit_bias)
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)

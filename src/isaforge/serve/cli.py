@@ -15,7 +15,7 @@ from .guard import Limits
 EPILOG = """\
 Endpoints: POST /v1/chat/completions, POST /v1/completions (stream: true gives server-sent
 events ending in [DONE]), POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics
-(Prometheus).
+(Prometheus), POST /tokenize and /detokenize (llama.cpp's shapes).
 Binds to 127.0.0.1 unless --host says otherwise. SIGINT/SIGTERM: new requests get 503, the
 ones in flight finish (--drain seconds at most; streams still running then end with an error
 event), exit 0. The API key is best given as $ISAFORGE_API_KEY or --api-key-file: a command
@@ -91,6 +91,9 @@ def add_parser(sub) -> None:
     s.add_argument("--drain", type=float, default=30.0,
                    help="seconds to finish requests in flight on shutdown (default 30)")
     s.add_argument("-z", dest="tokenizer", default=None, help="llama2.c tokenizer file")
+    s.add_argument("--lenient", action="store_true",
+                   help="accept and ignore request fields this server does not know (default: "
+                        "a 400 naming them)")
 
 
 def main(a) -> int:
@@ -112,7 +115,7 @@ def main(a) -> int:
                       kv_cache=a.kv_cache, prefill_chunk=a.prefill_chunk, name=a.name,
                       quant=a.quant)
     app = create_app(backend, api_key=api_key, max_body=a.max_body,
-                     read_timeout=a.read_timeout)
+                     read_timeout=a.read_timeout, lenient=a.lenient)
     # the app drains (below); uvicorn's own grace is for the last bytes to be written
     config = uvicorn.Config(app, host=a.host, port=a.port, log_level="warning",
                             http=guarded_protocol(limits), timeout_keep_alive=a.keep_alive,

@@ -1,6 +1,7 @@
-"""OpenAI's request fields, checked: every bad field is an APIError naming it (400, OpenAI's
-error JSON shape), never a traceback. `parse_chat` / `parse_completion` turn a JSON body into
-a `Params` (what to sample and where to stop) plus the prompt."""
+"""OpenAI's request fields, checked: every bad or unknown field is an APIError naming it (400,
+OpenAI's error JSON shape), never a traceback (the known fields: fields.py). `parse_chat` /
+`parse_completion` turn a JSON body into a `Params` (what to sample and where to stop) plus
+the prompt."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import math
 import re
 from dataclasses import dataclass
 from numbers import Integral, Real
+
+from .fields import unknown, unknown_stream_options
 
 MAX_STOP = 16  # stop strings per request (OpenAI allows 4)
 MAX_N = 16  # choices per request
@@ -108,6 +111,10 @@ class Params:
     echo: bool = False
     ignore_eos: bool = False  # llama.cpp's extension: generate through end-of-turn tokens
     plan: object = None  # chat: serve/tools.ChatPlan (tools, template kwargs, reply parsing)
+    top_k: int = 0  # llama.cpp's truncations (0, 0 and 1: off) and OpenAI's logit_bias
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    logit_bias: dict[int, float] | None = None
 
 
 def _is_int(v) -> bool:
@@ -159,8 +166,7 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(s for s in v if s)
 
 
-UNSUPPORTED = {  # fields refused rather than silently ignored
-    "logit_bias": "logit_bias is not supported",
+UNSUPPORTED = {  # known fields refused, by value, rather than silently ignored
     "response_format": "response_format (JSON mode, structured output) is not supported",
     "tool_choice": None, "parallel_tool_calls": None,  # checked by serve/tools.chat_plan
     "best_of": "best_of is not supported",
@@ -170,10 +176,50 @@ UNSUPPORTED = {  # fields refused rather than silently ignored
 }
 
 
-def _common(body: dict, chat: bool) -> Params:
+def _fields(body: dict, chat: bool, lenient: bool) -> None:
+    """Unknown fields (fields.py) are a 400 naming the first, unless lenient."""
+    if lenient:
+        return
+    names = unknown(body, chat)
+    so = body.get("stream_options")
+    if not names and isinstance(so, dict):
+        names = [f"stream_options.{k}" for k in unknown_stream_options(so)]
+    if names:
+        what = ", ".join(json.dumps(n) for n in names)
+        raise APIError(400, f"unknown field{'s' if len(names) > 1 else ''} {what} for "
+                            f"{'/v1/chat/completions' if chat else '/v1/completions'}: this "
+                            "server refuses what it does not implement rather than ignore it "
+                            "(the fields it knows: docs/server.md; or run it with --lenient)",
+                       param=names[0], code="unknown_field")
+
+
+def _logit_bias(body: dict, vocab: int | None) -> dict[int, float] | None:
+    """OpenAI's {"token id": bias in [-100, 100]}, ids below the vocabulary's size."""
+    v = body.get("logit_bias")
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases")
+    out = {}
+    for k, b in v.items():
+        if not (k.isascii() and k.isdigit()) or (vocab is not None and int(k) >= vocab):
+            rng = "" if vocab is None else f" in [0, {vocab})"
+            raise bad("logit_bias", f"'logit_bias' key {json.dumps(k)} is not a token id{rng}")
+        if isinstance(b, bool) or not isinstance(b, Real) or not -100 <= b <= 100:
+            raise bad("logit_bias", f"'logit_bias' of token {k} must be a number between -100 "
+                                    f"and 100, got {json.dumps(b)}")
+        out[int(k)] = float(b)
+    return out or None
+
+
+def _common(body: dict, chat: bool, lenient: bool = False, vocab: int | None = None
+            ) -> Params:
+    _fields(body, chat, lenient)
     for name, why in UNSUPPORTED.items():
         if why and body.get(name) not in (None, {}, [], {"type": "text"}):
             raise bad(name, why)
+    if body.get("modalities") not in (None, ["text"]):
+        raise bad("modalities", "only the text modality is supported")
     max_tokens = _int(body, "max_tokens", 1)
     if chat and body.get("max_completion_tokens") is not None:
         mct = _int(body, "max_completion_tokens", 1)
@@ -215,11 +261,17 @@ def _common(body: dict, chat: bool) -> Params:
         repeat_penalty=_num(body, "repeat_penalty", 1e-6, 10.0),  # llama.cpp's extension
         echo=_bool(body, "echo") if not chat else False,
         ignore_eos=_bool(body, "ignore_eos"),
+        top_k=_int(body, "top_k", 0, default=0),
+        min_p=_num(body, "min_p", 0.0, 1.0, default=0.0),
+        typical_p=_num(body, "typical_p", 0.0, 1.0, default=1.0),
+        logit_bias=_logit_bias(body, vocab),
     )
 
 
-def parse_chat(body: dict) -> tuple[list, list | None, Params]:
-    """(messages, tools, params) of a /v1/chat/completions body."""
+def parse_chat(body: dict, lenient: bool = False, vocab: int | None = None
+               ) -> tuple[list, list | None, Params]:
+    """(messages, tools, params) of a /v1/chat/completions body (lenient: unknown fields
+    ignored; vocab: logit_bias ids checked below it)."""
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise bad("messages", "'messages' must be a non-empty list of messages")
@@ -228,7 +280,8 @@ def parse_chat(body: dict) -> tuple[list, list | None, Params]:
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             raise bad("tools", "'tools' must be a list of objects")
         tools = tools or None
-    return [_message(m, i) for i, m in enumerate(msgs)], tools, _common(body, chat=True)
+    return ([_message(m, i) for i, m in enumerate(msgs)], tools,
+            _common(body, True, lenient, vocab))
 
 
 def _message(m, i: int) -> dict:
@@ -255,9 +308,10 @@ def _message(m, i: int) -> dict:
     return m
 
 
-def parse_completion(body: dict) -> tuple[str | list[int], Params]:
+def parse_completion(body: dict, lenient: bool = False, vocab: int | None = None
+                     ) -> tuple[str | list[int], Params]:
     """(prompt, params) of a /v1/completions body: the prompt a string, a one-string list or
-    a list of token ids."""
+    a list of token ids (lenient, vocab: as parse_chat)."""
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
         p = p[0]
@@ -266,4 +320,4 @@ def parse_completion(body: dict) -> tuple[str | list[int], Params]:
     elif not isinstance(p, str):
         raise bad("prompt", "'prompt' must be a string or a list of token ids (one prompt per "
                             "request)")
-    return p, _common(body, chat=False)
+    return p, _common(body, False, lenient, vocab)
