@@ -175,26 +175,39 @@ class Model:
             max_new_tokens, steps, temperature, top_p, seed, repeat_penalty=1.0,
             stop_ids=stop_ids, echo=True))
 
+    def constraint(self, kind: str, spec=None):
+        """A grammar for `constraint=` (text.grammar.constraint_for over this model's
+        tokenizer and stop ids): kind "json_schema" (spec: the schema), "json_object",
+        "lark", "regex", "gbnf" (spec: the grammar's text) or "tagged_json" ({"prefix",
+        "schema", "suffix"}). Needs llguidance (`pip install 'isaforge[grammar]'`)."""
+        from .text.grammar import constraint_for
+
+        return constraint_for(self.tokenizer, kind, spec, stop_ids=self.stop_ids,
+                              vocab_size=self.config.vocab_size)
+
     def generate(self, prompt: str, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 0.9, seed: int | None = None, stream: bool = False,
-                 stop: Sequence[str] | None = None):
+                 stop: Sequence[str] | None = None, constraint=None):
         """Text continuing `prompt` (the prompt itself excluded), no chat template. With
         stream=True, a generator of text pieces that never split a UTF-8 character. Stops at
-        the tokenizer's stop ids (llama2.c: BOS or EOS) and before any `stop` string."""
+        the tokenizer's stop ids (llama2.c: BOS or EOS) and before any `stop` string.
+        `constraint` (see `constraint()`): the text follows its grammar, ending when the
+        grammar is complete."""
         return self._text(prompt, GenerationConfig(max_new_tokens, None, temperature, top_p,
-                                                   seed, stop=stop or ()), stream)
+                                                   seed, stop=stop or (),
+                                                   constraint=constraint), stream)
 
     def complete(self, tokens: list[int], max_new_tokens: int | None = DEFAULT_MAX_NEW,
                  temperature: float = 1.0, top_p: float = 0.9, seed: int | None = None,
                  stop: Sequence[str] | None = None, stream: bool = False,
-                 repeat_penalty: float | None = None):
+                 repeat_penalty: float | None = None, constraint=None):
         """The text generated after the token ids `tokens` (what chat() and generate() run):
         stops at a stop id, before a `stop` string, or after max_new_tokens (None: when the
         context is full). repeat_penalty None: the model's default. Returns the text, or a
-        generator of pieces with stream=True."""
+        generator of pieces with stream=True. `constraint`: as generate()'s."""
         return self._text(tokens, GenerationConfig(max_new_tokens, None, temperature, top_p,
-                                                   seed, repeat_penalty, stop=stop or ()),
-                          stream)
+                                                   seed, repeat_penalty, stop=stop or (),
+                                                   constraint=constraint), stream)
 
     def render_chat(self, messages, add_generation_prompt: bool = True, tools=None) -> str:
         """The conversation as the model's chat template renders it (`tools`: OpenAI's tool
@@ -222,7 +235,7 @@ class Model:
     def chat(self, messages, stream: bool = False, max_new_tokens: int | None = DEFAULT_MAX_NEW,
              temperature: float | None = None, top_p: float | None = None,
              seed: int | None = None, stop: Sequence[str] | None = None,
-             repeat_penalty: float | None = None, tools=None):
+             repeat_penalty: float | None = None, tools=None, constraint=None):
         """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]; also
         OpenAI's shapes: content parts, tool calls, tool results; `tools` go to the template).
 
@@ -232,9 +245,10 @@ class Model:
         repeat_penalty to the model's default (`default_repeat_penalty`).
         Returns the text, or with stream=True a generator of pieces. The KV cache of the
         longest common token prefix with the previous call is re-used, so a multi-turn
-        conversation only prefills its new turn."""
+        conversation only prefills its new turn. `constraint`: the reply follows its grammar
+        (see `constraint()`), ending when the grammar is complete."""
         config = GenerationConfig(max_new_tokens, None, temperature, top_p, seed,
-                                  repeat_penalty, stop=stop or ())
+                                  repeat_penalty, stop=stop or (), constraint=constraint)
         return self._text(self.chat_tokens(messages, tools), config, stream)
 
 

@@ -99,6 +99,9 @@ class Request:
     presence_penalty: float = 0.0
     stop_ids: tuple[int, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: the chosen token's and the top k
+    # a text.grammar.Constraint: each step's logits masked to what its grammar allows, the
+    # request done ("stop") when the grammar is complete
+    constraint: object | None = None
     cancelled: bool = False
     # filled by the scheduler
     submitted: float = field(default_factory=time.perf_counter)
@@ -139,6 +142,7 @@ class _Slot:
         self.pos = 0  # next position
         self.last = 0  # the token to run next (decoding)
         self.sampler: Sampler | None = None
+        self.matcher = None  # the request's grammar state (Constraint.matcher()), or None
         self.counts: collections.Counter = collections.Counter()
         self.new = 0
 
@@ -278,6 +282,7 @@ class Scheduler:
         slot.sampler = Sampler(req.temperature, req.top_p, req.seed, req.repeat_penalty,
                                REPEAT_LAST_N)
         slot.sampler.accept(req.tokens[-REPEAT_LAST_N:])
+        slot.matcher = req.constraint.matcher() if req.constraint is not None else None
         slot.counts = collections.Counter()
         self.stats.prompt_tokens += len(req.tokens)
 
@@ -364,6 +369,11 @@ class Scheduler:
                     row[tok] -= np.float32(n * req.frequency_penalty + req.presence_penalty)
         samplers = [s.sampler for s, _ in live]
         penalize_rows(samplers, logits)  # logits: the distributions sampled from
+        failed = {}  # rows whose grammar allows no token: they end with an error
+        for j, (s, _) in enumerate(live):  # constrained rows only: the others pay nothing
+            if s.matcher is not None and not s.matcher.mask(logits[j]):
+                failed[j] = s.matcher.error
+                logits[j] = 0  # drawn from and dropped: the other rows sample as ever
         lps = {}
         for j, (s, _) in enumerate(live):
             if s.req.logprobs is not None:
@@ -373,7 +383,7 @@ class Scheduler:
                     k = min(s.req.logprobs, ls.size)
                     i = np.argpartition(-ls, k - 1)[:k]
                     i = i[np.lexsort((i, -ls[i]))]
-                    top = [(int(t), float(ls[t])) for t in i]
+                    top = [(int(t), float(ls[t])) for t in i if ls[t] > -np.inf]
                 lps[j] = (ls, top)
         toks = draw_rows(samplers, logits)
         now = time.perf_counter()
@@ -389,8 +399,15 @@ class Scheduler:
             s.new += 1
             s.counts[tok] += 1
             stats.generated_tokens += 1
+            if j in failed:
+                self._finish(s, "error", f"structured output: {failed[j]}")
+                continue
             if tok in req.stop_ids:
                 self._finish(s, "done", "stop")
+                continue
+            m = s.matcher
+            if m is not None and not m.advance(tok):
+                self._finish(s, "error", f"structured output: {m.error}")
                 continue
             lp = None
             if j in lps:
@@ -398,11 +415,13 @@ class Scheduler:
                 lp = (float(ls[tok]), top)
             _tell(req, "token", tok, lp)
             s.last = tok
-            if s.new >= req.max_new or s.pos >= self.seq_len:
+            if m is not None and m.finished:  # the grammar is complete: nothing may follow
+                self._finish(s, "done", "stop")
+            elif s.new >= req.max_new or s.pos >= self.seq_len:
                 self._finish(s, "done", "length")
 
     def _finish(self, s: _Slot, kind: str, value) -> None:
-        req, s.req, s.todo, s.sampler = s.req, None, [], None  # s.cached: what ran
+        req, s.req, s.todo, s.sampler, s.matcher = s.req, None, [], None, None  # s.cached: what ran
         _tell(req, kind, value, None)
         with self._cv:
             self._cv.notify()

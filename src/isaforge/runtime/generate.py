@@ -47,7 +47,9 @@ class GenerationConfig:
     repeat_penalty over the last repeat_last_n tokens: llama.cpp's (1.0: off).
     stop: strings the text ends before (never emitted, not even in part).
     stop_ids: token ids that end it (not emitted). echo: the prompt's own pieces first, as
-      run.c prints them while it forces the prompt."""
+      run.c prints them while it forces the prompt.
+    constraint: a text.grammar.Constraint (constraint_for): every step's logits masked to the
+      tokens its grammar allows, the generation ending when the grammar is complete."""
 
     max_new_tokens: int | None = DEFAULT_MAX_NEW
     steps: int | None = None
@@ -59,6 +61,7 @@ class GenerationConfig:
     stop: Sequence[str] = ()
     stop_ids: tuple[int, ...] | None = None
     echo: bool = False
+    constraint: object | None = None
 
     def __post_init__(self):
         stop = self.stop if self.stop is not None else ()
@@ -197,8 +200,9 @@ class Session:
         c = config
         sampler = Sampler(c.temperature, c.top_p, c.seed, c.repeat_penalty, c.repeat_last_n)
         sampler.accept(tokens[-c.repeat_last_n:])
+        matcher = c.constraint.matcher() if c.constraint is not None else None
         return self._held(tokens, c.new_tokens(len(tokens), seq_len), sampler,
-                          tuple(c.stop_ids), c.echo)
+                          tuple(c.stop_ids), c.echo, matcher)
 
     def _held(self, *args) -> Iterator[tuple[int, int]]:
         with self.hold():  # released when the loop ends, is closed or is collected
@@ -206,7 +210,7 @@ class Session:
             yield from self._loop(*args, self.stats)
 
     def _loop(self, tokens: list[int], new: int, sampler: Sampler, stop_ids: tuple[int, ...],
-              echo: bool, stats: Stats) -> Iterator[tuple[int, int]]:
+              echo: bool, matcher, stats: Stats) -> Iterator[tuple[int, int]]:
         n, seq_len = len(tokens), self.engine.config.seq_len
         if echo:  # run.c prints each prompt piece as it forces the token
             for pos in range(min(n - 1, n - 1 + new)):
@@ -218,13 +222,21 @@ class Session:
         logits = self._prefill(tokens, stats)
         prev, pos = tokens[-1], n  # sampled tokens go to positions n .. (run.c's pos)
         for i in range(new):
+            if matcher is not None:
+                logits = np.array(logits, dtype=np.float32)  # the engine's own stays as it is
+                if not matcher.mask(logits):
+                    raise RuntimeError(f"structured output: {matcher.error}")
             nxt = sampler.sample(logits)
             if stats.new_tokens == 0:
                 stats.ttft_s = time.perf_counter() - stats.started
             stats.new_tokens += 1
             if nxt in stop_ids:
                 return
+            if matcher is not None and not matcher.advance(nxt):
+                raise RuntimeError(f"structured output: {matcher.error}")
             yield prev, nxt
+            if matcher is not None and matcher.finished:  # complete: nothing may follow
+                return
             if i + 1 == new or pos >= seq_len:  # nothing will read this token's logits
                 return
             t1 = time.perf_counter()
