@@ -28,6 +28,7 @@ from ..runtime.batch import QueueFullError
 from ..text.stream import StopMatcher, StreamDecoder
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
+from .structured import constraint
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
 DEFAULT_READ_TIMEOUT = 10.0  # seconds for a request's body
@@ -329,10 +330,12 @@ class Server:
         if chat:
             messages, tools, params = parse_chat(body)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
+            params.constraint = constraint(self.backend, body)
             return model, (messages, tools), params
         prompt, params = parse_completion(body)
         if isinstance(prompt, str):
             self._fits(self.backend.prompt_bytes(prompt), "prompt")
+        params.constraint = constraint(self.backend, body)
         return model, prompt, params
 
     def _fits(self, n_bytes: int, param: str) -> None:

@@ -4,7 +4,10 @@ between requests (each slot's cached prefix only), so replicas scale behind a lo
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from ..formats import read_any, with_context
@@ -13,6 +16,8 @@ from ..runtime.profile import profile_for
 from ..text.chat import chat_tokens, render_chat
 from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
+
+CONSTRAINTS_KEPT = 64  # compiled grammars kept for requests that send the same one again
 
 
 class Backend:
@@ -43,6 +48,27 @@ class Backend:
         self.name = name or (p.name if p.is_dir() else p.stem)
         self._typed: bool | None = None  # whether the template renders content lists
         self.max_token_bytes = _max_token_bytes(self.tokenizer)
+        self._constraints: OrderedDict = OrderedDict()
+        self._constraints_lock = threading.Lock()
+
+    def constraint(self, kind: str, spec):
+        """The compiled text.grammar.Constraint of (kind, spec) for this model, the most
+        recently used CONSTRAINTS_KEPT kept: a client that sends one schema with every
+        request compiles it once. Raises GrammarError / GrammarUnavailable."""
+        from ..text.grammar import constraint_for
+
+        key = (kind, json.dumps(spec, sort_keys=True))
+        with self._constraints_lock:
+            if key in self._constraints:
+                self._constraints.move_to_end(key)
+                return self._constraints[key]
+        c = constraint_for(self.tokenizer, kind, spec, stop_ids=self.profile.stop_ids,
+                           vocab_size=self.loaded.config.vocab_size)
+        with self._constraints_lock:
+            self._constraints[key] = c
+            while len(self._constraints) > CONSTRAINTS_KEPT:
+                self._constraints.popitem(last=False)
+        return c
 
     def prompt_bytes(self, text: str) -> int:
         """The UTF-8 bytes of `text` the tokenizer reads (a llama2.c one stops at a NUL)."""
@@ -100,7 +126,7 @@ class Backend:
             frequency_penalty=params.frequency_penalty,
             presence_penalty=params.presence_penalty,
             stop_ids=() if params.ignore_eos else tuple(pr.stop_ids),
-            logprobs=params.logprobs)
+            logprobs=params.logprobs, constraint=params.constraint)
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)

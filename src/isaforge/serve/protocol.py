@@ -107,6 +107,7 @@ class Params:
     repeat_penalty: float | None
     echo: bool = False
     ignore_eos: bool = False  # llama.cpp's extension: generate through end-of-turn tokens
+    constraint: object | None = None  # response_format / grammar compiled (structured.py)
 
 
 def _is_int(v) -> bool:
@@ -160,7 +161,7 @@ def _stop(body: dict) -> tuple[str, ...]:
 
 UNSUPPORTED = {  # fields refused rather than silently ignored
     "logit_bias": "logit_bias is not supported",
-    "response_format": "response_format (JSON mode, structured output) is not supported",
+    "response_format": None, "grammar": None,  # structured.py checks and compiles them
     "tool_choice": None, "parallel_tool_calls": None,  # accepted: the template sees the tools
     "best_of": "best_of is not supported",
     "suffix": "suffix (insertion) is not supported",
