@@ -245,14 +245,21 @@ class Constraint:
             return Matcher(self._proto.deep_copy(), self.vocab, self.stop_ids)
 
 
+# byte -> the 8 additive biases of its bits, low bit first: 0 where allowed, -inf where not
+_BIAS = np.where(np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1,
+                               bitorder="little").astype(bool),
+                 np.float32(0), np.float32(-np.inf)).astype(np.float32)
+
+
 class Matcher:
     """One sequence's parse state (see the module doc)."""
 
-    __slots__ = ("_m", "_words", "vocab", "stop_ids", "error")
+    __slots__ = ("_m", "_words", "_bias", "vocab", "stop_ids", "error")
 
     def __init__(self, m, vocab: int, stop_ids: tuple[int, ...]):
         self._m, self.vocab, self.stop_ids = m, vocab, stop_ids
         self._words = np.zeros((vocab + 31) // 32, np.uint32)  # the mask, one bit a token
+        self._bias = np.empty((self._words.size * 4, 8), np.float32)  # a bias per bit
         self.error = ""
 
     def allowed(self) -> np.ndarray:
@@ -264,14 +271,23 @@ class Matcher:
     def mask(self, logits: np.ndarray) -> bool:
         """Set the logits of every token the grammar forbids to -inf, in place (a row longer
         than the vocabulary: its tail too). False, and `error` set, when no token is allowed
-        (the matcher failed): the caller ends the sequence rather than sample from nothing."""
-        ok = self.allowed()
-        n = min(len(ok), logits.shape[-1])
-        np.putmask(logits[:n], ~ok[:n], np.float32(-np.inf))
-        logits[n:] = -np.inf
-        if not ok[:n].any():
+        (the matcher failed): the caller ends the sequence rather than sample from nothing.
+
+        The mask's bytes index a table of additive biases (0 or -inf) and the row adds them:
+        a gather and an add whatever the pattern, where a boolean-mask store over a 49k row
+        costs several times more when allowed and forbidden tokens interleave (a string's
+        text forbids the tokens holding a quote or a backslash, everywhere in the vocabulary).
+        An allowed logit keeps its value (x + 0 is x; -0.0 becomes +0.0, which compares and
+        samples the same)."""
+        w = self._words
+        self._m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
+        if not w.any():
             self.error = self._m.get_error() or "the grammar allows no token here"
             return False
+        np.take(_BIAS, w.view(np.uint8), axis=0, out=self._bias)
+        n = min(logits.shape[-1], self.vocab)
+        logits[:n] += self._bias.reshape(-1)[:n]
+        logits[self.vocab:] = -np.inf
         return True
 
     def advance(self, token: int) -> bool:
