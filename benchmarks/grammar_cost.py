@@ -23,6 +23,7 @@ from pathlib import Path
 
 import isaforge
 from isaforge.model import read_model
+from isaforge.runtime import batch
 from isaforge.runtime.batch import BatchEngine, Request, Scheduler
 from isaforge.settings import default_model_path
 from isaforge.text.grammar import constraint_for
@@ -34,10 +35,15 @@ STORIES = Path(__file__).resolve().parents[2] / "shared" / "models" / "stories26
 
 
 class _Timed:
-    """A Constraint whose matchers add the time of their mask and advance calls to `spent`."""
+    """A Constraint whose matchers count their tokens and add the time of their advance
+    calls to `spent`; the masks' time (batch.mask_rows, every constrained row of a step at
+    once) is added by _timed_mask_rows."""
+
+    current: _Timed | None = None
 
     def __init__(self, c):
         self.c, self.spent, self.tokens = c, 0.0, 0
+        _Timed.current = self
 
     def matcher(self):
         return _TimedMatcher(self.c.matcher(), self)
@@ -46,12 +52,6 @@ class _Timed:
 class _TimedMatcher:
     def __init__(self, m, acc: _Timed):
         self.m, self.acc = m, acc
-
-    def mask(self, logits):
-        t0 = time.perf_counter()
-        ok = self.m.mask(logits)
-        self.acc.spent += time.perf_counter() - t0
-        return ok
 
     def advance(self, tok):
         t0 = time.perf_counter()
@@ -62,6 +62,19 @@ class _TimedMatcher:
 
     def __getattr__(self, name):  # finished, accepting, error
         return getattr(self.m, name)
+
+
+_mask_rows = batch.mask_rows
+
+
+def _timed_mask_rows(matchers, logits, rows):
+    t0 = time.perf_counter()
+    ok = _mask_rows([m.m for m in matchers], logits, rows)
+    _Timed.current.spent += time.perf_counter() - t0
+    return ok
+
+
+batch.mask_rows = _timed_mask_rows
 
 
 def run(sched: Scheduler, prompt: list[int], n_plain: int, n_con: int, tokens: int,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..text.grammar import mask_rows
 from .engine import Engine
 from .generate import REPEAT_LAST_N
 from .sampler import Sampler, draw_rows, penalize_rows
@@ -370,10 +371,13 @@ class Scheduler:
         samplers = [s.sampler for s, _ in live]
         penalize_rows(samplers, logits)  # logits: the distributions sampled from
         failed = {}  # rows whose grammar allows no token: they end with an error
-        for j, (s, _) in enumerate(live):  # constrained rows only: the others pay nothing
-            if s.matcher is not None and not s.matcher.mask(logits[j]):
-                failed[j] = s.matcher.error
-                logits[j] = 0  # drawn from and dropped: the other rows sample as ever
+        con = [j for j, (s, _) in enumerate(live) if s.matcher is not None]
+        if con:  # constrained rows only: the others pay nothing
+            ok = mask_rows([live[j][0].matcher for j in con], logits, con)
+            for j, good in zip(con, ok, strict=True):
+                if not good:
+                    failed[j] = live[j][0].matcher.error
+                    logits[j] = 0  # drawn from and dropped: the other rows sample as ever
         lps = {}
         for j, (s, _) in enumerate(live):
             if s.req.logprobs is not None:
