@@ -256,3 +256,26 @@ def test_without_llguidance_501(stories, tmp_path, monkeypatch):
         assert body["error"]["param"] == "response_format"
         code, _, body = s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 5})
         assert code == 200 and body["choices"][0]["finish_reason"] == "length"
+
+
+def test_chat_smollm2(smollm2_gguf):
+    """Chat with the client's own response_format on SmolLM2 (byte-level BPE, 49,152 tokens,
+    end-of-turn stop ids): the reply validates, and ends at the grammar's end."""
+    schema = _obj({"city": _s(20), "temperature": _i(-50, 50),
+                   "sky": {"enum": ["clear", "cloudy", "rain"]}})
+    with serve(smollm2_gguf, "--parallel", "2") as s:
+        c = s.client()
+        msgs = [{"role": "user", "content": "The weather in Paris, as JSON."}]
+        r = c.chat.completions.create(model=s_model(c), messages=msgs, max_tokens=120,
+                                      temperature=0, response_format=_fmt(schema))
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop"
+        jsonschema.validate(json.loads(ch.message.content), schema)
+        r = c.chat.completions.create(model=s_model(c), messages=msgs, max_tokens=60,
+                                      temperature=0, response_format={"type": "json_object"})
+        assert r.choices[0].finish_reason == "stop"
+        assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+def s_model(c) -> str:
+    return c.models.list().data[0].id

@@ -14,6 +14,9 @@ prompts (at most `prefill_chunk` prompt tokens per step, oldest first: a long pr
 stalls the others' decoding for more than a chunk, many short prompts start in one step);
 sequences decode together until a stop id, their token budget, the end of the context or
 cancellation (a client gone, a stop string matched). Sequences join and leave between steps.
+A request with a `constraint` (text.grammar) has its row's logits masked to what its grammar
+allows before sampling, from a parse state of its own, and ends ("stop") when the grammar is
+complete; the other rows of the step are not touched.
 
 Each request gets its events through a callback from the scheduler thread: ("token", id,
 logprobs or None) per sampled token and ("done", finish_reason, None) once, finish_reason
