@@ -76,6 +76,11 @@ def test_gguf_token_bytes():
     ("json_schema", {"$ref": "#/nowhere"}, "does not exist"),
     ("json_schema", "{not json", "the JSON schema is not valid JSON"),
     ("json_schema", [1], "must be a JSON object"),
+    ("json_schema", False, "no value matches it"),
+    ("json_schema", {"type": "object", "propertyNames": {"pattern": "^a"}},
+     r'Unimplemented keys: \["propertyNames"\]'),
+    ("json_schema", {"if": {"type": "string"}, "then": {"maxLength": 3}},
+     r'Unimplemented keys: \["if", "then"\]'),
     ("lark", "start: missing", 'the Lark grammar: .*unknown name: "missing"'),
     ("regex", "(", "the regular expression: .*unclosed group"),
     ("gbnf", "root ::= other", "the GBNF grammar: .*Rule 'other' not found"),
@@ -209,3 +214,49 @@ except GrammarUnavailable as e:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ("structured output needs the llguidance package, which is not "
                                 "installed (pip install 'isaforge[grammar]')")
+
+
+def _random_schema(rng, depth=0) -> dict:
+    """A random bounded schema, an object at the top: every string, array and number has a
+    bound, so any value of it is short and the grammar ends well within the token budget."""
+    kinds = ["string", "integer", "boolean", "enum", "null", "number"]
+    if depth == 0:
+        kinds = ["object"]
+    elif depth < 3:
+        kinds += ["object", "array", "anyOf"]
+    k = kinds[rng.integers(len(kinds))]
+    if k == "string":
+        return {"type": "string", "maxLength": int(rng.integers(1, 10))}
+    if k == "integer":
+        lo = int(rng.integers(-50, 50))
+        return {"type": "integer", "minimum": lo, "maximum": lo + int(rng.integers(0, 100))}
+    if k == "number":
+        return {"type": "number", "multipleOf": 0.25, "minimum": -5, "maximum": 5}
+    if k == "enum":
+        return {"enum": [["a", 1, None, True, "b c"][i] for i in rng.permutation(5)[:3]]}
+    if k == "object":
+        names = [f"k{i}" for i in range(int(rng.integers(1, 4)))]
+        return {"type": "object", "additionalProperties": False,
+                "properties": {n: _random_schema(rng, depth + 1) for n in names},
+                "required": [n for n in names if rng.random() < 0.7]}
+    if k == "array":
+        return {"type": "array", "items": _random_schema(rng, depth + 1),
+                "maxItems": int(rng.integers(0, 4))}
+    if k == "anyOf":
+        return {"anyOf": [_random_schema(rng, depth + 1) for _ in range(2)]}
+    return {"type": k}
+
+
+def test_random_schemas_validate(model):
+    """30 random schemas, each at a random seed and temperature: the text ends by the
+    grammar (not the budget) and validates."""
+    rng = np.random.default_rng(20261206)
+    for i in range(30):
+        schema = _random_schema(rng)
+        ids = list(model.pairs(PROMPT, isaforge.GenerationConfig(
+            max_new_tokens=400, temperature=float(rng.choice([0, 0.7, 1.2])),
+            seed=int(rng.integers(1, 1 << 30)), constraint=model.constraint("json_schema",
+                                                                            schema))))
+        assert len(ids) < 400, (i, schema)
+        text = model.tokenizer.decode_tokens([t for _, t in ids])
+        jsonschema.validate(json.loads(text), schema)

@@ -178,6 +178,8 @@ def test_gbnf_grammar(srv):
      "Unknown format: nope"),
     ({"response_format": _fmt({"properties": {"a": {"$ref": "#/missing"}}})},
      "response_format", "does not exist"),
+    ({"response_format": _fmt({"type": "array", "uniqueItems": True})}, "response_format",
+     'Unimplemented keys: ["uniqueItems"]'),  # never a reply that ignores a keyword
     ({"response_format": {"type": "json_schema"}}, "response_format",
      "'response_format.json_schema' must be an object"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},

@@ -204,8 +204,10 @@ def _grammar(ll, kind: str, spec) -> str:
         kind, spec = "json_schema", {"type": "object"}
     if kind == "json_schema":
         s = _schema(spec, "the JSON schema")
-        if isinstance(s, bool):
-            s = {} if s else {"not": {}}
+        if s is False:
+            raise GrammarError("the JSON schema is false: no value matches it")
+        if s is True:
+            s = {}
         try:
             return M.grammar_from_json_schema(s, defaults=JSON_DEFAULTS)
         except ValueError as e:
