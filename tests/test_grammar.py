@@ -16,7 +16,13 @@ import pytest
 
 import isaforge
 from isaforge.runtime.batch import BatchEngine, Request, Scheduler
-from isaforge.text.grammar import GrammarError, constraint_for, tagged_json, token_bytes
+from isaforge.text.grammar import (
+    GrammarError,
+    constraint_for,
+    tagged_json,
+    token_bytes,
+    tool_call_schema,
+)
 from isaforge.text.hf import byte_to_unicode, load_tokenizer
 
 if os.environ.get("CI") == "true":
@@ -135,6 +141,27 @@ def test_tagged_json(model):
     # the same through a Lark grammar of one's own: tagged_json() is that grammar's text
     lark = model.constraint("lark", tagged_json("<tool_call>\n", schema, "\n</tool_call>"))
     assert model.generate(PROMPT, 120, temperature=0, constraint=lark) == out
+
+
+def test_tool_call_schema(model):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
+        "required": ["city"], "additionalProperties": False}}},
+             {"type": "function", "function": {"name": "now"}}]
+    schema = tool_call_schema(tools)
+    spec = {"prefix": "<tool_call>", "schema": schema, "suffix": "</tool_call>"}
+    c = model.constraint("tagged_json", spec)
+    names = set()
+    for seed in range(1, 7):
+        out = model.generate(PROMPT, 150, temperature=1.0, seed=seed, constraint=c)
+        call = json.loads(out.removeprefix("<tool_call>").removesuffix("</tool_call>"))
+        jsonschema.validate(call, schema)
+        names.add(call["name"])
+    assert names == {"get_weather", "now"}  # either tool, by the sampler's draw
+    one = tool_call_schema(tools[:1])  # a named function: that one alone
+    assert one["properties"]["name"] == {"const": "get_weather"}
+    with pytest.raises(GrammarError, match=r"tools\[0\] has no function name"):
+        tool_call_schema([{"type": "function"}])
 
 
 def _run(engine, reqs, together: bool):

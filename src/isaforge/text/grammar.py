@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["KINDS", "Constraint", "GrammarError", "GrammarUnavailable", "Matcher",
-           "constraint_for", "mask_rows", "tagged_json", "token_bytes"]
+           "constraint_for", "mask_rows", "tagged_json", "token_bytes", "tool_call_schema"]
 
 PACKAGE = "llguidance"
 INSTALL = "pip install 'isaforge[grammar]'"
@@ -177,6 +177,29 @@ def tagged_json(prefix: str, schema: dict | bool, suffix: str) -> str:
     if suffix:
         parts.append(_lark_string(suffix))
     return "start: " + " ".join(parts) + "\n"
+
+
+def tool_call_schema(tools: Sequence[dict]) -> dict:
+    """The schema of one call of any of OpenAI's `tools` ([{"type": "function", "function":
+    {"name", "parameters"}}]): {"name": that name, "arguments": its parameters}, as an anyOf
+    (a single tool: its own object). For tool_choice "required" give every tool, for a named
+    function that one; wrap it in tagged_json() for a template's call markers."""
+    alts = []
+    for i, t in enumerate(tools):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise GrammarError(f"tools[{i}] has no function name")
+        params = fn.get("parameters")
+        if params is None:  # a function without parameters takes {}
+            params = {"type": "object", "properties": {}, "additionalProperties": False}
+        if not isinstance(params, (dict, bool)):
+            raise GrammarError(f"tools[{i}].function.parameters must be a JSON schema object")
+        alts.append({"type": "object", "additionalProperties": False,
+                     "properties": {"name": {"const": fn["name"]}, "arguments": params},
+                     "required": ["name", "arguments"]})
+    if not alts:
+        raise GrammarError("no tools to call")
+    return alts[0] if len(alts) == 1 else {"anyOf": alts}
 
 
 def _schema(spec, what: str) -> dict | bool:
