@@ -57,14 +57,6 @@ def _engine():
     return llguidance
 
 
-def available() -> bool:
-    try:
-        _engine()
-    except GrammarUnavailable:
-        return False
-    return True
-
-
 # -- the tokenizer adapter ---------------------------------------------------------------------
 
 def token_bytes(tokenizer) -> list[bytes]:
@@ -260,8 +252,8 @@ class Constraint:
     """A compiled grammar over one tokenizer: `matcher()` starts a sequence's parse state.
     Built by constraint_for; immutable, shared by the requests that use it."""
 
-    def __init__(self, ll, lltok, proto, kind: str, vocab: int, stop_ids: tuple[int, ...]):
-        self._ll, self._tok, self._proto = ll, lltok, proto
+    def __init__(self, lltok, proto, kind: str, vocab: int, stop_ids: tuple[int, ...]):
+        self._tok, self._proto = lltok, proto
         self._lock = threading.Lock()  # deep_copy of one prototype from many threads
         self.kind, self.vocab, self.stop_ids = kind, vocab, stop_ids
 
@@ -303,7 +295,8 @@ class Matcher:
         costs several times more when allowed and forbidden tokens interleave (a string's
         text forbids the tokens holding a quote or a backslash, everywhere in the vocabulary).
         An allowed logit keeps its value (x + 0 is x; -0.0 becomes +0.0, which compares and
-        samples the same)."""
+        samples the same). A forbidden NaN stays NaN: should the sampler pick it, advance()
+        refuses it and the sequence ends with an error before the token is emitted."""
         w = self._words
         self._m.unsafe_compute_mask_ptr(w.ctypes.data, w.nbytes)
         if not w.any():
@@ -374,7 +367,7 @@ def constraint_for(tokenizer, kind: str, spec=None, stop_ids: Sequence[int] | No
         raise GrammarError(_what(kind, proto.get_error()))
     if not proto.is_accepting() and proto.is_stopped():
         raise GrammarError(_what(kind, "it matches no text"))
-    return Constraint(ll, lltok, proto, kind, vocab, stop)
+    return Constraint(lltok, proto, kind, vocab, stop)
 
 
 def _what(kind: str, msg: str) -> str:
