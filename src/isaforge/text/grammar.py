@@ -292,8 +292,9 @@ class Matcher:
 
         The mask's bytes index a table of additive biases (0 or -inf) and the row adds them:
         a gather and an add whatever the pattern, where a boolean-mask store over a 49k row
-        costs several times more when allowed and forbidden tokens interleave (a string's
-        text forbids the tokens holding a quote or a backslash, everywhere in the vocabulary).
+        costs a few times more, the more so when allowed and forbidden tokens interleave (a
+        string's text forbids the tokens holding a quote or a backslash, all over the
+        vocabulary).
         An allowed logit keeps its value (x + 0 is x; -0.0 becomes +0.0, which compares and
         samples the same). A forbidden NaN stays NaN: should the sampler pick it, advance()
         refuses it and the sequence ends with an error before the token is emitted."""
