@@ -76,6 +76,25 @@ def test_gguf_token_bytes():
     assert not m.advance(list(u).index(ord("x"))) and m.error
 
 
+def test_spm_gguf_token_bytes():
+    """A SentencePiece vocabulary in GGUF (Gemma's kind): "▁" is a space, "<0xXX>" the byte,
+    control and unknown tokens special, a user-defined token its text."""
+    pieces = [("<unk>", 2), ("<s>", 3), ("</s>", 3), ("<0x41>", 6), ("<0x0A>", 6), ("▁", 1),
+              ("▁a", 1), ("é", 1), ("<start_of_turn>", 3), ("<tab>", 4)]
+    md = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": [p for p, _ in pieces],
+          "tokenizer.ggml.scores": [0.0] * len(pieces),
+          "tokenizer.ggml.token_type": [t for _, t in pieces],
+          "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
+          "tokenizer.ggml.unknown_token_id": 0}
+    tok = load_tokenizer(md, "spm.gguf")
+    assert token_bytes(tok) == [b"\xff<unk>", b"\xff<s>", b"\xff</s>", b"A", b"\n", b" ",
+                                b" a", "é".encode(), b"\xff<start_of_turn>", b"<tab>"]
+    m = constraint_for(tok, "regex", "( a)+A").matcher()
+    assert np.flatnonzero(m.allowed()).tolist() == [6]  # " a", the longest-match spelling
+    assert m.advance(6) and np.flatnonzero(m.allowed()).tolist() == [3, 5, 6]
+    assert m.advance(3) and m.accepting and m.finished
+
+
 @pytest.mark.parametrize("kind, spec, why", [
     ("json_schema", {"type": "nope"}, "the JSON schema: Invalid type: nope"),
     ("json_schema", {"type": "string", "format": "weird"}, "Unknown format: weird"),
