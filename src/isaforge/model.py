@@ -247,19 +247,32 @@ class Model:
             max_new_tokens, steps, temperature, top_p, seed, repeat_penalty=1.0,
             stop_ids=stop_ids, echo=True))
 
+    def constraint(self, kind: str, spec=None):
+        """A grammar for `constraint=` (text.grammar.constraint_for over this model's
+        tokenizer and stop ids): kind "json_schema" (spec: the schema), "json_object",
+        "lark", "regex", "gbnf" (spec: the grammar's text) or "tagged_json" ({"prefix",
+        "schema", "suffix"}). Needs llguidance (`pip install 'isaforge[grammar]'`)."""
+        from .text.grammar import constraint_for
+
+        return constraint_for(self.tokenizer, kind, spec, stop_ids=self.stop_ids,
+                              vocab_size=self.config.vocab_size)
+
     def generate(self, prompt: str | Sequence[str], max_new_tokens: int | None = _MAX_NEW,
                  temperature: float | None = None, top_p: float | None = None,
                  seed: int | None = None, stream: bool = False,
-                 stop: Sequence[str] | None = None, *, config: GenerationConfig | None = None):
+                 stop: Sequence[str] | None = None, *, config: GenerationConfig | None = None,
+                 constraint=None):
         """Text continuing `prompt` (the prompt itself excluded), no chat template. With
         stream=True, a generator of text pieces that never split a UTF-8 character. Stops at
         the tokenizer's stop ids (llama2.c: BOS or EOS) and before any `stop` string.
         Sampling left None: the model's (`profile`, the model card's).
 
         A list of prompts runs as one batch through the server's scheduler and returns a
-        list of texts, each equal to its prompt's alone (not with stream=True)."""
+        list of texts, each equal to its prompt's alone (not with stream=True). `constraint`
+        (see `constraint()`): the text follows its grammar, ending when the grammar is
+        complete."""
         config = self._config(config, max_new_tokens=max_new_tokens, temperature=temperature,
-                              top_p=top_p, seed=seed, stop=stop)
+                              top_p=top_p, seed=seed, stop=stop, constraint=constraint)
         if not isinstance(prompt, (str, bytes)):
             if stream:
                 raise ValueError("stream=True takes one prompt, not a list")
@@ -272,14 +285,14 @@ class Model:
                  temperature: float | None = None, top_p: float | None = None,
                  seed: int | None = None, stop: Sequence[str] | None = None,
                  stream: bool = False, repeat_penalty: float | None = None, *,
-                 config: GenerationConfig | None = None):
+                 config: GenerationConfig | None = None, constraint=None):
         """The text generated after the token ids `tokens` (what chat() and generate() run):
         stops at a stop id, before a `stop` string, or after max_new_tokens (None: when the
         context is full). Sampling left None: the model's. Returns the text, or a generator
-        of pieces with stream=True."""
+        of pieces with stream=True. `constraint`: as generate()'s."""
         return self._text(tokens, self._config(
             config, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-            seed=seed, stop=stop, repeat_penalty=repeat_penalty), stream)
+            seed=seed, stop=stop, repeat_penalty=repeat_penalty, constraint=constraint), stream)
 
     # -- OpenAI-shaped entry points (completions.py) -------------------------------------------
 
@@ -358,7 +371,7 @@ class Model:
              temperature: float | None = None, top_p: float | None = None,
              seed: int | None = None, stop: Sequence[str] | None = None,
              repeat_penalty: float | None = None, tools=None, *,
-             config: GenerationConfig | None = None):
+             config: GenerationConfig | None = None, constraint=None):
         """The assistant's reply to `messages` ([{"role": "user", "content": ...}, ...]; also
         OpenAI's shapes: content parts, tool calls, tool results; `tools` go to the template).
 
@@ -368,9 +381,11 @@ class Model:
         repeat_penalty to the model's default (`default_repeat_penalty`).
         Returns the text, or with stream=True a generator of pieces. The KV cache of the
         longest common token prefix with the previous call is re-used, so a multi-turn
-        conversation only prefills its new turn."""
+        conversation only prefills its new turn. `constraint`: the reply follows its grammar
+        (see `constraint()`), ending when the grammar is complete."""
         config = self._config(config, max_new_tokens=max_new_tokens, temperature=temperature,
-                              top_p=top_p, seed=seed, stop=stop, repeat_penalty=repeat_penalty)
+                              top_p=top_p, seed=seed, stop=stop, repeat_penalty=repeat_penalty,
+                              constraint=constraint)
         return self._text(self.chat_tokens(messages, tools), config, stream)
 
 

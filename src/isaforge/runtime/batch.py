@@ -15,6 +15,9 @@ prompts (at most `prefill_chunk` prompt tokens per step, oldest first: a long pr
 stalls the others' decoding for more than a chunk, many short prompts start in one step);
 sequences decode together until a stop id, their token budget, the end of the context or
 cancellation (a client gone, a stop string matched). Sequences join and leave between steps.
+A request with a `constraint` (text.grammar) has its row's logits masked to what its grammar
+allows before sampling, from a parse state of its own, and ends ("stop") when the grammar is
+complete; the other rows of the step are not touched.
 
 Each request gets its events through a callback from the scheduler thread: ("token", id,
 logprobs or None) per sampled token and ("done", finish_reason, None) once, finish_reason
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..text.grammar import mask_rows
 from .engine import Engine
 from .generate import REPEAT_LAST_N
 from .sampler import Sampler, check_logit_bias, draw_rows, penalize_rows
@@ -89,6 +93,9 @@ class Request:
     logit_bias: dict[int, float] | None = None
     stop_ids: tuple[int, ...] = ()
     logprobs: int | None = None  # None: off; k >= 0: the chosen token's and the top k
+    # a text.grammar.Constraint: each step's logits masked to what its grammar allows, the
+    # request done ("stop") when the grammar is complete
+    constraint: object | None = None
     cancelled: bool = False
     # filled by the scheduler
     submitted: float = field(default_factory=time.perf_counter)
@@ -129,6 +136,7 @@ class _Slot:
         self.pos = 0  # next position
         self.last = 0  # the token to run next (decoding)
         self.sampler: Sampler | None = None
+        self.matcher = None  # the request's grammar state (Constraint.matcher()), or None
         self.counts: collections.Counter = collections.Counter()
         self.new = 0
 
@@ -316,6 +324,7 @@ class Scheduler:
                                REPEAT_LAST_N, top_k=req.top_k, min_p=req.min_p,
                                typical_p=req.typical_p, logit_bias=req.logit_bias)
         slot.sampler.accept(req.tokens[-REPEAT_LAST_N:])
+        slot.matcher = req.constraint.matcher() if req.constraint is not None else None
         slot.counts = collections.Counter()
         self.stats.prompt_tokens += len(req.tokens)
 
@@ -402,6 +411,14 @@ class Scheduler:
                     row[tok] -= np.float32(n * req.frequency_penalty + req.presence_penalty)
         samplers = [s.sampler for s, _ in live]
         penalize_rows(samplers, logits)  # logits: the distributions sampled from
+        failed = {}  # rows whose grammar allows no token: they end with an error
+        con = [j for j, (s, _) in enumerate(live) if s.matcher is not None]
+        if con:  # constrained rows only: the others pay nothing
+            ok = mask_rows([live[j][0].matcher for j in con], logits, con)
+            for j, good in zip(con, ok, strict=True):
+                if not good:
+                    failed[j] = live[j][0].matcher.error
+                    logits[j] = 0  # drawn from and dropped: the other rows sample as ever
         lps = {}
         for j, (s, _) in enumerate(live):
             if s.req.logprobs is not None:
@@ -411,7 +428,7 @@ class Scheduler:
                     k = min(s.req.logprobs, ls.size)
                     i = np.argpartition(-ls, k - 1)[:k]
                     i = i[np.lexsort((i, -ls[i]))]
-                    top = [(int(t), float(ls[t])) for t in i]
+                    top = [(int(t), float(ls[t])) for t in i if ls[t] > -np.inf]
                 lps[j] = (ls, top)
         toks = draw_rows(samplers, logits)
         now = time.perf_counter()
@@ -427,8 +444,15 @@ class Scheduler:
             s.new += 1
             s.counts[tok] += 1
             stats.generated_tokens += 1
+            if j in failed:
+                self._finish(s, "error", f"structured output: {failed[j]}")
+                continue
             if tok in req.stop_ids:
                 self._finish(s, "done", "stop")
+                continue
+            m = s.matcher
+            if m is not None and not m.advance(tok):
+                self._finish(s, "error", f"structured output: {m.error}")
                 continue
             lp = None
             if j in lps:
@@ -436,11 +460,13 @@ class Scheduler:
                 lp = (float(ls[tok]), top)
             _tell(req, "token", tok, lp)
             s.last = tok
-            if s.new >= req.max_new or s.pos >= self.seq_len:
+            if m is not None and m.finished:  # the grammar is complete: nothing may follow
+                self._finish(s, "done", "stop")
+            elif s.new >= req.max_new or s.pos >= self.seq_len:
                 self._finish(s, "done", "length")
 
     def _finish(self, s: _Slot, kind: str, value) -> None:
-        req, s.req, s.todo, s.sampler = s.req, None, [], None  # s.cached: what ran
+        req, s.req, s.todo, s.sampler, s.matcher = s.req, None, [], None, None  # s.cached: what ran
         _tell(req, kind, value, None)
         with self._cv:
             self._cv.notify()

@@ -49,7 +49,9 @@ class GenerationConfig:
     stop_ids: token ids that end it (not emitted). echo: the prompt's own pieces first, as
       run.c prints them while it forces the prompt.
     top_k (0: off), min_p (0: off), typical_p (1: off), logit_bias ({token id: bias in
-      [-100, 100]}), keywords only: llama.cpp's truncations and OpenAI's bias (Sampler)."""
+      [-100, 100]}), keywords only: llama.cpp's truncations and OpenAI's bias (Sampler).
+    constraint: a text.grammar.Constraint (constraint_for): every step's logits masked to the
+      tokens its grammar allows, the generation ending when the grammar is complete."""
 
     max_new_tokens: int | None = DEFAULT_MAX_NEW
     steps: int | None = None
@@ -66,6 +68,7 @@ class GenerationConfig:
     min_p: float = 0.0
     typical_p: float = 1.0
     logit_bias: Mapping[int, float] | None = None
+    constraint: object | None = None
 
     def __post_init__(self):
         stop = self.stop if self.stop is not None else ()
@@ -209,8 +212,9 @@ class Session:
                           top_k=c.top_k, min_p=c.min_p, typical_p=c.typical_p,
                           logit_bias=c.logit_bias)
         sampler.accept(tokens[-c.repeat_last_n:])
+        matcher = c.constraint.matcher() if c.constraint is not None else None
         return self._held(tokens, c.new_tokens(len(tokens), seq_len), sampler,
-                          tuple(c.stop_ids), c.echo)
+                          tuple(c.stop_ids), c.echo, matcher)
 
     def _held(self, *args) -> Iterator[tuple[int, int]]:
         with self.hold():  # released when the loop ends, is closed or is collected
@@ -218,7 +222,7 @@ class Session:
             yield from self._loop(*args, self.stats)
 
     def _loop(self, tokens: list[int], new: int, sampler: Sampler, stop_ids: tuple[int, ...],
-              echo: bool, stats: Stats) -> Iterator[tuple[int, int]]:
+              echo: bool, matcher, stats: Stats) -> Iterator[tuple[int, int]]:
         n, seq_len = len(tokens), self.engine.config.seq_len
         if echo:  # run.c prints each prompt piece as it forces the token
             for pos in range(min(n - 1, n - 1 + new)):
@@ -230,13 +234,21 @@ class Session:
         logits = self._prefill(tokens, stats)
         prev, pos = tokens[-1], n  # sampled tokens go to positions n .. (run.c's pos)
         for i in range(new):
+            if matcher is not None:
+                logits = np.array(logits, dtype=np.float32)  # the engine's own stays as it is
+                if not matcher.mask(logits):
+                    raise RuntimeError(f"structured output: {matcher.error}")
             nxt = sampler.sample(logits)
             if stats.new_tokens == 0:
                 stats.ttft_s = time.perf_counter() - stats.started
             stats.new_tokens += 1
             if nxt in stop_ids:
                 return
+            if matcher is not None and not matcher.advance(nxt):
+                raise RuntimeError(f"structured output: {matcher.error}")
             yield prev, nxt
+            if matcher is not None and matcher.finished:  # complete: nothing may follow
+                return
             if i + 1 == new or pos >= seq_len:  # nothing will read this token's logits
                 return
             t1 = time.perf_counter()

@@ -38,7 +38,7 @@ def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=
                  top_p=None, seed=None, repeat_penalty=None, frequency_penalty: float = 0.0,
                  presence_penalty: float = 0.0, ignore_eos: bool = False, logprobs=None,
                  seed_offset: int = 0, stop_ids=None, top_k=None, min_p=None,
-                 typical_p=None, logit_bias=None) -> Request:
+                 typical_p=None, logit_bias=None, constraint=None) -> Request:
     """The scheduler Request of one choice: unset sampling fields from the model's profile
     (the model card's), choice k's seed = seed + k, stop at `stop_ids` (None: the
     profile's)."""
@@ -52,7 +52,7 @@ def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=
         repeat_penalty=profile.repeat_penalty if repeat_penalty is None else repeat_penalty,
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
         top_k=top_k, min_p=min_p, typical_p=typical_p, logit_bias=logit_bias,
-        stop_ids=() if ignore_eos else stop_ids, logprobs=logprobs)
+        stop_ids=() if ignore_eos else stop_ids, logprobs=logprobs, constraint=constraint)
 
 
 class Choice:

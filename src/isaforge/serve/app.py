@@ -37,6 +37,7 @@ from .embeddings import embeddings
 from .metrics import Metrics
 from .protocol import APIError, bad, loads, parse_chat, parse_completion
 from .routes_text import routes as text_routes
+from .structured import constraint
 from .tools import chat_plan
 
 DEFAULT_MAX_BODY = 4 << 20  # bytes
@@ -267,10 +268,12 @@ class Server:
             messages, tools, params = parse_chat(body, self.lenient, self._vocab)
             params.plan = plan = chat_plan(body, tools, self.backend.template)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
+            params.constraint = constraint(self.backend, body)
             return model, (messages, plan.tools, plan.kwargs), params
         prompt, params = parse_completion(body, self.lenient, self._vocab)
         if isinstance(prompt, str):
             self._fits(self.backend.prompt_bytes(prompt), "prompt")
+        params.constraint = constraint(self.backend, body)
         return model, prompt, params
 
     @property

@@ -4,7 +4,10 @@ between requests (each slot's cached prefix only), so replicas scale behind a lo
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from ..formats import read_any, with_context
@@ -15,6 +18,8 @@ from ..text.chat import chat_tokens, render_chat
 from ..text.llama2c import Llama2cTokenizer
 from ..text.load import tokenizer_for
 from .fingerprint import Fingerprint
+
+CONSTRAINTS_KEPT = 64  # compiled grammars kept for requests that send the same one again
 
 
 class Backend:
@@ -46,6 +51,27 @@ class Backend:
         self._typed: bool | None = None  # whether the template renders content lists
         self.max_token_bytes = _max_token_bytes(self.tokenizer)
         self.fingerprint = Fingerprint(self)  # hashes the model file in a thread
+        self._constraints: OrderedDict = OrderedDict()
+        self._constraints_lock = threading.Lock()
+
+    def constraint(self, kind: str, spec):
+        """The compiled text.grammar.Constraint of (kind, spec) for this model, the most
+        recently used CONSTRAINTS_KEPT kept: a client that sends one schema with every
+        request compiles it once. Raises GrammarError / GrammarUnavailable."""
+        from ..text.grammar import constraint_for
+
+        key = (kind, json.dumps(spec, sort_keys=True))
+        with self._constraints_lock:
+            if key in self._constraints:
+                self._constraints.move_to_end(key)
+                return self._constraints[key]
+        c = constraint_for(self.tokenizer, kind, spec, stop_ids=self.profile.stop_ids,
+                           vocab_size=self.loaded.config.vocab_size)
+        with self._constraints_lock:
+            self._constraints[key] = c
+            while len(self._constraints) > CONSTRAINTS_KEPT:
+                self._constraints.popitem(last=False)
+        return c
 
     def prompt_bytes(self, text: str) -> int:
         """The UTF-8 bytes of `text` the tokenizer reads (a llama2.c one stops at a NUL)."""
@@ -99,7 +125,8 @@ class Backend:
                             presence_penalty=params.presence_penalty,
                             ignore_eos=params.ignore_eos, logprobs=params.logprobs,
                             seed_offset=seed_offset, top_k=params.top_k, min_p=params.min_p,
-                            typical_p=params.typical_p, logit_bias=params.logit_bias)
+                            typical_p=params.typical_p, logit_bias=params.logit_bias,
+                            constraint=params.constraint)
 
     def close(self) -> None:
         self.scheduler.close(timeout=30)

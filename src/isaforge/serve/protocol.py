@@ -115,6 +115,7 @@ class Params:
     min_p: float = 0.0
     typical_p: float = 1.0
     logit_bias: dict[int, float] | None = None
+    constraint: object | None = None  # response_format / grammar compiled (structured.py)
 
 
 def _is_int(v) -> bool:
@@ -167,7 +168,7 @@ def _stop(body: dict) -> tuple[str, ...]:
 
 
 UNSUPPORTED = {  # known fields refused, by value, rather than silently ignored
-    "response_format": "response_format (JSON mode, structured output) is not supported",
+    "response_format": None, "grammar": None,  # structured.py checks and compiles them
     "tool_choice": None, "parallel_tool_calls": None,  # checked by serve/tools.chat_plan
     "best_of": "best_of is not supported",
     "suffix": "suffix (insertion) is not supported",

@@ -1,2 +1,3 @@
 """Text: tokenizers (llama2.c's, and those carried inside GGUF/HF files), chat templates,
-stop strings and the incremental UTF-8 decoder. Imports only core, quant and formats."""
+stop strings, the incremental UTF-8 decoder, and grammars over a tokenizer's vocabulary
+(grammar.py, structured output). Imports only core, quant and formats."""
