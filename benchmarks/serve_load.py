@@ -185,8 +185,9 @@ def _level(port: int, c: int, max_tokens: int, extra: dict, round_: int, pid: in
     end = max(r["times"][-1] for r in out if r["times"])
     tokens = sum(len(r["times"]) for r in out)
     ttft = sorted(r["times"][0] - r["start"] for r in out)
+    # a stream whose tokens all came in one block (one read) has no decode span to divide by
     per_stream = [(len(r["times"]) - 1) / (r["times"][-1] - r["times"][0])
-                  for r in out if len(r["times"]) > 1]
+                  for r in out if len(r["times"]) > 1 and r["times"][-1] > r["times"][0]]
     return {"streams": c, "tokens": tokens, "wall_s": end - t0,
             "aggregate_tok_s": tokens / (end - t0),
             "ttft_p50_s": statistics.median(ttft),
