@@ -37,8 +37,9 @@ def structured_output(tools=None, tool_choice=None, response_format=None, *,
 def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=None,
                  top_p=None, seed=None, repeat_penalty=None, frequency_penalty: float = 0.0,
                  presence_penalty: float = 0.0, ignore_eos: bool = False, logprobs=None,
-                 seed_offset: int = 0, stop_ids=None, top_k=None, min_p=None,
-                 typical_p=None, logit_bias=None, constraint=None) -> Request:
+                 seed_offset: int = 0, stop_ids=None, top_k: int = 0,
+                 min_p: float = 0.0, typical_p: float = 1.0, logit_bias=None,
+                 constraint=None) -> Request:
     """The scheduler Request of one choice: unset sampling fields from the model's profile
     (the model card's), choice k's seed = seed + k, stop at `stop_ids` (None: the
     profile's)."""
