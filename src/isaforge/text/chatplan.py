@@ -61,6 +61,7 @@ class ChatPlan:
     thinks: bool  # the template writes <think> blocks
     inside: bool  # ... and its generation prompt opens one
     choice: str | dict = "auto"
+    compiled: object = None  # the Constraint the reply runs under (the Python API sets it)
 
     def reply(self, seed: int | None, index: int) -> Reply | None:
         """A choice's reply reader, None when the text is all content."""
