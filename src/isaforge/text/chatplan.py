@@ -33,8 +33,8 @@ from .toolcalls import (
 
 class StructuredOutputError(ValueError):
     """A request field about the reply's structure (tool_choice, parallel_tool_calls,
-    chat_template_kwargs, response_format) that is malformed or not honoured yet; `param`
-    names it, `message` says why (the server's 400, the Python API's ValueError)."""
+    chat_template_kwargs, response_format, grammar) that is malformed or cannot be enforced;
+    `param` names it, `message` says why (the server's 400, the Python API's ValueError)."""
 
     def __init__(self, param: str, message: str):
         super().__init__(f"{param}: {message}")
