@@ -22,6 +22,7 @@ pytest.importorskip("starlette")
 
 from isaforge.serve.app import create_app  # noqa: E402
 from isaforge.serve.backend import Backend  # noqa: E402
+from isaforge.text.chatplan import chat_plan  # noqa: E402
 from isaforge.text.toolcalls import call_ids, parse_tool_calls  # noqa: E402
 from serve_helper import free_port  # noqa: E402
 
@@ -276,6 +277,29 @@ def test_required_parallel_and_n(srv):
     assert finish == "tool_calls" and calls == [
         {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
         for c in first]
+
+
+@pytest.mark.parametrize("marker,syntax", [("[TOOL_CALLS]", "mistral"),
+                                           ("<|python_tag|>", "llama3"), ("CALL:", "json")])
+def test_forced_call_in_each_syntax(srv, marker, syntax):
+    """The template's syntax shapes the forced text: Mistral's bare array, Llama 3's object
+    with "parameters", a whole-reply object (the control-token markers are never written);
+    each parses back as the forced call, whole and streamed."""
+    template = HERMES.replace("<tool_call>", marker).replace("</tool_call>", "")
+    assert chat_plan({}, FORCED_TOOLS, template).syntax == syntax
+    kw = dict(template=template, tools=FORCED_TOOLS, max_tokens=200, seed=3,
+              parallel_tool_calls=False)
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        r = _ask(srv, [None], tool_choice=choice, **kw).choices[0]
+        assert r.finish_reason == "tool_calls" and r.message.content is None
+        (c,) = r.message.tool_calls
+        assert c.function.name == ("get_time" if isinstance(choice, dict) else "get_weather")
+        _valid(c.function.name, c.function.arguments)
+        assert c.id == call_ids(3, 0, syntax)()  # Mistral's: 9 letters and digits
+        _, _, calls, finish = _streamed(_ask(srv, [None], tool_choice=choice, stream=True,
+                                             **kw))
+        assert finish == "tool_calls" and calls == [
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}]
 
 
 def test_forced_call_waits_for_an_open_think_block(srv):
