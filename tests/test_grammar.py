@@ -183,6 +183,17 @@ def test_tool_call_schema(model):
         tool_call_schema([{"type": "function"}])
 
 
+def test_generate_list_under_a_constraint(model):
+    """Model.generate over a list of prompts (the scheduler's batch) applies the constraint
+    to each, each text equal to its prompt's alone."""
+    c = model.constraint("json_schema", PERSON)
+    prompts = [PROMPT, "The cat", "Lily went to"]
+    batch = model.generate(prompts, 200, temperature=0, constraint=c)
+    assert batch == [model.generate(p, 200, temperature=0, constraint=c) for p in prompts]
+    for out in batch:
+        jsonschema.validate(json.loads(out), PERSON)
+
+
 CALL_SCHEMA = tool_call_schema([{"type": "function", "function": {
     "name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},

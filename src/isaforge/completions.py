@@ -246,7 +246,8 @@ def generate_many(model, prompts: list, config: GenerationConfig) -> list[str]:
     if not live:
         return out
     sampling = dict(temperature=config.temperature, top_p=config.top_p, seed=config.seed,
-                    repeat_penalty=config.repeat_penalty, stop_ids=config.stop_ids)
+                    repeat_penalty=config.repeat_penalty, stop_ids=config.stop_ids,
+                    constraint=config.constraint)
     parts: dict[int, list[str]] = {k: [] for k in range(len(live))}
     for i, kind, value, _ in run(model, [toks[k] for k in live], [new[k] for k in live],
                                  sampling, config.stop):
