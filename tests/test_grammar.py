@@ -183,6 +183,68 @@ def test_tool_call_schema(model):
         tool_call_schema([{"type": "function"}])
 
 
+def test_generate_list_under_a_constraint(model):
+    """Model.generate over a list of prompts (the scheduler's batch) applies the constraint
+    to each, each text equal to its prompt's alone."""
+    c = model.constraint("json_schema", PERSON)
+    prompts = [PROMPT, "The cat", "Lily went to"]
+    batch = model.generate(prompts, 200, temperature=0, constraint=c)
+    assert batch == [model.generate(p, 200, temperature=0, constraint=c) for p in prompts]
+    for out in batch:
+        jsonschema.validate(json.loads(out), PERSON)
+
+
+CALL_SCHEMA = tool_call_schema([{"type": "function", "function": {
+    "name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
+        "required": ["city"], "additionalProperties": False}}}])
+HERMES_SEP = "\n</tool_call>\n<tool_call>\n"
+
+
+def test_tagged_json_separator_allows_several(model):
+    """With a separator the grammar takes one call or several (tool_choice "required" with
+    parallel_tool_calls): stories260K, sampled, writes one call or a few (seeds whose
+    calls end within the budget: another loops until it is spent)."""
+    spec = {"prefix": "<tool_call>\n", "schema": CALL_SCHEMA, "suffix": "\n</tool_call>",
+            "separator": HERMES_SEP}
+    c = model.constraint("tagged_json", spec)
+    counts = set()
+    for seed in (1, 5, 6):
+        out = model.generate(PROMPT, 400, temperature=1.0, seed=seed, constraint=c)
+        assert out.startswith("<tool_call>\n") and out.endswith("\n</tool_call>")
+        calls = out[len("<tool_call>\n"):-len("\n</tool_call>")].split(HERMES_SEP)
+        for call in calls:
+            jsonschema.validate(json.loads(call), CALL_SCHEMA)
+        counts.add(len(calls))
+    assert 1 in counts and max(counts) > 1
+    assert tagged_json("[", {}, "]", ", ").startswith('start: "[" value (", " value)* "]"')
+
+
+def _walk(model, c, text: str) -> tuple[bool, bool]:
+    """(every token of `text` taken, the grammar complete after them) under `c`."""
+    m = c.matcher()
+    for t in model.tokenizer.encode(text, bos=False):
+        if not m.advance(t):
+            return False, False
+    return True, m.accepting
+
+
+def test_tagged_json_after_a_reasoning_block(model):
+    """`after`: free text up to the first "</think>", a blank line, then the call (a prompt
+    that opened <think>); the text cannot go on after "</think>" any other way."""
+    spec = {"prefix": "<tool_call>\n", "schema": CALL_SCHEMA, "suffix": "\n</tool_call>",
+            "after": "</think>"}
+    c = model.constraint("tagged_json", spec)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert _walk(model, c, "Paris? <think> a city.</think>\n\n" + call) == (True, True)
+    assert _walk(model, c, "Paris.</think>\n\n" + call[:20]) == (True, False)
+    assert _walk(model, c, "Paris.</think> It is.")[0] is False
+    assert _walk(model, c, "Paris.</think>\n\n</think>")[0] is False
+    with pytest.raises(GrammarError, match="prefix, suffix, separator and after must be "
+                                           "strings"):
+        model.constraint("tagged_json", {**spec, "after": 3})
+
+
 def _run(engine, reqs, together: bool):
     """The requests' token lists through one Scheduler: all admitted in one step (submitted
     while the scheduler thread waits for its lock), or one after the other."""

@@ -3,10 +3,12 @@ prompts (each result equal to the prompt alone), create_completion / create_chat
 (the server's shapes; their text equal to generate / chat at the same settings; streamed
 chunks adding up to the whole), tokenize / detokenize, embed (pooling, unit norm, the same
 bits alone and in a list), one set of sampling defaults (the profile's) with a keyword-only
-GenerationConfig, and structured-output arguments refused by name."""
+GenerationConfig, and structured output (response_format, grammar, a forced tool_choice)
+enforced as the server enforces it, bad arguments refused by name."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -104,7 +106,7 @@ def test_create_completion_refuses_bad_arguments(m):
     with pytest.raises(ValueError, match=r"out of range \[0, 512\)"):
         m.create_completion([1, 512])
     with pytest.raises(StructuredOutputError, match="^response_format: ") as e:
-        m.create_completion("Once", response_format={"type": "json_object"})
+        m.create_completion("Once", response_format={"type": "json"})
     assert e.value.param == "response_format"
     with pytest.raises(ValueError, match="no chat template"):
         m.create_chat_completion(USER)
@@ -131,9 +133,8 @@ def test_create_chat_completion(chat_model):
     assert all(ch["object"] == "chat.completion.chunk" for ch in chunks)
     assert "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks) == text
     assert chunks[-1]["choices"][0]["finish_reason"] == c["finish_reason"]
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
-    with pytest.raises(StructuredOutputError, match="^tool_choice: "):
-        cm.create_chat_completion(USER, tools=tools, tool_choice="required")
+    with pytest.raises(StructuredOutputError, match="^tool_choice: .* needs 'tools'"):
+        cm.create_chat_completion(USER, tool_choice="required")
     with pytest.raises(StructuredOutputError, match="^response_format: "):
         cm.create_chat_completion(USER, response_format={"type": "json_schema"})
     with pytest.raises(ValueError, match="top_logprobs needs logprobs"):
@@ -255,3 +256,141 @@ def test_chat_completion_reads_tool_calls_as_the_server_does(chat_model):
     assert e.value.param == "tool_choice"
     with pytest.raises(StructuredOutputError, match="chat_template_kwargs may not set"):
         chat_model.create_chat_completion(USER, chat_template_kwargs={"messages": []})
+
+
+# -- structured output: stories260K under a Hermes-style template (the server tests' own) ----
+
+jsonschema = pytest.importorskip("jsonschema")
+FORCED_TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+    "required": ["city"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "get_time"}}]
+ARGS = {"get_weather": FORCED_TOOLS[0]["function"]["parameters"],
+        "get_time": {"type": "object", "properties": {}, "additionalProperties": False}}
+
+
+@pytest.fixture(scope="module")
+def hermes_model(stories):
+    """stories260K with tests/test_serve_tools.py's Hermes-style template: a real model whose
+    vocabulary spells the call markers, writing the call only under the grammar."""
+    pytest.importorskip("llguidance")
+    from test_serve_tools import HERMES as TEMPLATE_HERMES
+
+    model = isaforge.load(stories / "stories260K.bin", threads=1)
+    model.loaded.metadata["tokenizer.chat_template"] = TEMPLATE_HERMES
+    return model
+
+
+def _calls(r):
+    (c,) = r["choices"]
+    assert c["finish_reason"] == "tool_calls" and c["message"]["content"] is None
+    out = []
+    for call in c["message"]["tool_calls"]:
+        args = json.loads(call["function"]["arguments"])
+        jsonschema.validate(args, ARGS[call["function"]["name"]])
+        out.append((call["function"]["name"], args))
+    return out
+
+
+def _streamed_calls(chunks):
+    calls, finish = {}, None
+    for ch in chunks:
+        d = ch["choices"][0]["delta"]
+        for tc in d.get("tool_calls", ()):
+            c = calls.setdefault(tc["index"], ["", ""])
+            c[0] += tc.get("function", {}).get("name") or ""
+            c[1] += tc["function"]["arguments"]
+        assert not d.get("content")
+        finish = ch["choices"][0]["finish_reason"] or finish
+    assert finish == "tool_calls"
+    return [(n, json.loads(a)) for n, a in (calls[k] for k in sorted(calls))]
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function",
+                                                 "function": {"name": "get_time"}}])
+def test_forced_tool_choice(hermes_model, choice):
+    """tool_choice "required" / a named function: the reply is a call the grammar forced,
+    valid against the tool's parameters, the same whole and streamed; stories260K writes no
+    call without it."""
+    kw = dict(tools=FORCED_TOOLS, max_tokens=200, temperature=0, parallel_tool_calls=False)
+    free = hermes_model.create_chat_completion(USER, **kw)
+    assert "tool_calls" not in free["choices"][0]["message"]
+    calls = _calls(hermes_model.create_chat_completion(USER, tool_choice=choice, **kw))
+    want = "get_weather" if choice == "required" else "get_time"
+    assert [n for n, _ in calls] == [want]
+    assert _streamed_calls(hermes_model.create_chat_completion(
+        USER, tool_choice=choice, stream=True, **kw)) == calls
+    # the call goes back with its result (arguments as OpenAI's JSON string) and the
+    # answer is text again
+    r = hermes_model.create_chat_completion(USER, **kw, tool_choice=choice)
+    msg = r["choices"][0]["message"]
+    msgs = USER + [msg, {"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"],
+                         "content": "sunny"}]
+    prompt = hermes_model.render_chat(msgs, tools=FORCED_TOOLS)
+    sent = json.dumps({"name": want, "arguments": calls[0][1]})
+    assert f"<tool_call>{sent}</tool_call>" in prompt
+    final = hermes_model.create_chat_completion(msgs, tools=FORCED_TOOLS, max_tokens=20,
+                                                temperature=0)
+    assert final["choices"][0]["finish_reason"] in ("stop", "length")
+    assert isinstance(final["choices"][0]["message"]["content"], str)
+
+
+def test_required_parallel_calls(hermes_model):
+    """"required" with parallel_tool_calls (the default): one call or several, each valid."""
+    counts = []
+    for seed in (1, 4):
+        r = hermes_model.create_chat_completion(USER, tools=FORCED_TOOLS,
+                                                tool_choice="required", max_tokens=400,
+                                                temperature=1.0, seed=seed)
+        counts.append(len(_calls(r)))
+    assert counts == [1, 2]
+
+
+def test_response_format_and_grammar(hermes_model, m):
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0,
+                                                     "maximum": 9}},
+              "required": ["a"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    r = hermes_model.create_chat_completion(USER, response_format=fmt, max_tokens=50,
+                                            temperature=0)
+    assert r["choices"][0]["finish_reason"] == "stop"
+    jsonschema.validate(json.loads(r["choices"][0]["message"]["content"]), schema)
+    c = m.create_completion("Once", response_format={"type": "json_object"}, max_tokens=20,
+                            temperature=0)  # keys without bound: the budget ends it
+    assert c["choices"][0]["text"].startswith('{"')
+    # the same text the server's reading gives: Model.constraint of the same schema
+    assert m.create_completion("Once", response_format=fmt, max_tokens=50, temperature=0)[
+        "choices"][0]["text"] == m.generate("Once", 50, temperature=0,
+                                            constraint=m.constraint("json_schema", schema))
+    g = m.create_completion("Once", grammar='root ::= "yes" | "no"', max_tokens=10,
+                            temperature=0)["choices"][0]
+    assert g["text"] in ("yes", "no") and g["finish_reason"] == "stop"
+    streamed = "".join(ch["choices"][0]["text"] for ch in m.create_completion(
+        "Once", response_format=fmt, max_tokens=50, temperature=0, stream=True))
+    assert streamed == m.create_completion("Once", response_format=fmt, max_tokens=50,
+                                           temperature=0)["choices"][0]["text"]
+    with pytest.raises(StructuredOutputError, match="^grammar: give either"):
+        m.create_completion("Once", grammar="root ::= x", response_format=fmt)
+    with pytest.raises(StructuredOutputError, match="^response_format: 'response_format' "
+                                                    "cannot be enforced: the JSON schema"):
+        m.create_completion("Once", response_format={"type": "json_schema", "json_schema": {
+            "schema": {"type": "object", "properties": {"a": {"type": "strange"}}}}})
+    with pytest.raises(StructuredOutputError, match="^tool_choice: .*'response_format' "
+                                                    "would constrain"):
+        hermes_model.create_chat_completion(USER, tools=FORCED_TOOLS, tool_choice="required",
+                                            response_format=fmt)
+
+
+def test_tool_call_arguments_string_parsed(hermes_model):
+    """An assistant turn's arguments as OpenAI's JSON string reach the template as an
+    object, as the server's request parser gives them; text that is not JSON stays."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    msgs = USER + [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    text = hermes_model.render_chat(msgs)
+    assert '{"name": "get_weather", "arguments": {"city": "Paris"}}' in text
+    assert hermes_model.chat_tokens(msgs) == hermes_model.tokenizer.encode(
+        text, bos=hermes_model.add_bos)
+    bad = {**call, "function": {**call["function"], "arguments": "{city"}}
+    text = hermes_model.render_chat(USER + [{"role": "assistant", "tool_calls": [bad]}])
+    assert '"arguments": "{city"' in text

@@ -256,6 +256,11 @@ def test_without_llguidance_501(stories, tmp_path, monkeypatch):
         assert code == 501 and body["error"]["code"] == "grammar_unavailable"
         assert "llguidance" in body["error"]["message"]
         assert body["error"]["param"] == "response_format"
+        tools = [{"type": "function", "function": {"name": "f"}}]  # a call forced: the same
+        code, _, body = s.post("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "hi"}], "tools": tools,
+            "tool_choice": "required"})
+        assert code == 501 and body["error"]["param"] == "tool_choice"
         code, _, body = s.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 5})
         assert code == 200 and body["choices"][0]["finish_reason"] == "length"
 

@@ -2,7 +2,9 @@
 never writes a tool call, so the backend here is the real one (tokenizer, scheduler, batch
 engine over stories260K) with each reply's tokens swapped for a scripted text's: the server's
 decoding, parsing and streaming run on exactly what a model that wrote that text would give.
-The chat template is a small Hermes-style one (its "<tool_call>" picks the syntax)."""
+The chat template is a small Hermes-style one (its "<tool_call>" picks the syntax). A call
+forced by tool_choice "required" or a named function is stories260K's own reply under the
+grammar, not a script."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ import pytest
 
 openai = pytest.importorskip("openai")
 uvicorn = pytest.importorskip("uvicorn")
+jsonschema = pytest.importorskip("jsonschema")
 pytest.importorskip("starlette")
 
 from isaforge.serve.app import create_app  # noqa: E402
 from isaforge.serve.backend import Backend  # noqa: E402
+from isaforge.text.chatplan import chat_plan  # noqa: E402
 from isaforge.text.toolcalls import call_ids, parse_tool_calls  # noqa: E402
 from serve_helper import free_port  # noqa: E402
 
@@ -48,7 +52,8 @@ USER = [{"role": "user", "content": "Weather in Paris?"}]
 
 class Scripted(Backend):
     """stories260K's backend whose replies are the texts in `replies` (one per choice, in
-    order): the real request runs, each token it emits is swapped for the script's."""
+    order): the real request runs, each token it emits is swapped for the script's; a reply
+    None is the model's own (a forced call: what the grammar lets stories260K write)."""
 
     def __init__(self, path):
         super().__init__(path, parallel=2)
@@ -60,6 +65,9 @@ class Scripted(Backend):
     def request(self, tokens, max_new, params, emit, seed_offset=0):
         text = self.replies.pop(0)
         self.prompts.append(self.tokenizer.decode_tokens(tokens))
+        if text is None:  # the model's own reply (under the request's grammar, if any)
+            self.said.append(None)
+            return super().request(tokens, max_new, params, emit, seed_offset)
         script = self.tokenizer.encode(text, bos=False)
         self.said.append(self.tokenizer.decode_tokens(script, prev_token=tokens[-1]))
         k = 0
@@ -110,7 +118,8 @@ def _ask(srv, replies, template=HERMES, **kw):
     backend.template, backend._typed = template, None
     backend.replies = list(replies)
     kw.setdefault("messages", USER)
-    return client.chat.completions.create(model="stories260K", temperature=0, **kw)
+    kw.setdefault("temperature", 0)
+    return client.chat.completions.create(model="stories260K", **kw)
 
 
 def _streamed(chunks):
@@ -196,14 +205,129 @@ def test_no_tools_or_tool_choice_none_leave_text(srv):
     assert r.choices[0].message.tool_calls is None and "launch" in r.choices[0].message.content
 
 
-def test_forced_choices_are_refused_not_ignored(srv):
+FORCED_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather now", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+        "required": ["city"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {}}}]
+NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _valid(name, arguments):
+    """The call names an offered tool and its arguments validate against its parameters."""
+    params = {t["function"]["name"]: t["function"]["parameters"] or NO_ARGS
+              for t in FORCED_TOOLS}
+    assert name in params
+    args = json.loads(arguments)
+    jsonschema.validate(args, params[name])
+    return args
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("choice", ["required", {"type": "function",
+                                                 "function": {"name": "get_time"}}])
+def test_forced_call_round_trip(srv, choice, stream):
+    """tool_choice "required" / a named function: stories260K's reply under the grammar is
+    a valid call (it writes none unforced), the call and its result go back, and the answer
+    after them is text."""
+    backend, _ = srv
+    want = "get_weather" if choice == "required" else "get_time"
+    kw = dict(tools=FORCED_TOOLS, max_tokens=200, seed=4, parallel_tool_calls=False)
+    free = _ask(srv, [None], **kw).choices[0]
+    assert free.message.tool_calls is None and free.finish_reason in ("stop", "length")
+    r = _ask(srv, [None], tool_choice=choice, stream=stream, **kw)
+    if stream:
+        content, _, calls, finish = _streamed(r)
+        assert content == "" and finish == "tool_calls"
+        (call,) = calls
+        name, args, cid = call["name"], call["arguments"], call["id"]
+    else:
+        ch = r.choices[0]
+        assert ch.finish_reason == "tool_calls" and ch.message.content is None
+        (c,) = ch.message.tool_calls
+        name, args, cid = c.function.name, c.function.arguments, c.id
+    assert name == want and cid == call_ids(4, 0)()
+    parsed = _valid(name, args)
+    msgs = USER + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]},
+        {"role": "tool", "tool_call_id": cid, "content": "sunny, 21 C"}]
+    r2 = _ask(srv, ["It is sunny in Paris."], tools=FORCED_TOOLS, messages=msgs)
+    sent = json.dumps({"name": name, "arguments": parsed})
+    assert f"<tool_call>{sent}</tool_call>" in backend.prompts[-1]
+    assert f"<|im_start|>tool[{cid}] sunny, 21 C<|im_end|>" in backend.prompts[-1]
+    assert r2.choices[0].finish_reason == "stop" and r2.choices[0].message.tool_calls is None
+
+
+def test_required_parallel_and_n(srv):
+    """"required" with parallel_tool_calls (the default) takes one call or several; each of n
+    choices is forced on its own; streamed equals whole."""
+    r = _ask(srv, [None] * 4, tools=FORCED_TOOLS, tool_choice="required", max_tokens=360,
+             n=4, seed=7, temperature=1.0)  # choice k: seed 7 + k
+    counts = []
+    for ch in r.choices:
+        assert ch.finish_reason == "tool_calls" and ch.message.content is None
+        counts.append(len(ch.message.tool_calls))
+        for c in ch.message.tool_calls:
+            _valid(c.function.name, c.function.arguments)
+    assert counts == [2, 1, 1, 2]  # as Model.create_chat_completion gives for seeds 7-10
+    first = r.choices[0].message.tool_calls
+    _, _, calls, finish = _streamed(_ask(srv, [None], tools=FORCED_TOOLS, stream=True,
+                                         tool_choice="required", max_tokens=360, seed=7,
+                                         temperature=1.0))
+    assert finish == "tool_calls" and calls == [
+        {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+        for c in first]
+
+
+@pytest.mark.parametrize("marker,syntax", [("[TOOL_CALLS]", "mistral"),
+                                           ("<|python_tag|>", "llama3"), ("CALL:", "json")])
+def test_forced_call_in_each_syntax(srv, marker, syntax):
+    """The template's syntax shapes the forced text: Mistral's bare array, Llama 3's object
+    with "parameters", a whole-reply object (the control-token markers are never written);
+    each parses back as the forced call, whole and streamed."""
+    template = HERMES.replace("<tool_call>", marker).replace("</tool_call>", "")
+    assert chat_plan({}, FORCED_TOOLS, template).syntax == syntax
+    kw = dict(template=template, tools=FORCED_TOOLS, max_tokens=200, seed=3,
+              parallel_tool_calls=False)
     for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
-        with pytest.raises(openai.BadRequestError, match="needs constrained decoding") as e:
-            _ask(srv, [], tools=TOOLS, tool_choice=choice)
-        assert e.value.body["param"] == "tool_choice"
+        r = _ask(srv, [None], tool_choice=choice, **kw).choices[0]
+        assert r.finish_reason == "tool_calls" and r.message.content is None
+        (c,) = r.message.tool_calls
+        assert c.function.name == ("get_time" if isinstance(choice, dict) else "get_weather")
+        _valid(c.function.name, c.function.arguments)
+        assert c.id == call_ids(3, 0, syntax)()  # Mistral's: 9 letters and digits
+        _, _, calls, finish = _streamed(_ask(srv, [None], tool_choice=choice, stream=True,
+                                             **kw))
+        assert finish == "tool_calls" and calls == [
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}]
+
+
+def test_forced_call_waits_for_an_open_think_block(srv):
+    """A prompt that opened <think>: the reasoning is free text up to </think> (the call is
+    forced after it), so stories260K, which never closes the block, reasons until the
+    budget ends: no call, all reasoning (tests/test_grammar.py walks the call after it)."""
+    r = _ask(srv, [None], template=THINKING, tools=FORCED_TOOLS, tool_choice="required",
+             max_tokens=30)
+    ch = r.choices[0]
+    assert ch.finish_reason == "length" and ch.message.tool_calls is None
+    assert ch.message.model_extra["reasoning_content"] and not ch.message.content
+
+
+def test_forced_choice_errors(srv):
     with pytest.raises(openai.BadRequestError, match="not among 'tools'"):
         _ask(srv, [], tools=TOOLS, tool_choice={"type": "function",
                                                 "function": {"name": "nope"}})
+    with pytest.raises(openai.BadRequestError, match="needs 'tools'") as e:
+        _ask(srv, [], tool_choice="required")
+    assert e.value.body["param"] == "tool_choice"
+    with pytest.raises(openai.BadRequestError, match="would constrain as well") as e:
+        _ask(srv, [], tools=TOOLS, tool_choice="required",
+             response_format={"type": "json_object"})
+    assert e.value.body["param"] == "tool_choice"
+    bad = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "strange"}}}}}]
+    with pytest.raises(openai.BadRequestError, match="'tool_choice' cannot be enforced"):
+        _ask(srv, [], tools=bad, tool_choice="required")
 
 
 def test_reasoning_split_when_the_prompt_opens_think(srv):

@@ -295,26 +295,36 @@ def test_parsed_calls_render_back(name):
 
 def test_call_constraint_shape():
     c = call_constraint("hermes", TOOLS)
-    assert (c["syntax"], c["prefix"], c["suffix"]) == ("hermes", "<tool_call>\n",
-                                                       "\n</tool_call>")
+    assert (c["syntax"], c["prefix"], c["suffix"], c["separator"]) == (
+        "hermes", "<tool_call>\n", "\n</tool_call>", "\n</tool_call>\n<tool_call>\n")
     alts = c["schema"]["anyOf"]
     assert [a["properties"]["name"] for a in alts] == [{"const": "get_weather"},
                                                       {"const": "get_time"}]
     assert alts[0]["properties"]["arguments"] == WEATHER["function"]["parameters"]
-    assert alts[1]["properties"]["arguments"] == {"type": "object"}
+    # no parameters: exactly {}, not any object (a small model would fill its budget)
+    assert alts[1]["properties"]["arguments"] == {"type": "object", "properties": {},
+                                                  "additionalProperties": False}
     assert all(a["required"] == ["name", "arguments"] for a in alts)
-    assert c["lark"] == ('start: "<tool_call>\\n" call "\\n</tool_call>"\n'
-                         f'call: %json {json.dumps(c["schema"])}\n')
+    assert "lark" not in c  # text/grammar.tagged_json builds the grammar
     one = call_constraint("llama3", TOOLS, name="get_weather")
-    assert one["prefix"] == "" and one["suffix"] == ""
+    assert (one["prefix"], one["suffix"], one["separator"]) == ("", "", "; ")
     assert one["schema"]["properties"]["name"] == {"const": "get_weather"}
     assert one["schema"]["required"] == ["name", "parameters"]
-    assert one["lark"].startswith("start: call\n")
-    m = call_constraint("mistral", TOOLS, name="get_time")
-    assert (m["prefix"], m["suffix"]) == ("[TOOL_CALLS][", "]")
-    # text the constraint forces parses back as the call it names
-    forced = m["prefix"] + '{"name": "get_time", "arguments": {}}' + m["suffix"]
-    assert parse_tool_calls(forced, "mistral", TOOLS)[1][0]["function"]["name"] == "get_time"
+    assert call_constraint("json", TOOLS)["separator"] is None  # the reply is one call
+    # Mistral's [TOOL_CALLS] is a control token: the bare array, which the parser reads
+    m = call_constraint("mistral", TOOLS)
+    assert (m["prefix"], m["suffix"], m["separator"]) == ("[", "]", ", ")
+    # text each constraint forces, one call or several, parses back as those calls
+    time_, paris = ('{"name": "get_time", "%s": {}}', '{"name": "get_weather", "%s": %s}')
+    for syntax in ("hermes", "llama3", "mistral", "json"):
+        c = call_constraint(syntax, TOOLS)
+        key = "parameters" if syntax == "llama3" else "arguments"
+        calls = [time_ % key, paris % (key, PARIS)][:1 if c["separator"] is None else 2]
+        forced = c["prefix"] + (c["separator"] or "").join(calls) + c["suffix"]
+        content, got = parse_tool_calls(forced, syntax, TOOLS)
+        assert content is None, syntax
+        assert [(g["function"]["name"], json.loads(g["function"]["arguments"])) for g in got] \
+            == [("get_time", {}), ("get_weather", {"city": "Paris"})][:len(calls)], syntax
     with pytest.raises(ValueError, match="not among the tools"):
         call_constraint("hermes", TOOLS, name="nope")
     with pytest.raises(ValueError, match="unknown tool-call syntax"):
@@ -325,9 +335,6 @@ def test_call_constraint_shape():
     ({"tool_choice": "sometimes"}, "tool_choice", "must be 'auto'"),
     ({"tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
      "not among 'tools'"),
-    ({"tool_choice": "required"}, "tool_choice", "needs constrained decoding"),
-    ({"tool_choice": {"type": "function", "function": {"name": "get_time"}}}, "tool_choice",
-     "needs constrained decoding"),
     ({"parallel_tool_calls": "no"}, "parallel_tool_calls", "must be a boolean"),
     ({"chat_template_kwargs": []}, "chat_template_kwargs", "must be an object"),
     ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs", "may not set"),
@@ -349,11 +356,46 @@ def test_tool_choice_none_offers_nothing():
 
 def test_plan_constraint_is_call_constraint():
     plan = _plan("hermes", False, False)
-    assert plan.constraint() is None  # "auto"
+    assert plan.constraint() is None and plan.forced() is None  # "auto"
     plan.choice = "required"
-    assert plan.constraint() == call_constraint("hermes", TOOLS)
+    c = call_constraint("hermes", TOOLS)
+    assert plan.constraint() == c
+    # "required" with parallel_tool_calls: one call or several, joined by the separator
+    assert plan.forced() == ("tagged_json", {"prefix": c["prefix"], "schema": c["schema"],
+                                             "suffix": c["suffix"],
+                                             "separator": c["separator"]})
+    plan.parallel = False
+    assert "separator" not in plan.forced()[1]
     plan.choice = {"type": "function", "function": {"name": "get_time"}}
     assert plan.constraint() == call_constraint("hermes", TOOLS, name="get_time")
+    plan.parallel = True  # a named function: that one call
+    assert "separator" not in plan.forced()[1]
+    # the prompt opened <think>: free reasoning up to </think>, then the call
+    plan = _plan("hermes", True, True)
+    plan.choice = "required"
+    assert plan.forced()[1]["after"] == "</think>"
+    plan = _plan("hermes", True, False)  # the model would open it: the call from the start
+    plan.choice = "required"
+    assert "after" not in plan.forced()[1]
+
+
+def test_required_and_named_plan():
+    """chat_plan takes "required" and a named function, forced by a grammar; a forced call
+    and response_format cannot both constrain the reply."""
+    from isaforge.text.chatplan import StructuredOutputError
+    from isaforge.text.structured import requested
+
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        body = {"tool_choice": choice}
+        plan = chat_plan(body, TOOLS, "<tool_call>")
+        kind, spec, param = requested(body, plan)
+        assert (kind, param) == ("tagged_json", "tool_choice") and spec["prefix"] == \
+            "<tool_call>\n"
+        body["response_format"] = {"type": "json_object"}
+        with pytest.raises(StructuredOutputError, match="'response_format' would constrain"
+                           ) as e:
+            requested(body, plan)
+        assert e.value.param == "tool_choice"
 
 
 FRAGMENTS = ["<tool_call>", "</tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "[ARGS]",

@@ -23,6 +23,7 @@ from .runtime.responses import (
     chat_logprobs,
     choice_body,
     make_request,
+    output_constraint,
     structured_output,
     text_logprobs,
     usage_body,
@@ -122,11 +123,13 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
                     seed=None, stop=None, stream=False, logprobs=False, top_logprobs=None,
                     tools=None, tool_choice=None, response_format=None,
                     parallel_tool_calls=None, chat_template_kwargs=None, n=1,
-                    frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=None):
+                    frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=None,
+                    grammar=None):
     plan = structured_output(tools, tool_choice, response_format,
                              template=model.chat_template,
                              parallel_tool_calls=parallel_tool_calls,
-                             chat_template_kwargs=chat_template_kwargs)
+                             chat_template_kwargs=chat_template_kwargs, grammar=grammar,
+                             compile=model.constraint)
     if top_logprobs is not None and not logprobs:
         raise ValueError("top_logprobs needs logprobs=True")
     if top_logprobs is not None and (isinstance(top_logprobs, bool) or not isinstance(
@@ -138,7 +141,8 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
     events = run(model, [tokens], [budget(model, len(tokens), max_tokens)],
                  dict(temperature=temperature, top_p=top_p, seed=seed,
                       repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
-                      presence_penalty=presence_penalty), stop, lp, n, plan)
+                      presence_penalty=presence_penalty, constraint=plan.compiled), stop, lp,
+                 n, plan)
     head = {"id": "chatcmpl-" + uuid.uuid4().hex[:24], "object": "chat.completion",
             "created": int(time.time()), "model": _name(model), "system_fingerprint": None}
     if stream:
@@ -151,8 +155,8 @@ def chat_completion(model, messages, *, max_tokens=None, temperature=None, top_p
 def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, seed=None,
                stop=None, stream=False, logprobs=None, echo=False, n=1,
                frequency_penalty=0.0, presence_penalty=0.0, repeat_penalty=None,
-               response_format=None):
-    structured_output(response_format=response_format)
+               response_format=None, grammar=None):
+    constraint = output_constraint(model.constraint, response_format, grammar)
     if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
                                  or not 0 <= logprobs <= MAX_TOP_LOGPROBS):
         raise ValueError(f"logprobs must be an integer in [0, {MAX_TOP_LOGPROBS}] or None, got "
@@ -169,7 +173,8 @@ def completion(model, prompt, *, max_tokens=None, temperature=None, top_p=None, 
     events = run(model, [tokens], [budget(model, len(tokens), max_tokens)],
                  dict(temperature=temperature, top_p=top_p, seed=seed,
                       repeat_penalty=repeat_penalty, frequency_penalty=frequency_penalty,
-                      presence_penalty=presence_penalty), stop, logprobs, n)
+                      presence_penalty=presence_penalty, constraint=constraint), stop,
+                 logprobs, n)
     head = {"id": "cmpl-" + uuid.uuid4().hex[:24], "object": "text_completion",
             "created": int(time.time()), "model": _name(model), "system_fingerprint": None}
     if stream:
@@ -241,7 +246,8 @@ def generate_many(model, prompts: list, config: GenerationConfig) -> list[str]:
     if not live:
         return out
     sampling = dict(temperature=config.temperature, top_p=config.top_p, seed=config.seed,
-                    repeat_penalty=config.repeat_penalty, stop_ids=config.stop_ids)
+                    repeat_penalty=config.repeat_penalty, stop_ids=config.stop_ids,
+                    constraint=config.constraint)
     parts: dict[int, list[str]] = {k: [] for k in range(len(live))}
     for i, kind, value, _ in run(model, [toks[k] for k in live], [new[k] for k in live],
                                  sampling, config.stop):

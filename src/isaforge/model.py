@@ -304,15 +304,18 @@ class Model:
                                response_format=None, parallel_tool_calls: bool | None = None,
                                chat_template_kwargs: dict | None = None, n: int = 1,
                                frequency_penalty: float = 0.0, presence_penalty: float = 0.0,
-                               repeat_penalty: float | None = None):
+                               repeat_penalty: float | None = None, grammar: str | None = None):
         """OpenAI's chat.completion as a dict (id, object, created, model, choices [{index,
         message, logprobs, finish_reason}], usage, system_fingerprint), or with stream=True
         an iterator of chat.completion.chunk dicts, as the server sends them. max_tokens
         None: 512, at most what the context has room for. tools, tool_choice,
         parallel_tool_calls, chat_template_kwargs and response_format are planned as the
-        server plans them (text/chatplan.py): offered tools reach the template and the reply's
-        calls come back as message.tool_calls (reasoning as reasoning_content); what cannot be
-        honoured raises StructuredOutputError naming it."""
+        server plans them (text/chatplan.py, text/structured.py): offered tools reach the
+        template and the reply's calls come back as message.tool_calls (reasoning as
+        reasoning_content); tool_choice "required" or a named function, a JSON
+        response_format and a GBNF `grammar` (llama.cpp's keyword) are enforced by
+        constrained decoding (needs llguidance); a bad argument raises StructuredOutputError
+        naming it."""
         from .completions import chat_completion
 
         return chat_completion(
@@ -322,7 +325,7 @@ class Model:
             parallel_tool_calls=parallel_tool_calls, chat_template_kwargs=chat_template_kwargs,
             n=n,
             frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-            repeat_penalty=repeat_penalty)
+            repeat_penalty=repeat_penalty, grammar=grammar)
 
     def create_completion(self, prompt: str | Sequence[int], *, max_tokens: int | None = None,
                           temperature: float | None = None, top_p: float | None = None,
@@ -330,17 +333,18 @@ class Model:
                           stream: bool = False, logprobs: int | None = None,
                           echo: bool = False, n: int = 1, frequency_penalty: float = 0.0,
                           presence_penalty: float = 0.0, repeat_penalty: float | None = None,
-                          response_format=None):
+                          response_format=None, grammar: str | None = None):
         """OpenAI's text_completion as a dict (choices [{index, text, logprobs,
         finish_reason}]), or with stream=True an iterator of chunk dicts. `prompt`: text
-        (BOS added as the model does) or token ids."""
+        (BOS added as the model does) or token ids. response_format and `grammar` (GBNF)
+        constrain the text as the server's fields do."""
         from .completions import completion
 
         return completion(
             self, prompt, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
             seed=seed, stop=stop, stream=stream, logprobs=logprobs, echo=echo, n=n,
             frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-            repeat_penalty=repeat_penalty, response_format=response_format)
+            repeat_penalty=repeat_penalty, response_format=response_format, grammar=grammar)
 
     def render_chat(self, messages, add_generation_prompt: bool = True, tools=None) -> str:
         """The conversation as the model's chat template renders it (`tools`: OpenAI's tool

@@ -2,36 +2,43 @@
 (Model.create_chat_completion / create_completion): a choice's text built from sampled tokens
 (stop strings cut, logprobs kept), the logprobs objects, the Request a set of sampling fields
 makes under a model's profile, and structured_output, the plan of tools, tool_choice and
-response_format (text/chatplan.py, which the server's serve/tools.py also calls)."""
+response_format (text/chatplan.py and text/structured.py, which the server also calls)."""
 
 from __future__ import annotations
 
 from ..text.chatplan import ChatPlan, StructuredOutputError, chat_plan
 from ..text.stream import StopMatcher, StreamDecoder
+from ..text.structured import compiled
 from .batch import Request
 
 __all__ = ["Choice", "StructuredOutputError", "chat_logprobs", "choice_body", "make_request",
-           "structured_output", "text_logprobs", "usage_body"]
+           "output_constraint", "structured_output", "text_logprobs", "usage_body"]
 
 
 def structured_output(tools=None, tool_choice=None, response_format=None, *,
                       template: str | None = None, parallel_tool_calls=None,
-                      chat_template_kwargs=None) -> ChatPlan:
-    """The plan of a chat request's output beyond plain text, by the function the server
-    calls (text/chatplan.chat_plan): the tools the template is offered (None: none, or
-    tool_choice "none"), its kwargs, and a reader splitting each reply into content,
-    reasoning and tool calls. What generation cannot honour yet raises StructuredOutputError
-    naming the argument, never silently ignored: a JSON or schema `response_format`, a
-    tool_choice that forces a call."""
-    if response_format not in (None, {}, {"type": "text"}):
-        raise StructuredOutputError("response_format", "JSON mode and structured output are "
-                                    "not implemented yet (only {\"type\": \"text\"})")
+                      chat_template_kwargs=None, grammar=None, compile=None) -> ChatPlan:
+    """The plan of a chat request's output beyond plain text, by the functions the server
+    calls (text/chatplan.chat_plan, text/structured.requested): the tools the template is
+    offered (None: none, or tool_choice "none"), its kwargs, a reader splitting each reply
+    into content, reasoning and tool calls, and (`compile(kind, spec)` given: a model's
+    constraint) `plan.compiled`, the grammar the reply runs under: response_format,
+    grammar, or a forced tool call. A bad argument raises StructuredOutputError naming it."""
     if tools is not None and not (isinstance(tools, list)
                                   and all(isinstance(t, dict) for t in tools)):
         raise StructuredOutputError("tools", "'tools' must be a list of objects")
     body = {"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
-            "chat_template_kwargs": chat_template_kwargs}
-    return chat_plan(body, tools or None, template)
+            "chat_template_kwargs": chat_template_kwargs, "response_format": response_format,
+            "grammar": grammar}
+    plan = chat_plan(body, tools or None, template)
+    plan.compiled = None if compile is None else compiled(compile, body, plan)
+    return plan
+
+
+def output_constraint(compile, response_format=None, grammar=None):
+    """A completion's grammar (response_format or grammar, as the server reads them), made by
+    compile(kind, spec), or None; StructuredOutputError names a bad argument."""
+    return compiled(compile, {"response_format": response_format, "grammar": grammar})
 
 
 def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=None,
@@ -42,7 +49,7 @@ def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=
                  constraint=None) -> Request:
     """The scheduler Request of one choice: unset sampling fields from the model's profile
     (the model card's), choice k's seed = seed + k, stop at `stop_ids` (None: the
-    profile's)."""
+    profile's); top_k, min_p, typical_p None: off (the Python API does not set them)."""
     stop_ids = tuple(profile.stop_ids) if stop_ids is None else tuple(stop_ids)
     seed = None if seed is None else seed + seed_offset
     return Request(
@@ -52,7 +59,8 @@ def make_request(profile, tokens: list[int], max_new: int, emit, *, temperature=
         seed=seed if seed is None or seed > 0 else seed + 2 ** 32,  # run.c: <= 0 is "clock"
         repeat_penalty=profile.repeat_penalty if repeat_penalty is None else repeat_penalty,
         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-        top_k=top_k, min_p=min_p, typical_p=typical_p, logit_bias=logit_bias,
+        top_k=0 if top_k is None else top_k, min_p=0.0 if min_p is None else min_p,
+        typical_p=1.0 if typical_p is None else typical_p, logit_bias=logit_bias,
         stop_ids=() if ignore_eos else stop_ids, logprobs=logprobs, constraint=constraint)
 
 

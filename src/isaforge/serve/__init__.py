@@ -5,7 +5,8 @@ Built on Starlette (routing, requests, JSON) served by uvicorn (HTTP/1.1, gracef
 on SIGINT/SIGTERM), both small and well kept, installed with the optional extra
 ``pip install 'isaforge[serve]'``; the streaming responses are server-sent events written
 directly (one ``data:`` line per chunk, ``data: [DONE]`` last), as OpenAI's clients read them.
-Structured output (``response_format``, ``grammar``; structured.py) needs the ``grammar`` extra.
+Structured output (``response_format``, ``grammar``, ``tool_choice`` "required" or a named
+function; structured.py) needs the ``grammar`` extra.
 
     from isaforge.serve import Backend, create_app
     app = create_app(Backend("model.gguf", parallel=8))   # any ASGI server can run it

@@ -268,7 +268,7 @@ class Server:
             messages, tools, params = parse_chat(body, self.lenient, self._vocab)
             params.plan = plan = chat_plan(body, tools, self.backend.template)
             self._fits(sum(self.backend.prompt_bytes(t) for t in _texts(messages)), "messages")
-            params.constraint = constraint(self.backend, body)
+            params.constraint = constraint(self.backend, body, plan)  # tool_choice's too
             return model, (messages, plan.tools, plan.kwargs), params
         prompt, params = parse_completion(body, self.lenient, self._vocab)
         if isinstance(prompt, str):

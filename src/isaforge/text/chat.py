@@ -55,7 +55,9 @@ def check_messages(messages) -> list[dict]:
     with a non-empty str "role" and a "content" that is a str or a list of {"type": "text",
     "text": str} parts (an assistant turn with "tool_calls" may have none); "tool" messages
     as any other. Returns copies of the dicts (content lists kept as lists: templates that
-    expect strings fail as they do under transformers)."""
+    expect strings fail as they do under transformers), an assistant's tool-call
+    `arguments` given as a JSON string (OpenAI's form) parsed into its value, as templates
+    expect and as the server's request parser does (text that is not JSON stays a string)."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
         raise ValueError("messages must be a non-empty list of {'role': ..., 'content': ...}")
     for i, m in enumerate(messages):
@@ -69,7 +71,23 @@ def check_messages(messages) -> list[dict]:
         if m.get("tool_calls") is not None:
             _check_tool_calls(where, m["tool_calls"])
         _check_content(where, role, m)
-    return [dict(m) for m in messages]
+    return [_parsed_arguments(m) for m in messages]
+
+
+def _parsed_arguments(m: dict) -> dict:
+    calls = m.get("tool_calls")
+    if not calls:
+        return dict(m)
+    out = []
+    for c in calls:
+        fn = c["function"]
+        if isinstance(fn.get("arguments"), str):
+            try:
+                c = {**c, "function": {**fn, "arguments": json.loads(fn["arguments"])}}
+            except (ValueError, RecursionError):
+                pass  # not JSON (or nested past the parser's limit): the string as given
+        out.append(c)
+    return {**m, "tool_calls": out}
 
 
 class ChatTemplateError(ValueError):

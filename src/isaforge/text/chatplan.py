@@ -7,8 +7,12 @@ request here, so what is honoured is decided in one place.
 
 The syntax of calls comes from the chat template (toolcalls.py), reasoning blocks from
 reasoning.py. A reply is parsed for calls only when tools were offered to the template;
-"required" and a named function need a grammar that forces the call (`constraint` gives it),
-which generation cannot apply yet, so they are refused rather than ignored."""
+"required" and a named function are forced by a grammar (`forced()`, compiled by the caller
+with text/grammar.constraint_for): the reply is the call, or with parallel_tool_calls (the
+default) one or more calls, as llama.cpp's grammar allows. A template that thinks: when its
+generation prompt opens <think>, the reasoning is free text up to the first </think>, then
+the call is forced; otherwise the grammar holds from the first token (no reasoning block, as
+llama.cpp's non-lazy grammar for "required" has it)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .reasoning import ReasoningSplitter, generation_prompt, starts_inside, thinks
+from .reasoning import CLOSE, ReasoningSplitter, generation_prompt, starts_inside, thinks
 from .toolcalls import (
     ToolCallParser,
     call_constraint,
@@ -29,8 +33,8 @@ from .toolcalls import (
 
 class StructuredOutputError(ValueError):
     """A request field about the reply's structure (tool_choice, parallel_tool_calls,
-    chat_template_kwargs, response_format) that is malformed or not honoured yet; `param`
-    names it, `message` says why (the server's 400, the Python API's ValueError)."""
+    chat_template_kwargs, response_format, grammar) that is malformed or cannot be enforced;
+    `param` names it, `message` says why (the server's 400, the Python API's ValueError)."""
 
     def __init__(self, param: str, message: str):
         super().__init__(f"{param}: {message}")
@@ -57,6 +61,7 @@ class ChatPlan:
     thinks: bool  # the template writes <think> blocks
     inside: bool  # ... and its generation prompt opens one
     choice: str | dict = "auto"
+    compiled: object = None  # the Constraint the reply runs under (the Python API sets it)
 
     def reply(self, seed: int | None, index: int) -> Reply | None:
         """A choice's reply reader, None when the text is all content."""
@@ -71,6 +76,20 @@ class ChatPlan:
             return None
         name = self.choice["function"]["name"] if isinstance(self.choice, dict) else None
         return call_constraint(self.syntax, self.tools, name)
+
+    def forced(self) -> tuple[str, dict] | None:
+        """(kind, spec) of the grammar that forces the call, for text/grammar.constraint_for
+        ("tagged_json"), None when nothing is forced. Several calls only for "required" with
+        parallel_tool_calls; reasoning first when the generation prompt opened <think>."""
+        c = self.constraint()
+        if c is None:
+            return None
+        spec = {"prefix": c["prefix"], "schema": c["schema"], "suffix": c["suffix"]}
+        if c["separator"] and self.parallel and self.choice == "required":
+            spec["separator"] = c["separator"]
+        if self.inside:
+            spec["after"] = CLOSE
+        return ("tagged_json", spec)
 
 
 def _choice(v, tools) -> str | dict:
@@ -107,10 +126,6 @@ def chat_plan(body: dict, tools: list | None, template: str | None) -> ChatPlan:
         if k in RESERVED:
             raise _bad("chat_template_kwargs", f"chat_template_kwargs may not set {k!r} (the "
                                               "request gives it)")
-    if choice not in ("auto", "none"):
-        what = "'required'" if choice == "required" else "a named function"
-        raise _bad("tool_choice", f"tool_choice {what} needs constrained decoding, which this "
-                                 "server does not apply yet; use 'auto' or 'none'")
     offered = tools if tools and choice != "none" else None
     t = template or ""
     think = thinks(t)

@@ -21,6 +21,7 @@ grammar is complete, so sampling one ends a constrained generation as any stop i
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -159,16 +160,36 @@ def _with_defaults(schema: dict) -> dict:
     return {**schema, "x-guidance": {**JSON_DEFAULTS, **(xg if isinstance(xg, dict) else {})}}
 
 
-def tagged_json(prefix: str, schema: dict | bool, suffix: str) -> str:
+def tagged_json(prefix: str, schema: dict | bool, suffix: str, separator: str | None = None,
+                after: str | None = None) -> str:
     """A Lark grammar for `prefix`, then one JSON value of `schema`, then `suffix`: a tool
     call such as <tool_call>{"name": ..., "arguments": {...}}</tool_call> (make `schema` an
-    anyOf over the tools to allow any of them)."""
+    anyOf over the tools to allow any of them). With `separator`, one or more values joined
+    by it (several calls: "\n</tool_call>\n<tool_call>\n" between Hermes calls). With
+    `after`, free text up to the first `after` comes first (a reasoning block the prompt
+    opened: "</think>"), then a blank line, then the rest."""
     body = _with_defaults(schema) if isinstance(schema, dict) else schema
-    parts = [_lark_string(prefix)] if prefix else []
-    parts.append("%json " + json.dumps(body, ensure_ascii=False))
+    value = "%json " + json.dumps(body, ensure_ascii=False)
+    rules = []
+    parts = []
+    if after:  # lazy: the text ends at the first `after`, which it cannot then contain
+        rules.append("lead[lazy]: /(?s:.*)" + _regex_literal(after) + "/")
+        parts += ["lead", _lark_string("\n\n")]
+    if prefix:
+        parts.append(_lark_string(prefix))
+    if separator:
+        rules.append("value: " + value)
+        parts.append(f"value ({_lark_string(separator)} value)*")
+    else:
+        parts.append(value)
     if suffix:
         parts.append(_lark_string(suffix))
-    return "start: " + " ".join(parts) + "\n"
+    return "start: " + " ".join(parts) + "\n" + "".join(r + "\n" for r in rules)
+
+
+def _regex_literal(s: str) -> str:
+    """`s` matched literally inside a Lark /regex/ (slashes escaped for Lark)."""
+    return re.escape(s).replace("/", "\\/")
 
 
 def tool_call_schema(tools: Sequence[dict]) -> dict:
@@ -232,10 +253,13 @@ def _grammar(ll, kind: str, spec) -> str:
             raise GrammarError('a tagged_json constraint is {"prefix": str, "schema": {...}, '
                                '"suffix": str}')
         pre, suf = spec.get("prefix", ""), spec.get("suffix", "")
-        if not isinstance(pre, str) or not isinstance(suf, str):
-            raise GrammarError("tagged_json's prefix and suffix must be strings")
+        sep, after = spec.get("separator"), spec.get("after")
+        if not all(isinstance(x, str) for x in (pre, suf)) or not all(
+                x is None or isinstance(x, str) for x in (sep, after)):
+            raise GrammarError("tagged_json's prefix, suffix, separator and after must be "
+                               "strings")
         return M.grammar_from_lark(tagged_json(pre, _schema(spec["schema"], "the JSON schema"),
-                                               suf))
+                                               suf, sep, after))
     if kind == "lark":
         return M.grammar_from_lark(_text(spec, kind))
     if kind == "regex":
@@ -343,7 +367,8 @@ def constraint_for(tokenizer, kind: str, spec=None, stop_ids: Sequence[int] | No
       (any JSON object); "lark" / Lark text (llguidance's Lark: `%json {...}` embeds a schema,
       /regex/ terminals); "regex" / a regular expression for the whole text; "gbnf" /
       llama.cpp's GBNF grammar text; "tagged_json" / {"prefix": str, "schema": {...},
-      "suffix": str} (a literal, one JSON value, a literal: see tagged_json()).
+      "suffix": str, "separator"?: str, "after"?: str} (a literal, one JSON value or several
+      joined by the separator, a literal, after free text up to `after`: see tagged_json()).
     stop_ids: the end-of-text tokens, allowed where the grammar is complete (default: the
       tokenizer's stop ids, else its EOS). vocab_size: the logits' width when it differs
       from the tokenizer's (ids past the vocabulary are never allowed).

@@ -361,23 +361,30 @@ def openai_call(c: dict) -> dict:
 
 # -- forcing a call ---------------------------------------------------------------------------
 
-_FRAME = {  # the literal text around one call's JSON, and the key its arguments go under
-    "hermes": ("<tool_call>\n", "\n</tool_call>", "arguments"),
-    "llama3": ("", "", "parameters"),
-    "mistral": ("[TOOL_CALLS][", "]", "arguments"),
-    "json": ("", "", "arguments"),
+_FRAME = {  # the literal text around the calls' JSON, between two calls, and the key
+    # the arguments go under. Mistral's is the bare array: "[TOOL_CALLS]" is a control token,
+    # which a grammar over text cannot write and a decoder drops (the parser reads the array)
+    "hermes": ("<tool_call>\n", "\n</tool_call>", "\n</tool_call>\n<tool_call>\n",
+               "arguments"),
+    "llama3": ("", "", "; ", "parameters"),
+    "mistral": ("[", "]", ", ", "arguments"),
+    "json": ("", "", None, "arguments"),  # the whole reply is one call
 }
+NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
 def call_constraint(syntax: str, tools, name: str | None = None) -> dict:
     """What a grammar engine must force for tool_choice "required" (name None: any offered
     tool) or a named function: {"syntax", "prefix": literal text, "schema": JSON schema of
-    the call object {"name": const, <args key>: the tool's "parameters" schema}, "suffix":
-    literal text, "lark": the same as one Lark grammar (llguidance's %json for the schema)}.
-    Raises ValueError for an unknown syntax, no tools, or a name not offered."""
+    one call object {"name": const, <args key>: the tool's "parameters" schema}, "suffix":
+    literal text, "separator": the literal text between two calls (None: one call only)}.
+    text/grammar.tagged_json makes the grammar (its JSON without free whitespace: a small
+    model under a whitespace-tolerant grammar can fill its budget with newlines). A tool
+    without parameters takes exactly {}. Raises ValueError for an unknown syntax, no tools,
+    or a name not offered."""
     if syntax not in _FRAME:
         raise ValueError(f"unknown tool-call syntax {syntax!r} (one of {SYNTAXES})")
-    prefix, suffix, key = _FRAME[syntax]
+    prefix, suffix, sep, key = _FRAME[syntax]
     fns = [t.get("function", t) for t in tools or () if isinstance(t, dict)]
     fns = [f for f in fns if isinstance(f, dict) and isinstance(f.get("name"), str)]
     if name is not None:
@@ -390,16 +397,10 @@ def call_constraint(syntax: str, tools, name: str | None = None) -> dict:
     for f in fns:
         params = f.get("parameters")
         if not isinstance(params, dict) or not params:
-            params = {"type": "object"}
+            params = NO_PARAMETERS
         alts.append({"type": "object",
                      "properties": {"name": {"const": f["name"]}, key: params},
                      "required": ["name", key], "additionalProperties": False})
     schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
-    lit = lambda s: json.dumps(s)  # noqa: E731 (a Lark string literal is a JSON string)
-    parts = [lit(prefix)] if prefix else []
-    parts.append("call")
-    if suffix:
-        parts.append(lit(suffix))
-    lark = f"start: {' '.join(parts)}\ncall: %json {json.dumps(schema)}\n"
     return {"syntax": syntax, "prefix": prefix, "schema": schema, "suffix": suffix,
-            "lark": lark}
+            "separator": sep}
