@@ -4,17 +4,26 @@ decode speed of unconstrained requests alone, in a batch of their own, and shari
 with constrained ones.
 
     python benchmarks/grammar_cost.py [MODEL] [--tokens 64] [--threads N] [--reps 3]
+        [--conditions TEXT] [-o FILE.json]
 
 MODEL defaults to SmolLM2-135M-Instruct from the isaforge cache (a 49,152-token vocabulary),
 else stories260K from ../shared (512 tokens). Every request runs through the batch scheduler
 (`runtime.batch.Scheduler`) for exactly --tokens tokens: the unconstrained ones ignore their
 stop ids, the constrained ones follow a JSON schema (an array of at least 1,000 short strings)
 that cannot end within the budget, each with its own seed, so every row lives for the whole
-run. Figures are the median over --reps runs; timings on a shared 2-core VM move by 10-20 %."""
+run. Figures are the median over --reps runs; timings on a shared 2-core VM move by 10-20 %.
+
+The JSON goes to benchmarks/results/<machine>/grammar_cost.json unless -o says otherwise
+(`isaforge bench report --update-readme` renders it in docs/performance.md): a row per
+configuration (streams, plain and constrained rows, tok/s, mask µs per constrained token, the
+mask's share of the wall time) and the plain rows' speed alone (8 plain) against beside
+constrained rows (4 plain + 4 constrained): the same batch size, so the difference is what the
+constrained rows' masks add to every row's step."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import threading
@@ -106,7 +115,14 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("-o", "--out", default="", metavar="FILE.json",
+                    help="where the JSON goes (default benchmarks/results/<machine>/"
+                    "grammar_cost.json)")
+    ap.add_argument("--conditions", default=None, help="free text stored with the results")
     a = ap.parse_args(argv)
+    from isaforge.bench.machine import provenance, save_path, script_command
+
+    out = save_path(a.out, "grammar_cost")
     path = a.model or (default_model_path() if default_model_path().is_file() else STORIES)
     loaded = read_model(path)
     tok = tokenizer_for(loaded)
@@ -138,19 +154,43 @@ def main(argv=None) -> int:
                 wall, _ = run(sched, prompt, c[1], c[2], a.tokens, timed)
                 walls[c].append(wall)
                 masks[c].append(timed.spent / timed.tokens * 1e6 if timed.tokens else 0.0)
-        print(f"{'streams':<26}{'tok/s (all rows)':>18}{'tok/s a row':>14}"
-              f"{'mask us/token':>16}{'mask share':>12}")
-        for c in configs:
-            label, n_plain, n_con = c
-            wall, mask_us = statistics.median(walls[c]), statistics.median(masks[c])
-            n = n_plain + n_con
-            share = mask_us * 1e-6 * n_con * a.tokens / wall
-            print(f"{label:<26}{n * a.tokens / wall:>18.1f}{a.tokens / wall:>14.1f}"
-                  f"{mask_us:>16.1f}{share:>11.1%}")
+        threads = engine.threads
     finally:
         sched.close()
+    print(f"{'streams':<26}{'tok/s (all rows)':>18}{'tok/s a row':>14}"
+          f"{'mask us/token':>16}{'mask share':>12}")
+    rows = []
+    for c in configs:
+        label, n_plain, n_con = c
+        wall, mask_us = statistics.median(walls[c]), statistics.median(masks[c])
+        n = n_plain + n_con
+        share = mask_us * 1e-6 * n_con * a.tokens / wall
+        rows.append({"label": label, "streams": n, "plain": n_plain, "constrained": n_con,
+                     "wall_s": round(wall, 4), "walls_s": [round(w, 4) for w in walls[c]],
+                     "tok_s": round(n * a.tokens / wall, 2),
+                     "tok_s_row": round(a.tokens / wall, 2),
+                     "mask_us_per_token": round(mask_us, 1) if n_con else None,
+                     "mask_share": round(share, 4) if n_con else None})
+        print(f"{label:<26}{n * a.tokens / wall:>18.1f}{a.tokens / wall:>14.1f}"
+              f"{mask_us:>16.1f}{share:>11.1%}")
+    # every row of a batch lives through the same steps, so a plain row's speed is the
+    # batch's per-row speed
+    alone = next(r for r in rows if r["label"] == "8 plain")["tok_s_row"]
+    beside = next(r for r in rows if r["label"] == "4 plain + 4 constrained")["tok_s_row"]
+    mixed = {"alone": "8 plain", "beside": "4 plain + 4 constrained",
+             "plain_tok_s_row_alone": alone, "plain_tok_s_row_beside": beside,
+             "ratio": round(beside / alone, 4)}
+    print(f"plain rows: {alone:.1f} tok/s a row alone (8 plain), {beside:.1f} beside 4 "
+          f"constrained rows ({beside / alone:.1%})")
+    command = script_command("benchmarks/grammar_cost.py", sys.argv[1:] if argv is None else argv)
+    res = {"provenance": provenance(command, a.conditions),
+           "model": Path(path).name, "vocab_size": tok.vocab_size, "tokens": a.tokens,
+           "reps": a.reps, "threads": threads, "schema": SCHEMA,
+           "compile_ms": round(compile_ms, 1), "matcher_us": round(start_us, 1),
+           "rows": rows, "plain_alone_vs_beside": mixed}
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

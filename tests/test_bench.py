@@ -32,7 +32,7 @@ from isaforge.bench.report import (
     to_markdown,
     update_readme,
 )
-from isaforge.bench.results import load, readme_machine, readme_source
+from isaforge.bench.results import grammar_cost_table, load, readme_machine, readme_source, section
 from isaforge.bench.scale import readme_scale_block
 from isaforge.bench.schema import validate
 
@@ -530,6 +530,35 @@ def test_check_fails_on_a_stale_block_and_passes_after_the_update(tmp_path):
     perf.write_text(page.replace("| ---: |", "| --: |", 1))  # one table edited by hand
     rc, _, err = bench(*upd, "--check")
     assert rc == 1 and "performance.md: out of date" in err and "README.md" not in err
+
+
+def test_grammar_cost_rows_and_the_plain_rows_comparison_are_rendered():
+    rows = [{"label": "1 plain", "streams": 1, "plain": 1, "constrained": 0, "tok_s": 50.04,
+             "tok_s_row": 50.04, "mask_us_per_token": None, "mask_share": None},
+            {"label": "4 plain + 4 constrained", "streams": 8, "plain": 4, "constrained": 4,
+             "tok_s": 96.0, "tok_s_row": 12.0, "mask_us_per_token": 382.6,
+             "mask_share": 0.0184}]
+    doc = {"provenance": {"machine": "m-avx", "command": "python3 benchmarks/grammar_cost.py "
+                          "--conditions 'a shared VM'", "commit": "0123456789abcdef",
+                          "created": "2026-01-02T03:04:05+00:00", "conditions": "a shared VM"},
+           "model": "M.gguf", "vocab_size": 49152, "tokens": 48, "reps": 5, "threads": 2,
+           "compile_ms": 12.4, "matcher_us": 30.0, "rows": rows,
+           "plain_alone_vs_beside": {"alone": "8 plain", "beside": "4 plain + 4 constrained",
+                                     "plain_tok_s_row_alone": 12.5,
+                                     "plain_tok_s_row_beside": 12.0, "ratio": 0.96}}
+    lines = grammar_cost_table(doc)
+    i = lines.index("| rows | tok/s, all rows | tok/s a row | mask µs per constrained token "
+                    "| mask share % |")
+    assert lines[i + 2:i + 4] == ["| 1 plain | 50.0 | 50.0 | - | - |",
+                                  "| 4 plain + 4 constrained | 96.0 | 12.0 | 383 | 1.8 |"]
+    assert "49,152-token vocabulary" in lines[0] and "median of 5 runs" in " ".join(lines)
+    assert " ".join(lines[i + 5:]).replace("\n", " ") == (
+        "Plain rows beside constrained ones (4 plain + 4 constrained): 12.0 tok/s a row, "
+        "against 12.5 alone (8 plain, the same batch size): 96 %.")
+    text = "\n".join(section("m-avx", "grammar_cost", doc))
+    assert text.startswith("### m-avx: Structured output cost\n")
+    assert "Command: `python3 benchmarks/grammar_cost.py --conditions 'a shared VM'`" in \
+        text.replace("\n", " ")
 
 
 def test_machine_slug_and_save_paths(monkeypatch, tmp_path):

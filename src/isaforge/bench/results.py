@@ -30,7 +30,7 @@ from .schema import SCHEMA_ID
 DOC_BEGIN, DOC_END = "<!-- results:begin -->", "<!-- results:end -->"
 # the order of a machine's sections; a file of another name still gets its provenance line
 ORDER = ["scale", "e2e", "kernels", "kernels_cold", "quant", "peak_rss", "decode_profile",
-         "prefill_ttft", "serve_load", "agreement", "eval"]
+         "prefill_ttft", "serve_load", "grammar_cost", "agreement", "eval"]
 WRAP = 100
 
 
@@ -280,6 +280,28 @@ def serve_load_table(doc: dict) -> list[str]:
                 "per-stream tok/s"], body)
 
 
+def grammar_cost_table(doc: dict) -> list[str]:
+    """A row per configuration of benchmarks/grammar_cost.py, then the plain rows' speed
+    beside constrained rows against alone in a batch of the same size."""
+    body = [[r["label"], f"{r['tok_s']:.1f}", f"{r['tok_s_row']:.1f}",
+             "-" if r["mask_us_per_token"] is None else f"{r['mask_us_per_token']:.0f}",
+             _pct(r["mask_share"])] for r in doc["rows"]]
+    m = doc["plain_alone_vs_beside"]
+    head = _fill(f"{doc['model']} ({doc['vocab_size']:,}-token vocabulary): every row decodes "
+                 f"{doc['tokens']} tokens in the batch scheduler, {doc['threads']} threads; the "
+                 "constrained rows follow a JSON schema that cannot end within the budget; the "
+                 "mask is llguidance's token mask applied to the logits plus the matcher's "
+                 f"advance; median of {doc['reps']} runs, configurations alternating. Compiling "
+                 f"the schema: {doc['compile_ms']:.0f} ms (the vocabulary's first use included).")
+    mixed = _fill(f"Plain rows beside constrained ones ({m['beside']}): "
+                  f"{m['plain_tok_s_row_beside']:.1f} tok/s a row, against "
+                  f"{m['plain_tok_s_row_alone']:.1f} alone ({m['alone']}, the same batch "
+                  f"size): {100 * m['ratio']:.0f} %.")
+    return [head, ""] + _table(["rows", "tok/s, all rows", "tok/s a row",
+                                "mask µs per constrained token", "mask share %"], body) + \
+        ["", mixed]
+
+
 def agreement_table(doc: dict) -> list[str]:
     pos = sum(p["positions"] for p in doc["prompts"])
     a = doc["agreement_percent"]
@@ -312,7 +334,8 @@ TITLES = {"e2e": "End to end", "kernels": "Kernels, hot", "kernels_cold": "Kerne
           "scale": "Llama 3 sizes against llama.cpp", "quant": "Weight formats, decode",
           "peak_rss": "Peak RSS",
           "decode_profile": "Decode profile", "prefill_ttft": "Prefill, time to first token",
-          "serve_load": "Server load", "agreement": "Agreement with llama.cpp",
+          "serve_load": "Server load", "grammar_cost": "Structured output cost",
+          "agreement": "Agreement with llama.cpp",
           "eval": "Quality against the f32 reference"}
 
 
@@ -335,7 +358,8 @@ def section(slug: str, name: str, doc: dict) -> list[str]:
     else:
         table = {"quant": quant_table, "peak_rss": peak_rss_table,
                  "decode_profile": decode_profile_table, "prefill_ttft": prefill_ttft_table,
-                 "serve_load": serve_load_table, "agreement": agreement_table,
+                 "serve_load": serve_load_table, "grammar_cost": grammar_cost_table,
+                 "agreement": agreement_table,
                  "eval": eval_table}.get(kind or "")
         body = table(doc) if table else []
     return [f"### {slug}: {title}", ""] + body + ["", provenance_line(slug, name, doc), ""]
