@@ -111,10 +111,14 @@ def run(sched: Scheduler, prompt: list[int], n_plain: int, n_con: int, tokens: i
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="?", default=None)
-    ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("model", nargs="?", default=None,
+                    help="model file (default: SmolLM2-135M-Instruct in the isaforge cache, "
+                    "else ../shared's stories260K)")
+    ap.add_argument("--tokens", type=int, default=64, help="tokens each row decodes")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="engine threads (default: the runtime's)")
+    ap.add_argument("--reps", type=int, default=3, help="runs per configuration; the median "
+                    "is kept")
     ap.add_argument("-o", "--out", default="", metavar="FILE.json",
                     help="where the JSON goes (default benchmarks/results/<machine>/"
                     "grammar_cost.json)")
