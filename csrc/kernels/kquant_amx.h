@@ -2,13 +2,16 @@
  * q6k/q6k_gemm_16x16_amx.c). Include only from translation units compiled with the amx
  * group's flags (AMX tile + int8, AVX-512 F/BW/VL/VNNI).
  *
- * The kernels share one shape: a C tile of 16 activation rows x 16 weight rows per sub-block
- * (TDPBSUD: int8 activations x the unsigned weight values, K = the sub-block length), stored
- * and read out with the sub-block scales in int32 (exact: the scalar kernel's sumi in another
- * order), then the scalar kernel's float step per block. Tiles 0-3 are C (rotating, so the
- * tile unit runs ahead of the stores), 4-5 A and 6-7 B (alternating). The weights stay the
- * file's blocks: each block of 16 rows is expanded once per call into an L1 scratch of VNNI B
- * tiles, reused by every activation tile of the call. */
+ * The kernels share one shape: C tiles of 16 activation rows x 16 weight rows per 64-value
+ * window (TDPBSUD: int8 activations x unsigned weight bytes, K = 64). A sub-block scale cannot
+ * ride in a weight byte whole (a value times it exceeds 8 bits), so it is split into pieces
+ * that do (Q4_K 4 + 2 bits, Q5_K 3 + 3, Q6_K four 2-bit pieces), each piece's products are one
+ * B tile set and the pieces' int32 C tiles recombine by shifts: the scalar kernel's sumi
+ * exactly, in another order, with a few tile stores per block and no per-sub-block multiply.
+ * Then the scalar kernel's float step per block. The weights stay the file's blocks: each
+ * block of 16 rows is expanded once per call into an L1 scratch, reused by every activation
+ * tile of the call. Tiles 0-3 are C, 4-5 A (alternating), 6-7 B.
+ */
 #ifndef IF_KQUANT_AMX_H
 #define IF_KQUANT_AMX_H
 
@@ -39,17 +42,6 @@ static inline void ifka_config(ifka_cfg *c, size_t mr, size_t kb) {
         c->colsb[t + 2] = 64;
     }
 }
-
-/* One sub-block: C tile TC = A (activation rows from a, stride lda) . B (the scratch's VNNI
- * rows at b), stored to cbuf. Tile numbers are literals (the intrinsics stringify them). */
-#define IFKA_SUB(TC, TA, TB, a, lda, b, cbuf)                                              \
-    do {                                                                                   \
-        AMX_TILE_ZERO(TC);                                                                 \
-        AMX_TILE_LOAD(TA, (a), (lda));                                                     \
-        AMX_TILE_LOAD(TB, (b), 64);                                                        \
-        _tile_dpbsud(TC, TA, TB);                                                          \
-        AMX_TILE_STORE(TC, (cbuf), 64);                                                    \
-    } while (0)
 
 /* Lanes [0, r) of 16. */
 static inline __mmask16 ifka_mask(size_t r) {

@@ -1,11 +1,11 @@
-/* Q4_K GEMM, AMX (kquant_amx.h): per block and 16 weight rows the nibbles are expanded once
- * into 8 VNNI B tiles (one per 32-value sub-block, the unsigned values 0..15) beside the rows'
- * 6-bit scales, int16 mins and f16 scales as lanes; then per 16 activation rows 8 TDPBSUD
- * (K = 32), each C tile stored and multiplied by its sub-block scale (VPMULLD) into the int32
- * sumi, the mins times the activations' sums per 16 by VPDPWSSD (summ), and the scalar
- * kernel's float step, block after block. Per output the same integers and float chain as
- * q4k_gemm_1x1_scalar, so the same bits; activation and weight rows past M and n1 are never
- * read (tile rows configured to the tail, masked gathers). */
+/* Q4_K GEMM, AMX (kquant_amx.h): per block and 16 weight rows the values are expanded once
+ * into three sets of VNNI B tiles (see q4ka_blk), the f16 scales into lanes; then per 16
+ * activation rows and 64-value window 3 TDPBSUD (K = 64), so per block 12 TDPs and 3 tile
+ * stores, and the readout sumi = lo + 16 hi, summ = mn, then the scalar kernel's float step,
+ * block after block. The integers are the scalar kernel's sumi and summ (integer sums in
+ * another order; summ by the K8 rule that xsum is the sum of its 16 xq values), the float
+ * chain is its own, so the same bits; activation and weight rows past M and n1 are never read
+ * (tile rows configured to the tail, masked gathers). */
 #include "../kquant_amx.h"
 
 /* Blocks expanded per chunk: 3 x 12.1 KiB, L1 sized. */
@@ -13,8 +13,8 @@
 
 /* One block of 16 weight rows, expanded: the values times the low 4 bits of their sub-block's
  * scale (lo, <= 225) and times its top 2 bits (hi, <= 45), and the sub-block's 6-bit min
- * (mn), as unsigned bytes in VNNI order per 64-value window (sub-blocks 2w, 2w + 1), so sumi =
- * lo . x + 16 (hi . x) and summ = mn . x. */
+ * repeated (mn), as unsigned bytes in VNNI order per 64-value window (sub-blocks 2w, 2w + 1):
+ * sumi = lo . x + 16 (hi . x) and summ = mn . x, exact in int32. */
 typedef struct q4ka_blk {
     uint8_t lo[4][16][64]; /* window w, VNNI row (4 values), 4 bytes per weight row */
     uint8_t hi[4][16][64];

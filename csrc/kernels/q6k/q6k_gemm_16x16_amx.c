@@ -1,11 +1,11 @@
-/* Q6_K GEMM, AMX (kquant_amx.h): per block and 16 weight rows the 6-bit values are expanded
- * once into 16 VNNI B tiles (one per 16-value sub-block, the unsigned u = q + 32) beside the
- * rows' int8 scales and f16 scale as lanes; then per 16 activation rows 16 TDPBSUD (K = 16),
- * each C tile stored and multiplied by its sub-block scale (VPMULLD) into the int32 sumi, less
- * 32 x the scales times the activations' sums per 16 (VPDPWSSD), and the scalar kernel's float
- * step, block after block. Per output the same integers and float chain as
- * q6k_gemm_1x1_scalar, so the same bits; activation and weight rows past M and n1 are never
- * read (tile rows configured to the tail, masked gathers). */
+/* Q6_K GEMM, AMX (kquant_amx.h): per block and 16 weight rows the 6-bit values u = q + 32
+ * are expanded once into four sets of VNNI B tiles, one per 2-bit piece of the int8 scales
+ * (see q6ka_blk); then per 16 activation rows and 64-value window 4 TDPs (K = 64; TDPBSSD for
+ * the signed top piece), 4 tile stores per block, the readout sumi = P0 + 4 P1 + 16 P2 + 64 P3
+ * less 32 x the scales times xsum (VPMADDWD), then the scalar kernel's float step, block after
+ * block. The same integers and float chain as q6k_gemm_1x1_scalar, so the same bits;
+ * activation and weight rows past M and n1 are never read (tile rows configured to the tail,
+ * masked gathers; d is read as the top half of the dword ending the block). */
 #include "../kquant_amx.h"
 
 /* One block of 16 weight rows, expanded: the unsigned values u times the four 2-bit pieces
