@@ -386,11 +386,12 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q4k_gemv / q5k_gemv / q6k_gemv cases: weight bytes are the
+    """isaforge bench kernels' K-quant GEMV and GEMM cases: weight bytes are the
     blocks, every tier passes the bit-for-bit gate, and a group size other than 256 is
     refused."""
-    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210)):
-        case = _bench.Case(op, 1, 40, 512, 256, 2)
+    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210),
+                   ("q4k_gemm", 144), ("q5k_gemm", 176), ("q6k_gemm", 210)):
+        case = _bench.Case(op, 19 if op.endswith("gemm") else 1, 40, 512, 256, 2)
         assert case.weight_bytes == 40 * 2 * bb
         for tier in ["scalar", *TIERS]:
             assert case.check(tier) is None, (op, tier)
@@ -401,6 +402,9 @@ def test_bench_cases_gate_and_count_the_file_bytes():
 
     shapes = kquant_shapes("smollm2-135m")
     assert {s.op for s in shapes} == {"q4k_gemv", "q5k_gemv", "q6k_gemv"}
+    gemms = kquant_shapes("smollm2-135m", [64])
+    assert {(s.op, s.M) for s in gemms if s.M > 1} == {(op, 64) for op in
+                                                       ("q4k_gemm", "q5k_gemm", "q6k_gemm")}
     assert all(s.K % 256 == 0 for s in shapes)
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
 
