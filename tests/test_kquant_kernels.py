@@ -291,6 +291,24 @@ def test_tiers_equal_scalar_bits(typ):
     assert not failures, failures[:10]
 
 
+@pytest.mark.skipif("amx" not in TIERS, reason="the CPU (or OS) has no AMX")
+@pytest.mark.parametrize("typ", TYPES)
+def test_amx_gemm_equals_scalar_bits_across_tiles(typ):
+    """The AMX GEMM (16 x 16 C tiles, weights expanded a chunk of blocks at a time) = scalar
+    bit for bit where its tiling has tails: M and N not multiples of 16, several activation
+    tiles with a short last one, K spanning several expansion chunks."""
+    rng = np.random.default_rng(40 + len(typ))
+    failures = []
+    for M, N, K in [(16, 16, 256), (31, 17, 1024), (64, 48, 2304), (70, 33, 768),
+                    (33, 130, 4352), (5, 1, 512)]:
+        xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
+        want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
+        got = run(typ, xq, xd, xsum, blocks, N, "amx", gemm=True).view(np.uint32)
+        if not np.array_equal(got, want):
+            failures.append((M, N, K, int((got != want).sum())))
+    assert not failures, failures
+
+
 @pytest.mark.parametrize("typ", TYPES)
 def test_real_file_blocks(typ):
     """Blocks llama.cpp's quantizer wrote (a Q4_K_M file: Q4_K and Q6_K matrices, Q5_K where it
@@ -368,11 +386,12 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q4k_gemv / q5k_gemv / q6k_gemv cases: weight bytes are the
+    """isaforge bench kernels' K-quant GEMV and GEMM cases: weight bytes are the
     blocks, every tier passes the bit-for-bit gate, and a group size other than 256 is
     refused."""
-    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210)):
-        case = _bench.Case(op, 1, 40, 512, 256, 2)
+    for op, bb in (("q4k_gemv", 144), ("q5k_gemv", 176), ("q6k_gemv", 210),
+                   ("q4k_gemm", 144), ("q5k_gemm", 176), ("q6k_gemm", 210)):
+        case = _bench.Case(op, 19 if op.endswith("gemm") else 1, 40, 512, 256, 2)
         assert case.weight_bytes == 40 * 2 * bb
         for tier in ["scalar", *TIERS]:
             assert case.check(tier) is None, (op, tier)
@@ -383,6 +402,9 @@ def test_bench_cases_gate_and_count_the_file_bytes():
 
     shapes = kquant_shapes("smollm2-135m")
     assert {s.op for s in shapes} == {"q4k_gemv", "q5k_gemv", "q6k_gemv"}
+    gemms = kquant_shapes("smollm2-135m", [64])
+    assert {(s.op, s.M) for s in gemms if s.M > 1} == {(op, 64) for op in
+                                                       ("q4k_gemm", "q5k_gemm", "q6k_gemm")}
     assert all(s.K % 256 == 0 for s in shapes)
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
 
@@ -400,6 +422,9 @@ KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register wi
     "q6k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
     "q4k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
     "q6k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
+    "q4k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw"),
+    "q5k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw"),
+    "q6k_gemm_16x16_amx": ("tdpbsud", "tdpbssd", "vpgatherdd", "vpmullw"),
 }
 
 
@@ -425,8 +450,9 @@ def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
                     f"-I{tmp_path}", "-c", str(repo / src), "-o", str(obj)], check=True)
     asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
                          check=True).stdout.lower().splitlines()
-    reg = "%zmm" if "avx512" in stem else "%ymm"
-    for ins in KQ_SIMD[stem]:
-        assert any(ins in x and reg in x for x in asm), (stem, ins)
+    reg = "%zmm" if "avx512" in stem or "amx" in stem else "%ymm"
+    for ins in KQ_SIMD[stem]:  # tile products name tile registers
+        r = "%tmm" if ins.startswith("tdp") else reg
+        assert any(ins in x and r in x for x in asm), (stem, ins)
     if stem.endswith("_avx2"):
         assert not any("vpdp" in x for x in asm), stem

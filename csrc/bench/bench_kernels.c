@@ -79,13 +79,17 @@ void ifb_case_free(ifb_case *c) {
 }
 
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
+static int is_kq_gemm(ifb_op op) {
+    return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM;
+}
 static int is_kq(ifb_op op) {
-    return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV;
+    return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op);
 }
 /* Bytes of one K-quant block of op's type. */
 static size_t kq_block(ifb_op op) {
-    return op == IFB_Q4K_GEMV ? IF_Q4K_BLOCK_BYTES
-           : op == IFB_Q5K_GEMV ? IF_Q5K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+    return op == IFB_Q4K_GEMV || op == IFB_Q4K_GEMM   ? IF_Q4K_BLOCK_BYTES
+           : op == IFB_Q5K_GEMV || op == IFB_Q5K_GEMM ? IF_Q5K_BLOCK_BYTES
+                                                      : IF_Q6K_BLOCK_BYTES;
 }
 /* Bytes of one (N, K) K-quant matrix in the file's blocks. */
 static size_t kq_bytes(ifb_op op, size_t N, size_t K) { return N * (K / IF_QK) * kq_block(op); }
@@ -107,7 +111,7 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         snprintf(err, errlen, "a K-quant case needs gs = 256 (gs=%zu)", gs);
         return IF_EINVAL;
     }
-    if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV || is_kq(op)) M = 1;
+    if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV || (is_kq(op) && !is_kq_gemm(op))) M = 1;
     if (op == IFB_QUANTIZE) N = 0, copies = 1;
     if (M == 0 || K == 0 || gs == 0 || K % gs != 0 || copies == 0 ||
         (op != IFB_QUANTIZE && N == 0)) {
@@ -154,7 +158,7 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         c->w[i] = alloc64(wb), c->ws[i] = alloc64(N * G * sizeof(float));
         if (!c->w[i] || !c->ws[i]) goto oom;
         fill_i8(c->w[i], wb, &st);
-        const int mins = op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV; /* d, dmin at bytes 0-3 */
+        const int mins = kq_block(op) != IF_Q6K_BLOCK_BYTES; /* d, dmin at bytes 0-3 */
         for (size_t o = mins ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
             c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
             if (mins) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
@@ -212,6 +216,13 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
+/* ... and its GEMM. */
+static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_table *t) {
+    const if_kernel_table *s = if_tier_table(0);
+    if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
+    if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
+    return t->q6k_gemm ? t->q6k_gemm : s->q6k_gemm;
+}
 
 /* One call of t's op on weight copy i, writing to (out or q/s). */
 static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *out, int8_t *q,
@@ -245,6 +256,12 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
         break;
     }
+    case IFB_Q4K_GEMM:
+    case IFB_Q5K_GEMM:
+    case IFB_Q6K_GEMM:
+        kq_gemm_of(c, t)->run(out, c->N, c->xq, c->xs, c->xsum, c->M, (const uint8_t *)c->w[i],
+                              0, c->N, c->K);
+        break;
     case IFB_QUANTIZE:
         for (size_t m = 0; m < c->M; m++)
             t->quantize->run(q + m * c->K, s + m * G, c->x + m * c->K, c->K, c->gs);
@@ -263,6 +280,9 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q4K_GEMV:
     case IFB_Q5K_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
+    case IFB_Q4K_GEMM:
+    case IFB_Q5K_GEMM:
+    case IFB_Q6K_GEMM: return kq_gemm_of(c, t)->name;
     default: return t->quantize->name;
     }
 }

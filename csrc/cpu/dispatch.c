@@ -78,8 +78,8 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
      .hadamard = &if_k_f32_hadamard_1x1_avx2,
      .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
-     .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
-     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_1x16_avx512_vnni,
+     .q4k_gemm = &if_k_q4k_gemm_16x16_amx, .q6k_gemm = &if_k_q6k_gemm_16x16_amx,
+     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_16x16_amx,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)

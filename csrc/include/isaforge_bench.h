@@ -28,7 +28,10 @@ typedef enum ifb_op {
     IFB_Q4_GEMM = 4,
     IFB_Q4K_GEMV = 5, /* K-quant GEMVs on GGUF Q4_K / Q6_K / Q5_K blocks (gs must be 256) */
     IFB_Q6K_GEMV = 6,
-    IFB_Q5K_GEMV = 7
+    IFB_Q5K_GEMV = 7,
+    IFB_Q4K_GEMM = 8, /* the K-quant GEMMs (M activation rows in one call) */
+    IFB_Q5K_GEMM = 9,
+    IFB_Q6K_GEMM = 10
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

@@ -60,10 +60,13 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q4k_gemv") == 0) o = IFB_Q4K_GEMV;
     else if (strcmp(op, "q6k_gemv") == 0) o = IFB_Q6K_GEMV;
     else if (strcmp(op, "q5k_gemv") == 0) o = IFB_Q5K_GEMV;
+    else if (strcmp(op, "q4k_gemm") == 0) o = IFB_Q4K_GEMM;
+    else if (strcmp(op, "q5k_gemm") == 0) o = IFB_Q5K_GEMM;
+    else if (strcmp(op, "q6k_gemm") == 0) o = IFB_Q6K_GEMM;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
-                     "q5k_gemv, q6k_gemv)", op);
+                     "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {

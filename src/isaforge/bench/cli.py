@@ -108,7 +108,7 @@ def _kernels_parser() -> _Parser:
                    help="GEMM activation rows (default 64,512)")
     p.add_argument("--ops", default=",".join(OPS),
                    help=f"comma-separated ops (default {','.join(OPS)}; also {','.join(KQ_OPS)}, "
-                        f"the K-quant GEMVs on GGUF blocks; the 4-bit ones run "
+                        f"the K-quant GEMVs and GEMMs on GGUF blocks; the 4-bit ones run "
                         f"each of the formats {', '.join(Q4_FORMATS)} at its own group size)")
     p.add_argument("--q4-formats", default=",".join(Q4_FORMATS),
                    help=f"4-bit formats of q4_gemv / q4_gemm (default {','.join(Q4_FORMATS)})")
@@ -300,7 +300,7 @@ def _run_kernels(argv: list[str]) -> int:
     shapes = [s for s in model_shapes(a.model_shapes, a.ms)
               if s.op in ops and (s.fmt is None or s.fmt in fmts)]
     if any(o in KQ_OPS for o in ops):
-        shapes += [s for s in kquant_shapes(a.model_shapes) if s.op in ops]
+        shapes += [s for s in kquant_shapes(a.model_shapes, a.ms) if s.op in ops]
     limits = None
     if not a.no_limits:
         limits = measure_limits([t for t in tiers if t != "broken"],

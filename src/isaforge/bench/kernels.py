@@ -21,7 +21,8 @@ Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
 OPS = Q8_OPS + Q4_OPS
 # The K-quant GEMVs on GGUF Q4_K / Q5_K / Q6_K blocks as stored (bytes per 256 values); asked
 # for by name (--ops), at the model's matrix shapes with K8 activations (gs 256).
-KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210}
+KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210,
+                  "q4k_gemm": 144, "q5k_gemm": 176, "q6k_gemm": 210}
 KQ_OPS = tuple(KQ_BLOCK_BYTES)
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).
@@ -113,11 +114,15 @@ def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
     return shapes
 
 
-def kquant_shapes(spec: str) -> list[Shape]:
-    """The K-quant GEMV shapes of a model: each distinct matrix shape (rows whose length is a
-    multiple of 256) and the classifier, at each K-quant type."""
-    return [Shape(op, s.name, 1, s.N, s.K) for op in KQ_OPS
-            for s in model_shapes(spec, []) if s.op == "q8_gemv" and s.K % 256 == 0]
+def kquant_shapes(spec: str, ms: list[int] = ()) -> list[Shape]:
+    """The K-quant shapes of a model: each distinct matrix shape (rows whose length is a
+    multiple of 256) and the classifier for the GEMVs, and each matrix shape at every M of ms
+    for the GEMMs (M activation rows in one call), at each K-quant type."""
+    mats = [s for s in model_shapes(spec, []) if s.op == "q8_gemv" and s.K % 256 == 0]
+    return ([Shape(op, s.name, 1, s.N, s.K) for op in KQ_OPS if op.endswith("_gemv")
+             for s in mats]
+            + [Shape(op, s.name, m, s.N, s.K) for op in KQ_OPS if op.endswith("_gemm")
+               for m in ms for s in mats if s.name != "wcls"])
 
 
 def _copies(weight_bytes: int, cold: bool) -> int:
