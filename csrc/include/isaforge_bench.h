@@ -28,7 +28,11 @@ typedef enum ifb_op {
     IFB_Q4_GEMM = 4,
     IFB_Q4K_GEMV = 5, /* K-quant GEMVs on GGUF Q4_K / Q6_K / Q5_K blocks (gs must be 256) */
     IFB_Q6K_GEMV = 6,
-    IFB_Q5K_GEMV = 7
+    IFB_Q5K_GEMV = 7,
+    IFB_Q40_GEMV = 8, /* legacy-block GEMVs on GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 (gs must be 32) */
+    IFB_Q41_GEMV = 9,
+    IFB_Q50_GEMV = 10,
+    IFB_Q51_GEMV = 11
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and
