@@ -599,7 +599,7 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     for (int i = 0; i < 7; i++)
         if (strcmp(type, names[i]) == 0) ti = i;
     if (ti < 0)
-        return PyErr_Format(PyExc_ValueError, "unknown block type '%s' (q4_k, q5_k, q6_k, q4_0, "
+        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, "
                             "q4_1, q5_0, q5_1)", type);
     const size_t qb = ti >= 3 ? IF_QL : IF_QK; /* values per block and per activation scale */
     if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb)
