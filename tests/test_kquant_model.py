@@ -327,8 +327,9 @@ def test_convert_refuses_auto(random_kq: Path, tmp_path: Path) -> None:
 
 
 def test_gemma3_q4_k_m_auto_identical_across_tiers() -> None:
-    """The real Q4_K_M (Q5_0, Q8_0, Q4_K and Q6_K in one layer): its Q4_K / Q6_K matrices in
-    place, the same greedy tokens and logits on every tier, close to the q8 load's."""
+    """The real Q4_K_M (Q5_0, Q8_0, Q4_K and Q6_K in one layer): its Q5_0 (q, k, gate, up),
+    Q4_K and Q6_K matrices in place, the same greedy tokens and logits on every tier, close to
+    the q8 load's."""
     from isaforge import pull
 
     path = pull.model_path("gemma3-270m")
@@ -337,6 +338,8 @@ def test_gemma3_q4_k_m_auto_identical_across_tiers() -> None:
     m = with_context(read_gguf(path, quant="auto"), 64)
     kinds = {t.type_name for t in [*m.weights.wo, *m.weights.w2] if isinstance(t, KQTensor)}
     assert kinds == {"Q4_K", "Q6_K"}
+    w = m.weights
+    assert {t.type_name for t in [*w.wq, *w.wk, *w.w1, *w.w3]} == {"Q5_0"}
     prompt = [2, 818, 5279, 529, 7001, 563]
     runs = {}
     for tier in SUPPORTED:
