@@ -7,6 +7,9 @@ tails, extreme values, special f16 scales and guard pages, and the bench cases."
 
 from __future__ import annotations
 
+import os
+import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -289,3 +292,34 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     ops = {s.op for s in kquant_shapes("smollm2-135m")}
     assert {"q40_gemv", "q41_gemv", "q50_gemv", "q51_gemv"} <= ops
     assert Shape("q40_gemv", "w", 1, 40, 640).bytes(32) == 40 * 20 * 18 + 640 + 80 + 80 + 160
+
+
+@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
+                    reason="needs a C compiler and objdump")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@pytest.mark.parametrize("isa, ins", [("avx2", "vpmaddubsw"), ("avx_vnni", "vpdpbusd"),
+                                      ("avx512_vnni", "vpdpbusd")])
+def test_simd_objects_use_the_designed_instructions(isa, ins, tmp_path):
+    """Each x86 legacy GEMV, compiled with only its manifest group's flags, forms its products
+    by its ISA's instruction on 256-bit registers, prefetches the tiles ahead, and the AVX2 body
+    holds no VNNI instruction."""
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "csrc"))
+    import manifest
+
+    m = manifest.read()
+    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    for typ in ("q40", "q41", "q50", "q51"):
+        stem = f"{typ}_gemv_1x8_{isa}"
+        group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
+        obj = tmp_path / f"{stem}.o"
+        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
+                        "-DIF_X86_TIERS=1", *m.groups[group].flags,
+                        f"-I{repo / 'csrc/include'}", f"-I{tmp_path}", "-c", str(repo / src),
+                        "-o", str(obj)], check=True)
+        asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
+                             check=True).stdout.lower().splitlines()
+        assert any(ins in x and "%ymm" in x for x in asm), stem
+        assert any("prefetcht1" in x for x in asm), stem
+        if isa == "avx2":
+            assert not any("vpdp" in x for x in asm), stem

@@ -9,7 +9,8 @@ fp32 weights: every step runs in `dtype` (float64 by default, a high-precision o
 Q8 weights: each matmul follows runq.c exactly: the float32 activation is quantized per group
 at run time (round half away from zero, C roundf), each group's int32 dot product is scaled as
 (float(isum) * w_scale) * x_scale and accumulated group by group in float32 (no FMA).
-K-quant weights run in place (KQTensor, Q4_K / Q5_K / Q6_K): the activation is quantized per
+K-quant weights run in place (KQTensor, Q4_K / Q5_K / Q6_K; Q4_0 / Q4_1 / Q5_0 / Q5_1 alike
+with one activation scale per 32, _legacy_matmul): the activation is quantized per
 256 (K8, the same rule) with the int16 sum of each 16 values, then isaforge.h's integer formula
 per block and its float32 steps in block order (kq_matmul), the C kernels' arithmetic exactly.
 """

@@ -357,7 +357,7 @@ def _legacy_integers(b: np.ndarray, name: str) -> tuple:
 
 
 def kq_split(raw, type_id: int, rows: int, cols: int) -> KQTensor:
-    """A Q4_K / Q5_K / Q6_K tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
+    """A KQ_NATIVE tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
     t = GGML_TYPES[type_id]
     if t.name not in KQ_NATIVE:
         raise ValueError(f"{t.name} does not run in place ({', '.join(KQ_NATIVE)})")
