@@ -567,7 +567,7 @@ def _print_memory(mi: dict, decode: dict) -> None:
     print(f"memory:     weights {_bytes(rowmajor)} converted into memory, {_bytes(wb['mapped'])} "
           f"mapped{size} (resident while read, given back after the load)")
     if wb.get("in_place"):
-        print(f"            {_bytes(wb['in_place'])} of K-quant blocks run in place from the "
+        print(f"            {_bytes(wb['in_place'])} of GGUF blocks run in place from the "
               "mapping (resident: the one copy)")
     print(f"            packed {_bytes(packed)}" + (
         "; the row-major copies stay (decode's GEMV reads them)" if packed and keeps_rowmajor
