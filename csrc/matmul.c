@@ -520,7 +520,8 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
     const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
     const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
     const int kq = w && w->dtype == IF_KQ; /* K8 rows, per 256, or L8, per 32 */
-    const size_t gs = !w ? 0 : kq ? kq_qb(w) : w->group_size, kp = q4 ? w->kpad : n; /* quantized row length */
+    const size_t gs = !w ? 0 : kq ? kq_qb(w) : w->group_size;
+    const size_t kp = q4 ? w->kpad : n; /* quantized row length */
     const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
     if_step_wait(f->w); /* xq may still be read by a matmul step */
     if (M == 1 && (q4 || q8 || kq)) { /* a decode step: private mode, no barrier after */

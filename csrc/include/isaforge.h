@@ -279,7 +279,8 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 #define IF_Q41_BLOCK_BYTES 20
 #define IF_Q50_BLOCK_BYTES 22
 #define IF_Q51_BLOCK_BYTES 24
-/* K-quant kernels of one weight type (q4k_*, q5k_*, q6k_* or a legacy q40_* ... q51_*, by the file name). */
+/* K-quant kernels of one weight type (q4k_*, q5k_*, q6k_* or a legacy q40_* ... q51_*, by the
+ * file name). */
 typedef struct if_kq_gemv_kernel {
     const char *name;
     uint32_t requires;

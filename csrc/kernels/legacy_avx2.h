@@ -36,8 +36,8 @@ IFY_INLINE __m256i ifly_u(ifl_type t, const uint8_t *blk) {
     if (t.qh) {
         int32_t qh;
         memcpy(&qh, blk + t.qh, 4);
-        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2,
+                                                2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
         const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
         const __m256i h = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(qh), spread), bit);
         u = _mm256_or_si256(u, _mm256_and_si256(_mm256_cmpeq_epi8(h, bit), _mm256_set1_epi8(16)));
@@ -67,18 +67,17 @@ IFY_INLINE void ifly_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
         const int32_t xs = (int32_t)xsum[2 * b] + xsum[2 * b + 1];
         const __m256 xdb = _mm256_set1_ps(xd[b]);
         if (!t.min) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(z * xs));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(ifky_f16x8(dh), xdb),
-                                               _mm256_cvtepi32_ps(dot)));
+        acc = _mm256_add_ps(
+            acc, _mm256_mul_ps(_mm256_mul_ps(ifky_f16x8(dh), xdb), _mm256_cvtepi32_ps(dot)));
         if (t.min)
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(ifky_f16x8(mh), xdb),
-                                                   _mm256_set1_ps((float)xs)));
+            acc = _mm256_add_ps(
+                acc, _mm256_mul_ps(_mm256_mul_ps(ifky_f16x8(mh), xdb), _mm256_set1_ps((float)xs)));
     }
     ifky_store(out, acc, nr);
 }
 
 IFY_INLINE void ifly_gemv(ifl_type t, float *out, const int8_t *xq, const float *xd,
-                          const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
-                          size_t K) {
+                          const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1, size_t K) {
     const size_t nb = K / IF_QL, rowbytes = nb * t.bb;
     for (size_t n = n0; n < n1; n += 8) {
         const uint8_t *rows[8];
@@ -131,11 +130,11 @@ IFY_INLINE void ifly_gemm(ifl_type t, float *out, size_t ldo, const int8_t *xq, 
                 float *o = out + m * ldo + n;
                 __m256 acc = b ? ifly_load(o, nr) : _mm256_setzero_ps();
                 if (!t.min) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(z * xs));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(dv, xdb),
-                                                       _mm256_cvtepi32_ps(dot)));
+                acc = _mm256_add_ps(acc,
+                                    _mm256_mul_ps(_mm256_mul_ps(dv, xdb), _mm256_cvtepi32_ps(dot)));
                 if (t.min)
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(mv, xdb),
-                                                           _mm256_set1_ps((float)xs)));
+                    acc = _mm256_add_ps(
+                        acc, _mm256_mul_ps(_mm256_mul_ps(mv, xdb), _mm256_set1_ps((float)xs)));
                 ifky_store(o, acc, nr);
             }
         }

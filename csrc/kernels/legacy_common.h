@@ -60,11 +60,11 @@ static inline void ifl_gemv_scalar(ifl_type t, float *out, const int8_t *xq, con
     for (size_t n = n0; n < n1; n++) out[n] = ifl_row(t, w + n * nb * t.bb, xq, xd, xsum, nb);
 }
 static inline void ifl_gemm_scalar(ifl_type t, float *out, size_t ldo, const int8_t *xq,
-                                   const float *xd, const int16_t *xsum, size_t M,
-                                   const uint8_t *w, size_t n0, size_t n1, size_t K) {
+                                   const float *xd, const int16_t *xsum, size_t M, const uint8_t *w,
+                                   size_t n0, size_t n1, size_t K) {
     for (size_t m = 0; m < M; m++)
-        ifl_gemv_scalar(t, out + m * ldo, xq + m * K, xd + m * (K / IF_QL), xsum + m * (K / 16),
-                        w, n0, n1, K);
+        ifl_gemv_scalar(t, out + m * ldo, xq + m * K, xd + m * (K / IF_QL), xsum + m * (K / 16), w,
+                        n0, n1, K);
 }
 
 #endif

@@ -56,14 +56,13 @@ static inline void ifln_tile(ifl_type t, float *out, size_t nr, const uint8_t *c
         if (!t.min) dot = vsubq_s32(dot, vdupq_n_s32(z * xs));
         acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(d), xdb), vcvtq_f32_s32(dot)));
         if (t.min)
-            acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(m), xdb),
-                                           vdupq_n_f32((float)xs)));
+            acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(m), xdb), vdupq_n_f32((float)xs)));
     }
     ifln_store(out, acc, nr);
 }
 
-static inline size_t ifln_rows(const uint8_t *rows[4], const uint8_t *w, size_t rowbytes,
-                               size_t n, size_t n1) {
+static inline size_t ifln_rows(const uint8_t *rows[4], const uint8_t *w, size_t rowbytes, size_t n,
+                               size_t n1) {
     const size_t nr = n1 - n < 4 ? n1 - n : 4;
     for (size_t r = 0; r < 4; r++) rows[r] = w + (n + (r < nr ? r : nr - 1)) * rowbytes;
     return nr;
@@ -80,16 +79,16 @@ static inline void ifln_gemv(ifl_type t, float *out, const int8_t *xq, const flo
     }
 }
 
-static inline void ifln_gemm(ifl_type t, float *out, size_t ldo, const int8_t *xq,
-                             const float *xd, const int16_t *xsum, size_t M, const uint8_t *w,
-                             size_t n0, size_t n1, size_t K) {
+static inline void ifln_gemm(ifl_type t, float *out, size_t ldo, const int8_t *xq, const float *xd,
+                             const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                             size_t K) {
     const size_t nb = K / IF_QL;
     for (size_t n = n0; n < n1; n += 4) {
         const uint8_t *rows[4];
         const size_t nr = ifln_rows(rows, w, nb * t.bb, n, n1);
         for (size_t m = 0; m < M; m++)
-            ifln_tile(t, out + m * ldo + n, nr, rows, xq + m * K, xd + m * nb,
-                      xsum + m * (K / 16), nb);
+            ifln_tile(t, out + m * ldo + n, nr, rows, xq + m * K, xd + m * nb, xsum + m * (K / 16),
+                      nb);
     }
 }
 

@@ -7,5 +7,5 @@ void if_q40_gemm_1x1_scalar(float *out, size_t ldo, const int8_t *xq, const floa
     ifl_gemm_scalar(IFL_Q40, out, ldo, xq, xd, xsum, M, w, n0, n1, K);
 }
 
-const if_kq_gemm_kernel if_k_q40_gemm_1x1_scalar = {.name = "q40_gemm_1x1_scalar", .mr = 1,
-    .nr = 1, .run = if_q40_gemm_1x1_scalar};
+const if_kq_gemm_kernel if_k_q40_gemm_1x1_scalar = {
+    .name = "q40_gemm_1x1_scalar", .mr = 1, .nr = 1, .run = if_q40_gemm_1x1_scalar};

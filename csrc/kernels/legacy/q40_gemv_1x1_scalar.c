@@ -6,5 +6,5 @@ void if_q40_gemv_1x1_scalar(float *out, const int8_t *xq, const float *xd, const
     ifl_gemv_scalar(IFL_Q40, out, xq, xd, xsum, w, n0, n1, K);
 }
 
-const if_kq_gemv_kernel if_k_q40_gemv_1x1_scalar = {.name = "q40_gemv_1x1_scalar", .mr = 1,
-    .nr = 1, .run = if_q40_gemv_1x1_scalar};
+const if_kq_gemv_kernel if_k_q40_gemv_1x1_scalar = {
+    .name = "q40_gemv_1x1_scalar", .mr = 1, .nr = 1, .run = if_q40_gemv_1x1_scalar};

@@ -8,4 +8,7 @@ void if_q41_gemm_1x8_avx2(float *out, size_t ldo, const int8_t *xq, const float 
 }
 
 const if_kq_gemm_kernel if_k_q41_gemm_1x8_avx2 = {.name = "q41_gemm_1x8_avx2",
-    .requires = IF_FEATS_AVX2, .mr = 1, .nr = 8, .run = if_q41_gemm_1x8_avx2};
+                                                  .requires = IF_FEATS_AVX2,
+                                                  .mr = 1,
+                                                  .nr = 8,
+                                                  .run = if_q41_gemm_1x8_avx2};

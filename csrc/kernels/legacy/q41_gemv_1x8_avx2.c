@@ -7,4 +7,7 @@ void if_q41_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xd, const i
 }
 
 const if_kq_gemv_kernel if_k_q41_gemv_1x8_avx2 = {.name = "q41_gemv_1x8_avx2",
-    .requires = IF_FEATS_AVX2, .mr = 1, .nr = 8, .run = if_q41_gemv_1x8_avx2};
+                                                  .requires = IF_FEATS_AVX2,
+                                                  .mr = 1,
+                                                  .nr = 8,
+                                                  .run = if_q41_gemv_1x8_avx2};
