@@ -20,20 +20,24 @@ if_matrix if_embed_table(const if_weights *w, size_t vocab, size_t dim) {
     return t;
 }
 
-/* An in-place K-quant matrix (IF_KQ): a type with kernels, whole 256-value blocks per row, and
+/* An in-place K-quant matrix (IF_KQ): a type with kernels, whole blocks (256 values, 32 for the
+ * legacy types) per row, and
  * exactly the file's bytes of that shape (the kernels read every block without bounds). */
 static int kq_check(const if_matrix *w, size_t rows, size_t cols, const char *name, char *err,
                     size_t errlen) {
     const int t = w->ggml_type;
-    if (t != IF_GGML_Q4_K && t != IF_GGML_Q5_K && t != IF_GGML_Q6_K) {
+    const int legacy = t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 ||
+                       t == IF_GGML_Q5_1;
+    if (t != IF_GGML_Q4_K && t != IF_GGML_Q5_K && t != IF_GGML_Q6_K && !legacy) {
         const char *tn = if_ggml_type_name(t);
-        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_K, Q5_K and Q6_K have "
-            "kernels)", name, t, tn ? tn : "unknown");
+        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, "
+            "Q5_K and Q6_K have kernels)", name, t, tn ? tn : "unknown");
         return 0;
     }
-    if (cols % IF_QK) {
-        ERR("%s: %zu columns is not a multiple of the K-quant block of %d values", name, cols,
-            IF_QK);
+    const size_t qb = legacy ? IF_QL : IF_QK;
+    if (cols % qb) {
+        ERR("%s: %zu columns is not a multiple of the %s block of %zu values", name, cols,
+            if_ggml_type_name(t), qb);
         return 0;
     }
     if (!w->raw) {

@@ -149,25 +149,48 @@ static void split_job(const if_model *m, mm_job *j) {
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemv ? k->q5k_gemv : &if_k_q5k_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemv ? k->q40_gemv : &if_k_q40_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q4_1) return k->q41_gemv ? k->q41_gemv : &if_k_q41_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_0) return k->q50_gemv ? k->q50_gemv : &if_k_q50_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_1) return k->q51_gemv ? k->q51_gemv : &if_k_q51_gemv_1x1_scalar;
     return k->q6k_gemv ? k->q6k_gemv : &if_k_q6k_gemv_1x1_scalar;
 }
 /* ... its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemm ? k->q5k_gemm : &if_k_q5k_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemm ? k->q40_gemm : &if_k_q40_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q4_1) return k->q41_gemm ? k->q41_gemm : &if_k_q41_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_0) return k->q50_gemm ? k->q50_gemm : &if_k_q50_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q5_1) return k->q51_gemm ? k->q51_gemm : &if_k_q51_gemm_1x1_scalar;
     return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
+}
+/* The values per activation scale of w's kernels: 32 for the legacy blocks (L8), 256 (K8). */
+static size_t kq_qb(const if_matrix *w) {
+    const int t = w->ggml_type;
+    return t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 || t == IF_GGML_Q5_1
+               ? IF_QL
+               : IF_QK;
 }
 /* ... and the K8 activation quantizer both read. */
 static const if_k8_quantize_kernel *k8_of(const if_kernel_table *k) {
     return k->k8_quantize ? k->k8_quantize : &if_k_k8_quantize_1x1_scalar;
 }
 
-/* K8 of values [i0, i1) (whole 256-value blocks) of row r of x (rows of K) into the shared row
- * r of xq / xs / xsum: per block the same bits whichever chunk quantizes it. */
-static void k8_rows_part(const if_model *m, const if_k8_quantize_kernel *q, const float *x,
-                         size_t K, size_t r, size_t i0, size_t i1) {
-    q->run(m->xq + r * K + i0, m->xs + r * (K / IF_QK) + i0 / IF_QK, m->xsum + r * (K / 16) + i0 / 16,
-           x + i0, i1 - i0);
+/* K8 (qb = 256) or L8 (qb = 32: table k's Q8 quantizer at gs = 32, then the sums of 16) of
+ * values [i0, i1) (whole qb-value blocks) of row r of x (rows of K) into the shared row r of
+ * xq / xs / xsum: per block the same bits whichever chunk quantizes it. */
+static void k8_rows_part(const if_model *m, const if_kernel_table *k, const float *x, size_t K,
+                         size_t qb, size_t r, size_t i0, size_t i1) {
+    int8_t *q = m->xq + r * K + i0;
+    float *d = m->xs + r * (K / qb) + i0 / qb;
+    int16_t *bs = m->xsum + r * (K / 16) + i0 / 16;
+    if (qb == IF_QL) {
+        k->quantize->run(q, d, x + i0, i1 - i0, IF_QL);
+        if_k8_sums(bs, q, i1 - i0);
+    } else {
+        k8_of(k)->run(q, d, bs, x + i0, i1 - i0);
+    }
 }
 
 /* Quantize x (M rows of w->cols) to the shared K8 rows for an in-place K-quant matrix unless
@@ -176,17 +199,17 @@ static void k8_rows_part(const if_model *m, const if_k8_quantize_kernel *q, cons
 static void quantize_k8_shared(fw *f, const float *x, size_t M, const if_matrix *w,
                                int quantize) {
     const if_model *m = f->m;
-    const size_t K = w->cols;
-    if (!quantize && f->xq.q4 == FW_XQ_K8 && f->xq.kpad == K) return;
-    const if_k8_quantize_kernel *q = k8_of(M > 1 ? m->gemm_k : m->gemv_k);
+    const size_t K = w->cols, qb = kq_qb(w);
+    if (!quantize && f->xq.q4 == FW_XQ_K8 && f->xq.kpad == K && f->xq.gs == qb) return;
+    const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     if_step_wait(f->w);
-    step_rows(f, M, K, IF_QK);
+    step_rows(f, M, K, qb);
     CHUNKS(f, a, b) {
         span s = span_of(M, K, a, b);
-        for (size_t r = s.r0; r < s.r1; r++) k8_rows_part(m, q, x + r * K, K, r, s.i0, s.i1);
+        for (size_t r = s.r0; r < s.r1; r++) k8_rows_part(m, k, x + r * K, K, qb, r, s.i0, s.i1);
     }
     if_step_wait(f->w);
-    f->xq = (fw_xq){FW_XQ_K8, NULL, K, IF_QK};
+    f->xq = (fw_xq){FW_XQ_K8, NULL, K, qb};
 }
 
 /* IF_DECODE_GEMV: output rows [n0, n1) of one row-major matrix. */
@@ -237,7 +260,7 @@ static void gemm_task(void *ctx, size_t t0, size_t t1, size_t tid) {
         size_t n1 = n0 + j->n_tile < w->rows ? n0 + j->n_tile : w->rows;
         float *out = j->out + m0 * j->ldo;
         if (w->dtype == IF_KQ) {
-            kq_gemm_of(j->k, w)->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / IF_QK),
+            kq_gemm_of(j->k, w)->run(out, j->ldo, j->xq + m0 * K, j->xs + m0 * (K / kq_qb(w)),
                                      j->xsum + m0 * (K / 16), mm, w->raw, n0, n1, K);
         } else if (w->dtype == IF_Q4) {
             const size_t kp = w->kpad;
@@ -308,7 +331,7 @@ static void priv_ensure(fw *f, const if_matrix *w) {
         }
         p->make = PRIV_SRC;
     }
-    const size_t gs = w->group_size;
+    const size_t gs = w->dtype == IF_KQ ? kq_qb(w) : w->group_size;
     if (w->dtype == IF_Q8) {
         if (p->q_dtype == IF_Q8 && p->q_kp == w->cols && p->q_gs == gs) return;
         k->quantize->run(p->xq, p->xs, p->src, w->cols, gs);
@@ -323,8 +346,13 @@ static void priv_ensure(fw *f, const if_matrix *w) {
         p->q_signs = w->signs;
         p->q_kp = w->kpad;
     } else if (w->dtype == IF_KQ) {
-        if (p->q_dtype == IF_KQ && p->q_kp == w->cols) return;
-        k8_of(k)->run(p->xq, p->xs, p->xsum, p->src, w->cols);
+        if (p->q_dtype == IF_KQ && p->q_kp == w->cols && p->q_gs == gs) return;
+        if (gs == IF_QL) {
+            k->quantize->run(p->xq, p->xs, p->src, w->cols, IF_QL);
+            if_k8_sums(p->xsum, p->xq, w->cols);
+        } else {
+            k8_of(k)->run(p->xq, p->xs, p->xsum, p->src, w->cols);
+        }
         p->q_signs = NULL;
         p->q_kp = w->cols;
     } else {
@@ -491,8 +519,9 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
     const if_kernel_table *k = M > 1 ? m->gemm_k : m->gemv_k;
     const if_swiglu_fn glu = m->c.act ? k->geglu->run : k->swiglu->run;
     const int q4 = w && w->dtype == IF_Q4, q8 = w && w->dtype == IF_Q8;
-    const int kq = w && w->dtype == IF_KQ; /* K8 rows, per 256 */
-    const size_t gs = w ? w->group_size : 0, kp = q4 ? w->kpad : n; /* quantized row length */
+    const int kq = w && w->dtype == IF_KQ; /* K8 rows, per 256, or L8, per 32 */
+    const size_t gs = !w ? 0 : kq ? kq_qb(w) : w->group_size;
+    const size_t kp = q4 ? w->kpad : n; /* quantized row length */
     const if_hadamard_kernel *h = k->hadamard ? k->hadamard : &if_k_f32_hadamard_1x1_scalar;
     if_step_wait(f->w); /* xq may still be read by a matmul step */
     if (M == 1 && (q4 || q8 || kq)) { /* a decode step: private mode, no barrier after */
@@ -508,7 +537,7 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
                      nw, ri ? ri->post : NULL, n, eps);
         return;
     }
-    step_rows(f, M, kp, kq ? IF_QK : q4 || q8 ? gs : 16);
+    step_rows(f, M, kp, q4 || q8 || kq ? gs : 16);
     CHUNKS(f, a, b) {
         span s = span_of(M, kp, a, b);
         const size_t e1 = s.i1 < n ? s.i1 : n; /* real elements of the chunk */
@@ -524,7 +553,7 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
                           n, eps, s.i0, e1);
             }
             if (kq) {
-                k8_rows_part(m, k8_of(k), orow, n, r, s.i0, s.i1);
+                k8_rows_part(m, k, orow, n, gs, r, s.i0, s.i1);
             } else if (q8) {
                 k->quantize->run(m->xq + r * n + s.i0, m->xs + r * (n / gs) + s.i0 / gs,
                                  orow + s.i0, s.i1 - s.i0, gs);
@@ -542,7 +571,10 @@ void if_fw_prep(fw *f, int op, float *o, const float *x, const float *nw, size_t
     f->priv.on = 0;
     if (!w) return;
     f->xq.q4 = kq ? FW_XQ_K8 : q4;
-    if (kq) f->xq.kpad = n;
+    if (kq) {
+        f->xq.kpad = n;
+        f->xq.gs = gs;
+    }
     if (q4) {
         f->xq.signs = w->signs;
         f->xq.kpad = kp;

@@ -191,7 +191,9 @@ def test_real_model_round_trip(smollm2_gguf, tmp_path):
 
     out = tmp_path / "smol.isaf"
     convert(smollm2_gguf, out)
-    a, b = isaforge.load(smollm2_gguf, ctx=64), isaforge.load(out, ctx=64)
+    # convert writes Q8 (the file's Q4_1 requantized): equal to the GGUF read as q8, not to the
+    # default auto path (Q4_1 in place, activations per 32)
+    a, b = isaforge.load(smollm2_gguf, ctx=64, quant="q8"), isaforge.load(out, ctx=64)
     msgs = [{"role": "user", "content": "Write a haiku about the sea. 日本 🌊"}]
     ids = a.chat_tokens(msgs)
     assert ids == b.chat_tokens(msgs) and b.stop_ids == a.stop_ids
@@ -340,7 +342,7 @@ def test_gguf_requantized_to_another_group_size(tmp_path):
     src = write_tiny_gguf(tmp_path / "tiny.gguf")
     lines: list = []
     convert(src, tmp_path / "g64.isaf", group_size=64, log=lines.append)
-    direct, packed = read_model(src), read_isaf(tmp_path / "g64.isaf")
+    direct, packed = read_model(src, quant="q8"), read_isaf(tmp_path / "g64.isaf")
     assert direct.weights.group_size == 32 and packed.weights.group_size == 64
     assert any("requantizing Q8 group size 32 to 64" in s for s in lines)
     want = quantize_q8(direct.weights.w2[1].dequantize(), 64)[0]

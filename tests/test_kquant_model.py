@@ -20,7 +20,7 @@ from conftest import cli
 from isaforge import _bench, _native
 from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
-from isaforge.quant.ggml import KQTensor
+from isaforge.quant.ggml import LEGACY_NATIVE, KQTensor
 from isaforge.reference import Reference, kq_matmul, quantize_k8
 from isaforge.runtime.engine import Engine, select_kernel
 from isaforge.types import Config, Weights
@@ -37,7 +37,8 @@ TOKS = [3, 17, 5, 38, 0, 22, 9, 9, 31, 2, 14]
 SHAPES = {"attn_q": (C.dim, C.dim), "attn_k": (C.kv_dim, C.dim), "attn_v": (C.kv_dim, C.dim),
           "attn_output": (C.dim, C.dim), "ffn_gate": (C.hidden_dim, C.dim),
           "ffn_down": (C.dim, C.hidden_dim), "ffn_up": (C.hidden_dim, C.dim)}
-# the random file's matrices that are not K-quants (as q8: Q8_0 kept, Q5_0 requantized)
+# the random file's matrices that are not K-quants (Q8_0 as q8, Q5_0 in place on the legacy
+# kernels)
 OTHER = {"blk.0.attn_v.weight": "Q8_0", "blk.1.ffn_gate.weight": "Q5_0"}
 
 
@@ -146,7 +147,7 @@ def test_auto_holds_kquants_in_place_and_the_rest_as_q8(random_kq: Path) -> None
                 continue
             t = getattr(w, f)[i]
             name = f"blk.{i}.{n}.weight"
-            assert isinstance(t, KQTensor) == (name not in OTHER), name
+            assert isinstance(t, KQTensor) == (OTHER.get(name) != "Q8_0"), name
             if isinstance(t, KQTensor):  # a view of the file's bytes, no copy
                 assert t.raw.base is not None and not t.raw.flags.owndata
     assert w.tok_embeddings is w.wcls and w.wcls.type_name == "Q6_K"
@@ -198,7 +199,7 @@ def test_kquant_matmul_equals_reference_bit_for_bit(which: str, kinds: set, requ
     rng = np.random.default_rng(3)
     seen = set()
     for t in [*w.wq, *w.wk, *w.w1, *w.w2, w.wcls]:
-        if not isinstance(t, KQTensor):
+        if not isinstance(t, KQTensor) or t.type_name in LEGACY_NATIVE:  # (test_legacy_*)
             continue
         seen.add(t.type_name)
         n, k = t.shape
@@ -326,8 +327,9 @@ def test_convert_refuses_auto(random_kq: Path, tmp_path: Path) -> None:
 
 
 def test_gemma3_q4_k_m_auto_identical_across_tiers() -> None:
-    """The real Q4_K_M (Q5_0, Q8_0, Q4_K and Q6_K in one layer): its Q4_K / Q6_K matrices in
-    place, the same greedy tokens and logits on every tier, close to the q8 load's."""
+    """The real Q4_K_M (Q5_0, Q8_0, Q4_K and Q6_K in one layer): its Q5_0 (q, k, gate, up),
+    Q4_K and Q6_K matrices in place, the same greedy tokens and logits on every tier, close to
+    the q8 load's."""
     from isaforge import pull
 
     path = pull.model_path("gemma3-270m")
@@ -336,6 +338,8 @@ def test_gemma3_q4_k_m_auto_identical_across_tiers() -> None:
     m = with_context(read_gguf(path, quant="auto"), 64)
     kinds = {t.type_name for t in [*m.weights.wo, *m.weights.w2] if isinstance(t, KQTensor)}
     assert kinds == {"Q4_K", "Q6_K"}
+    w = m.weights
+    assert {t.type_name for t in [*w.wq, *w.wk, *w.w1, *w.w3]} == {"Q5_0"}
     prompt = [2, 818, 5279, 529, 7001, 563]
     runs = {}
     for tier in SUPPORTED:

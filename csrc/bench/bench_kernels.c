@@ -82,17 +82,26 @@ static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
 static int is_kq_gemm(ifb_op op) {
     return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM;
 }
+static int is_legacy(ifb_op op) { return op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV; }
 static int is_kq(ifb_op op) {
-    return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op);
+    return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op) ||
+           is_legacy(op);
 }
-/* Bytes of one K-quant block of op's type. */
+/* Bytes of one block of op's type, and its values. */
 static size_t kq_block(ifb_op op) {
-    return op == IFB_Q4K_GEMV || op == IFB_Q4K_GEMM   ? IF_Q4K_BLOCK_BYTES
-           : op == IFB_Q5K_GEMV || op == IFB_Q5K_GEMM ? IF_Q5K_BLOCK_BYTES
-                                                      : IF_Q6K_BLOCK_BYTES;
+    switch (op) {
+    case IFB_Q4K_GEMV: case IFB_Q4K_GEMM: return IF_Q4K_BLOCK_BYTES;
+    case IFB_Q5K_GEMV: case IFB_Q5K_GEMM: return IF_Q5K_BLOCK_BYTES;
+    case IFB_Q40_GEMV: return IF_Q40_BLOCK_BYTES;
+    case IFB_Q41_GEMV: return IF_Q41_BLOCK_BYTES;
+    case IFB_Q50_GEMV: return IF_Q50_BLOCK_BYTES;
+    case IFB_Q51_GEMV: return IF_Q51_BLOCK_BYTES;
+    default: return IF_Q6K_BLOCK_BYTES;
+    }
 }
+static size_t kq_qb(ifb_op op) { return is_legacy(op) ? IF_QL : IF_QK; }
 /* Bytes of one (N, K) K-quant matrix in the file's blocks. */
-static size_t kq_bytes(ifb_op op, size_t N, size_t K) { return N * (K / IF_QK) * kq_block(op); }
+static size_t kq_bytes(ifb_op op, size_t N, size_t K) { return N * (K / kq_qb(op)) * kq_block(op); }
 
 if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, size_t copies,
                           const int8_t *cb, ifb_case **out, char *err, size_t errlen) {
@@ -107,8 +116,9 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
                  "(gs=%zu)", gs);
         return IF_EINVAL;
     }
-    if (is_kq(op) && gs != IF_QK) {
-        snprintf(err, errlen, "a K-quant case needs gs = 256 (gs=%zu)", gs);
+    if (is_kq(op) && gs != kq_qb(op)) {
+        snprintf(err, errlen, "a K-quant or legacy-block case needs gs = %zu (gs=%zu)", kq_qb(op),
+                 gs);
         return IF_EINVAL;
     }
     if (op == IFB_Q8_GEMV || op == IFB_Q4_GEMV || (is_kq(op) && !is_kq_gemm(op))) M = 1;
@@ -158,8 +168,10 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         c->w[i] = alloc64(wb), c->ws[i] = alloc64(N * G * sizeof(float));
         if (!c->w[i] || !c->ws[i]) goto oom;
         fill_i8(c->w[i], wb, &st);
-        const int mins = kq_block(op) != IF_Q6K_BLOCK_BYTES; /* d, dmin at bytes 0-3 */
-        for (size_t o = mins ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
+        const int mins = op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q4K_GEMM ||
+                         op == IFB_Q5K_GEMM || op == IFB_Q41_GEMV ||
+                         op == IFB_Q51_GEMV; /* d, dmin (or m) at bytes 0-3 */
+        for (size_t o = mins || is_legacy(op) ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
             c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
             if (mins) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
         }
@@ -214,6 +226,10 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     const if_kernel_table *s = if_tier_table(0);
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
+    if (c->op == IFB_Q40_GEMV) return t->q40_gemv ? t->q40_gemv : s->q40_gemv;
+    if (c->op == IFB_Q41_GEMV) return t->q41_gemv ? t->q41_gemv : s->q41_gemv;
+    if (c->op == IFB_Q50_GEMV) return t->q50_gemv ? t->q50_gemv : s->q50_gemv;
+    if (c->op == IFB_Q51_GEMV) return t->q51_gemv ? t->q51_gemv : s->q51_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
 /* ... and its GEMM. */
@@ -251,6 +267,10 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     }
     case IFB_Q4K_GEMV:
     case IFB_Q5K_GEMV:
+    case IFB_Q40_GEMV:
+    case IFB_Q41_GEMV:
+    case IFB_Q50_GEMV:
+    case IFB_Q51_GEMV:
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
@@ -279,6 +299,10 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q4_GEMM: return (t->q4_gemm ? t->q4_gemm : s->q4_gemm)->name;
     case IFB_Q4K_GEMV:
     case IFB_Q5K_GEMV:
+    case IFB_Q40_GEMV:
+    case IFB_Q41_GEMV:
+    case IFB_Q50_GEMV:
+    case IFB_Q51_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:

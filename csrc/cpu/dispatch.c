@@ -31,6 +31,10 @@ static const if_kernel_table g_tiers[] = {
      .q4k_gemv = &if_k_q4k_gemv_1x1_scalar, .q6k_gemv = &if_k_q6k_gemv_1x1_scalar,
      .q4k_gemm = &if_k_q4k_gemm_1x1_scalar, .q6k_gemm = &if_k_q6k_gemm_1x1_scalar,
      .q5k_gemv = &if_k_q5k_gemv_1x1_scalar, .q5k_gemm = &if_k_q5k_gemm_1x1_scalar,
+     .q40_gemv = &if_k_q40_gemv_1x1_scalar, .q41_gemv = &if_k_q41_gemv_1x1_scalar,
+     .q50_gemv = &if_k_q50_gemv_1x1_scalar, .q51_gemv = &if_k_q51_gemv_1x1_scalar,
+     .q40_gemm = &if_k_q40_gemm_1x1_scalar, .q41_gemm = &if_k_q41_gemm_1x1_scalar,
+     .q50_gemm = &if_k_q50_gemm_1x1_scalar, .q51_gemm = &if_k_q51_gemm_1x1_scalar,
      .k8_quantize = &if_k_k8_quantize_1x1_scalar},
 #if defined(IF_X86_TIERS)
     {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
@@ -43,6 +47,10 @@ static const if_kernel_table g_tiers[] = {
      .q4k_gemv = &if_k_q4k_gemv_1x8_avx2, .q6k_gemv = &if_k_q6k_gemv_1x8_avx2,
      .q4k_gemm = &if_k_q4k_gemm_1x8_avx2, .q6k_gemm = &if_k_q6k_gemm_1x8_avx2,
      .q5k_gemv = &if_k_q5k_gemv_1x8_avx2, .q5k_gemm = &if_k_q5k_gemm_1x8_avx2,
+     .q40_gemv = &if_k_q40_gemv_1x8_avx2, .q41_gemv = &if_k_q41_gemv_1x8_avx2,
+     .q50_gemv = &if_k_q50_gemv_1x8_avx2, .q51_gemv = &if_k_q51_gemv_1x8_avx2,
+     .q40_gemm = &if_k_q40_gemm_1x8_avx2, .q41_gemm = &if_k_q41_gemm_1x8_avx2,
+     .q50_gemm = &if_k_q50_gemm_1x8_avx2, .q51_gemm = &if_k_q51_gemm_1x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
@@ -54,6 +62,10 @@ static const if_kernel_table g_tiers[] = {
      .q4k_gemv = &if_k_q4k_gemv_1x8_avx_vnni, .q6k_gemv = &if_k_q6k_gemv_1x8_avx_vnni,
      .q4k_gemm = &if_k_q4k_gemm_1x8_avx_vnni, .q6k_gemm = &if_k_q6k_gemm_1x8_avx_vnni,
      .q5k_gemv = &if_k_q5k_gemv_1x8_avx_vnni, .q5k_gemm = &if_k_q5k_gemm_1x8_avx_vnni,
+     .q40_gemv = &if_k_q40_gemv_1x8_avx_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx_vnni,
+     .q50_gemv = &if_k_q50_gemv_1x8_avx_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx_vnni,
+     .q40_gemm = &if_k_q40_gemm_1x8_avx_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx_vnni,
+     .q50_gemm = &if_k_q50_gemm_1x8_avx_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
@@ -65,6 +77,10 @@ static const if_kernel_table g_tiers[] = {
      .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_1x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_1x16_avx512_vnni,
      .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_1x16_avx512_vnni,
+     .q40_gemv = &if_k_q40_gemv_1x8_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx512_vnni,
+     .q50_gemv = &if_k_q50_gemv_1x8_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx512_vnni,
+     .q40_gemm = &if_k_q40_gemm_1x8_avx512_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx512_vnni,
+     .q50_gemm = &if_k_q50_gemm_1x8_avx512_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
@@ -80,6 +96,10 @@ static const if_kernel_table g_tiers[] = {
      .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_16x16_amx, .q6k_gemm = &if_k_q6k_gemm_16x16_amx,
      .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_16x16_amx,
+     .q40_gemv = &if_k_q40_gemv_1x8_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx512_vnni,
+     .q50_gemv = &if_k_q50_gemv_1x8_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx512_vnni,
+     .q40_gemm = &if_k_q40_gemm_1x8_avx512_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx512_vnni,
+     .q50_gemm = &if_k_q50_gemm_1x8_avx512_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
@@ -102,7 +122,11 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
      .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
-     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod,
+     .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
+     .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
+     .q40_gemm = &if_k_q40_gemm_1x4_dotprod, .q41_gemm = &if_k_q41_gemm_1x4_dotprod,
+     .q50_gemm = &if_k_q50_gemm_1x4_dotprod, .q51_gemm = &if_k_q51_gemm_1x4_dotprod},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
      * M = 1) */
     {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
@@ -114,7 +138,11 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
      .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
-     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod,
+     .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
+     .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
+     .q40_gemm = &if_k_q40_gemm_1x4_dotprod, .q41_gemm = &if_k_q41_gemm_1x4_dotprod,
+     .q50_gemm = &if_k_q50_gemm_1x4_dotprod, .q51_gemm = &if_k_q51_gemm_1x4_dotprod},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
@@ -126,7 +154,11 @@ static const if_kernel_table g_tiers[] = {
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
      .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
-     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod},
+     .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod,
+     .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
+     .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
+     .q40_gemm = &if_k_q40_gemm_1x4_dotprod, .q41_gemm = &if_k_q41_gemm_1x4_dotprod,
+     .q50_gemm = &if_k_q50_gemm_1x4_dotprod, .q51_gemm = &if_k_q51_gemm_1x4_dotprod},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
@@ -146,6 +178,10 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->q4k_gemv ? t->q4k_gemv->requires : 0) | (t->q6k_gemv ? t->q6k_gemv->requires : 0) |
            (t->q4k_gemm ? t->q4k_gemm->requires : 0) | (t->q6k_gemm ? t->q6k_gemm->requires : 0) |
            (t->q5k_gemv ? t->q5k_gemv->requires : 0) | (t->q5k_gemm ? t->q5k_gemm->requires : 0) |
+           (t->q40_gemv ? t->q40_gemv->requires : 0) | (t->q41_gemv ? t->q41_gemv->requires : 0) |
+           (t->q50_gemv ? t->q50_gemv->requires : 0) | (t->q51_gemv ? t->q51_gemv->requires : 0) |
+           (t->q40_gemm ? t->q40_gemm->requires : 0) | (t->q41_gemm ? t->q41_gemm->requires : 0) |
+           (t->q50_gemm ? t->q50_gemm->requires : 0) | (t->q51_gemm ? t->q51_gemm->requires : 0) |
            (t->k8_quantize ? t->k8_quantize->requires : 0);
 }
 

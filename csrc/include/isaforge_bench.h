@@ -31,7 +31,11 @@ typedef enum ifb_op {
     IFB_Q5K_GEMV = 7,
     IFB_Q4K_GEMM = 8, /* the K-quant GEMMs (M activation rows in one call) */
     IFB_Q5K_GEMM = 9,
-    IFB_Q6K_GEMM = 10
+    IFB_Q6K_GEMM = 10,
+    IFB_Q40_GEMV = 11, /* legacy-block GEMVs on GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 (gs must be 32) */
+    IFB_Q41_GEMV = 12,
+    IFB_Q50_GEMV = 13,
+    IFB_Q51_GEMV = 14
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

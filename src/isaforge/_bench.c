@@ -63,10 +63,15 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q4k_gemm") == 0) o = IFB_Q4K_GEMM;
     else if (strcmp(op, "q5k_gemm") == 0) o = IFB_Q5K_GEMM;
     else if (strcmp(op, "q6k_gemm") == 0) o = IFB_Q6K_GEMM;
+    else if (strcmp(op, "q40_gemv") == 0) o = IFB_Q40_GEMV;
+    else if (strcmp(op, "q41_gemv") == 0) o = IFB_Q41_GEMV;
+    else if (strcmp(op, "q50_gemv") == 0) o = IFB_Q50_GEMV;
+    else if (strcmp(op, "q51_gemv") == 0) o = IFB_Q51_GEMV;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
-                     "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm)", op);
+                     "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm, q40_gemv, q41_gemv, "
+                     "q50_gemv, q51_gemv)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
@@ -590,26 +595,36 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
                           &objs[3], &N, &K, &objs[4], &tier, &gemm))
         return NULL;
-    const int q6 = strcmp(type, "q6_k") == 0, q5 = strcmp(type, "q5_k") == 0;
-    if (!q6 && !q5 && strcmp(type, "q4_k") != 0)
-        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k)",
-                            type);
-    if (M <= 0 || N <= 0 || K <= 0 || K % IF_QK)
+    static const char *names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1"};
+    static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
+                                 IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
+                                 IF_Q51_BLOCK_BYTES};
+    int ti = -1;
+    for (int i = 0; i < 7; i++)
+        if (strcmp(type, names[i]) == 0) ti = i;
+    if (ti < 0)
+        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, "
+                            "q4_1, q5_0, q5_1)", type);
+    const size_t qb = ti >= 3 ? IF_QL : IF_QK; /* values per block and per activation scale */
+    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
     const if_kernel_table *t = table_for(tier, M > 1 || gemm), *t0 = if_tier_table(0);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
-    size_t bb = q6 ? IF_Q6K_BLOCK_BYTES : q5 ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES;
-    size_t need[5] = {m * k, m * k / IF_QK * sizeof(float), m * k / 16 * sizeof(int16_t),
-                      n * k / IF_QK * bb, m * n * sizeof(float)};
+    size_t need[5] = {m * k, m * k / qb * sizeof(float), m * k / 16 * sizeof(int16_t),
+                      n * k / qb * bbs[ti], m * n * sizeof(float)};
     Py_buffer v[5];
     if (!get_views(objs, need, 5, 1, v)) return NULL;
-    const if_kq_gemv_kernel *gv = q6   ? (t->q6k_gemv ? t->q6k_gemv : t0->q6k_gemv)
-                                  : q5 ? (t->q5k_gemv ? t->q5k_gemv : t0->q5k_gemv)
-                                       : (t->q4k_gemv ? t->q4k_gemv : t0->q4k_gemv);
-    const if_kq_gemm_kernel *gm = q6   ? (t->q6k_gemm ? t->q6k_gemm : t0->q6k_gemm)
-                                  : q5 ? (t->q5k_gemm ? t->q5k_gemm : t0->q5k_gemm)
-                                       : (t->q4k_gemm ? t->q4k_gemm : t0->q4k_gemm);
+#define PICK(f) (t->f ? t->f : t0->f)
+    const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
+                                      PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
+                                      PICK(q51_gemv)};
+    const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
+                                      PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
+                                      PICK(q51_gemm)};
+#undef PICK
+    const if_kq_gemv_kernel *gv = gvs[ti];
+    const if_kq_gemm_kernel *gm = gms[ti];
     Py_BEGIN_ALLOW_THREADS
     if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
     else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);

@@ -212,6 +212,14 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"q4k_gemm", t->q4k_gemm ? t->q4k_gemm->name : "q4k_gemm_1x1_scalar"},
         {"q5k_gemm", t->q5k_gemm ? t->q5k_gemm->name : "q5k_gemm_1x1_scalar"},
         {"q6k_gemm", t->q6k_gemm ? t->q6k_gemm->name : "q6k_gemm_1x1_scalar"},
+        {"q40_gemv", t->q40_gemv ? t->q40_gemv->name : "q40_gemv_1x1_scalar"},
+        {"q41_gemv", t->q41_gemv ? t->q41_gemv->name : "q41_gemv_1x1_scalar"},
+        {"q50_gemv", t->q50_gemv ? t->q50_gemv->name : "q50_gemv_1x1_scalar"},
+        {"q51_gemv", t->q51_gemv ? t->q51_gemv->name : "q51_gemv_1x1_scalar"},
+        {"q40_gemm", t->q40_gemm ? t->q40_gemm->name : "q40_gemm_1x1_scalar"},
+        {"q41_gemm", t->q41_gemm ? t->q41_gemm->name : "q41_gemm_1x1_scalar"},
+        {"q50_gemm", t->q50_gemm ? t->q50_gemm->name : "q50_gemm_1x1_scalar"},
+        {"q51_gemm", t->q51_gemm ? t->q51_gemm->name : "q51_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *v = PyUnicode_FromString(names[i][1]);

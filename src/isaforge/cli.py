@@ -86,8 +86,9 @@ def _model_options(r, chat: bool = False) -> None:
     r.add_argument("--stop", action="append", default=None, metavar="S",
                    help="stop before this string (repeatable); never printed, even in part")
     r.add_argument("--quant", type=_quant, default="auto",
-                   help="how weights are held: auto (default: GGUF Q8_0 / Q4_K / Q5_K / Q6_K as "
-                        "stored, other types as q8), q8, f32; 4-bit: "
+                   help="how weights are held: auto (default: GGUF Q8_0, Q4_0 / Q4_1 / Q5_0 / "
+                        "Q5_1 and Q4_K / Q5_K / Q6_K as stored, other types as q8), q8, f32; "
+                        "4-bit: "
                         "cq4[-32|-64|-128][-lsq][-norot] or q4_0, any format")
     r.add_argument("--ctx", type=_positive_int, default=None,
                    help="context length / KV cache size (default: the model's, at most 4096)")
@@ -182,8 +183,9 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
     i.add_argument("--threads", type=_positive_int, default=None,
                    help="threads, for the run state's size (default: physical cores)")
     i.add_argument("--quant", type=_quant, default="auto",
-                   help="read MODEL as `run --quant` would (auto: GGUF Q4_K / Q5_K / Q6_K in "
-                        "place) and list each matrix's stored type, resident type and kernels")
+                   help="read MODEL as `run --quant` would (auto: GGUF Q4_0 / Q4_1 / Q5_0 / "
+                        "Q5_1 / Q4_K / Q5_K / Q6_K in place) and list each matrix's stored "
+                        "type, resident type and kernels")
     i.add_argument("--json", action="store_true")
     if cmd is not None and cmd not in FRONT_ENDS:
         for name in FRONT_ENDS:
@@ -570,7 +572,7 @@ def _print_memory(mi: dict, decode: dict) -> None:
     print(f"memory:     weights {_bytes(rowmajor)} converted into memory, {_bytes(wb['mapped'])} "
           f"mapped{size} (resident while read, given back after the load)")
     if wb.get("in_place"):
-        print(f"            {_bytes(wb['in_place'])} of K-quant blocks run in place from the "
+        print(f"            {_bytes(wb['in_place'])} of GGUF blocks run in place from the "
               "mapping (resident: the one copy)")
     print(f"            packed {_bytes(packed)}" + (
         "; the row-major copies stay (decode's GEMV reads them)" if packed and keeps_rowmajor

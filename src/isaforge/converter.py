@@ -43,7 +43,7 @@ def convert(src: str | os.PathLike, out: str | os.PathLike, quant: str = "q8",
         raise ValueError(f"quant must be one of {QUANT_HELP}; got {quant!r}") from None
     quant = str(spec)
     if spec.kind == "auto":  # K-quant blocks run in place from the GGUF file itself
-        raise ValueError("--quant auto runs a GGUF file's Q4_K / Q5_K / Q6_K blocks in place and "
+        raise ValueError("--quant auto runs a GGUF file's K-quant and legacy blocks in place and "
                          "has nothing to convert; choose q8, f32 or a 4-bit scheme")
     if group_size is not None and quant != "q8":
         raise ValueError("--group-size only applies to --quant q8")

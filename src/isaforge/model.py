@@ -48,8 +48,9 @@ _MAX_NEW = _Default(DEFAULT_MAX_NEW)
 
 def read_model(path: str | os.PathLike, quant: str = "auto") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
-    can be mapped. `quant` ("auto", the default: GGUF Q4_K / Q5_K / Q6_K matrices run in place
-    on the file's blocks, the rest as "q8"; "q8" | "f32": how non-Q8 GGUF/HF tensors are held);
+    can be mapped. `quant` ("auto", the default: GGUF K-quant (Q4_K / Q5_K / Q6_K) and legacy
+    (Q4_0 / Q4_1 / Q5_0 / Q5_1) matrices run in place on the file's blocks, the rest as "q8";
+    "q8" | "f32": how non-Q8 GGUF/HF tensors are held);
     llama2.c files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c). A 4-bit quant ("cq4",
     "cq4-128-lsq", ..., "q4_0"; quant.cq4.parse_quant) applies to every format."""
     from .quant.cq4 import parse_quant
@@ -405,7 +406,7 @@ def load(path: str | os.PathLike | None = None, tokenizer: str | os.PathLike | N
     tokenizer: a llama2.c tokenizer.bin (default: beside a llama2.c model; other formats carry
       their own tokenizer). kernel: force a kernel tier for this model ("scalar", ...; None:
       the best, or ISAFORGE_KERNEL); other models keep theirs. quant: "auto" (default: GGUF
-      Q4_K / Q5_K / Q6_K matrices run in place on the file's blocks, one resident copy;
+      K-quant and legacy-block matrices run in place on the file's blocks, one resident copy;
       the rest as "q8"), "q8" (every GGUF/HF tensor that is not Q8 already converted to Q8)
       or "f32".
       ctx: context length (KV cache size); default min(model's, 4096).

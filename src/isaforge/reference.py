@@ -9,7 +9,8 @@ fp32 weights: every step runs in `dtype` (float64 by default, a high-precision o
 Q8 weights: each matmul follows runq.c exactly: the float32 activation is quantized per group
 at run time (round half away from zero, C roundf), each group's int32 dot product is scaled as
 (float(isum) * w_scale) * x_scale and accumulated group by group in float32 (no FMA).
-K-quant weights run in place (KQTensor, Q4_K / Q5_K / Q6_K): the activation is quantized per
+K-quant weights run in place (KQTensor, Q4_K / Q5_K / Q6_K; Q4_0 / Q4_1 / Q5_0 / Q5_1 alike
+with one activation scale per 32, _legacy_matmul): the activation is quantized per
 256 (K8, the same rule) with the int16 sum of each 16 values, then isaforge.h's integer formula
 per block and its float32 steps in block order (kq_matmul), the C kernels' arithmetic exactly.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quant.ggml import KQTensor
+from .quant.ggml import LEGACY_NATIVE, KQTensor
 from .types import Config, Q8Tensor, Weights, embedding_rows
 
 
@@ -142,10 +143,10 @@ def q8_matmul(xq: np.ndarray, xs: np.ndarray, w: Q8Tensor) -> np.ndarray:
     return acc
 
 
-def quantize_k8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """K8 activations (if_k8_quantize_fn): quantize_activations at 256, then the int16 sum of
-    each 16 consecutive int8 values."""
-    xq, xd = quantize_activations(x, 256)
+def quantize_k8(x: np.ndarray, qb: int = 256) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """K8 activations (if_k8_quantize_fn; qb = 32: the legacy blocks' L8): quantize_activations
+    at qb, then the int16 sum of each 16 consecutive int8 values."""
+    xq, xd = quantize_activations(x, qb)
     return xq, xd, xq.reshape(-1, 16).astype(np.int16).sum(axis=1).astype(np.int16)
 
 
@@ -155,6 +156,8 @@ def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> 
     sub-block j); Q6_K: sumi = sum_j sc[j] (dot_j(u, xq) - 32 xsum_j)), then in float32, blocks
     in order from 0: Q4_K / Q5_K acc = (acc + (d * xd[b]) * sumi) - (dmin * xd[b]) * summ;
     Q6_K acc = acc + (d * xd[b]) * sumi."""
+    if w.type_name in LEGACY_NATIVE:
+        return _legacy_matmul(xq, xd, xsum, w)
     n, nb = w.shape[0], w.cols // 256
     x = np.asarray(xq).astype(np.int64).reshape(nb, -1)
     bs = np.asarray(xsum).astype(np.int64).reshape(nb, 16)
@@ -175,6 +178,32 @@ def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> 
     d = d.reshape(n, nb)
     for b in range(nb):
         acc = acc + (d[:, b] * xd[b]) * sumi[:, b]
+    return acc
+
+
+def _legacy_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> np.ndarray:
+    """isaforge.h's legacy-block arithmetic (L8 activations, one scale per 32): per output row
+    and block b, dot = sum_j u_j xq_j and xs = the block's activation sum (exact integers), then
+    in float32, blocks in order from 0: Q4_0 / Q5_0 acc = acc + (d * xd[b]) * (dot - z xs), z =
+    8 / 16; Q4_1 / Q5_1 acc = (acc + (d * xd[b]) * dot) + (m * xd[b]) * xs."""
+    n, nb = w.shape[0], w.cols // 32
+    x = np.asarray(xq).astype(np.int64).reshape(nb, 32)
+    xs = np.asarray(xsum).astype(np.int64).reshape(nb, 2).sum(axis=1)
+    d, m, u = w.integers()
+    dot = np.einsum("nbj,bj->nb", u.reshape(n, nb, 32), x)
+    d = d.reshape(n, nb)
+    xd = np.asarray(xd, np.float32)
+    acc = np.zeros(n, np.float32)
+    if m is None:
+        z = 16 if w.type_name == "Q5_0" else 8
+        sumi = (dot - z * xs[None, :]).astype(np.float32)
+        for b in range(nb):
+            acc = acc + (d[:, b] * xd[b]) * sumi[:, b]
+        return acc
+    m = m.reshape(n, nb)
+    dotf, xsf = dot.astype(np.float32), xs.astype(np.float32)
+    for b in range(nb):
+        acc = (acc + (d[:, b] * xd[b]) * dotf[:, b]) + (m[:, b] * xd[b]) * xsf[b]
     return acc
 
 
@@ -200,7 +229,8 @@ class Reference:
         """W (d, n) @ x (n,) -> (d,); Q8 weights take the runq.c integer path, K-quant ones
         the K8 integer path (kq_matmul)."""
         if isinstance(w, KQTensor):
-            return kq_matmul(*quantize_k8(x), w).astype(self.dtype)
+            qb = 32 if w.type_name in LEGACY_NATIVE else 256
+            return kq_matmul(*quantize_k8(x, qb), w).astype(self.dtype)
         if isinstance(w, Q8Tensor):
             xq, xs = quantize_activations(x, w.group_size)
             return q8_matmul(xq, xs, w).astype(self.dtype)

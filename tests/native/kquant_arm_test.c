@@ -1,5 +1,6 @@
-/* kquant_arm_test.c - the Arm K-quant GEMVs against the scalar ones, bit for bit, run under
- * qemu-aarch64 by tests/test_kquant_arm.py: random Q4_K / Q6_K / Q5_K blocks and activations, and
+/* kquant_arm_test.c - the Arm K-quant and legacy-block GEMVs against the scalar ones, bit for
+ * bit, run under qemu-aarch64 by tests/test_kquant_arm.py: random Q4_K / Q6_K / Q5_K and Q4_0 /
+ * Q4_1 / Q5_0 / Q5_1 blocks and activations, and
  * every value, scale and activation at its largest magnitude, over row counts and row lengths;
  * the GEMMs at several activation rows. Prints "runs R bad B" and exits 1 on a difference. */
 #include <stdio.h>
@@ -16,29 +17,35 @@ static uint8_t rnd(void) {
     return (uint8_t)(st >> 24);
 }
 
-/* typ 0: Q4_K, 1: Q6_K, 2: Q5_K */
-static const size_t BB[3] = {144, 210, 176};
-static const char *NAME[3] = {"q4_k", "q6_k", "q5_k"};
-static const if_kq_gemv_kernel *const GV[3] = {&if_k_q4k_gemv_1x1_dotprod,
-                                               &if_k_q6k_gemv_1x1_dotprod,
-                                               &if_k_q5k_gemv_1x1_dotprod};
-static const if_kq_gemm_kernel *const GM[3] = {&if_k_q4k_gemm_1x1_dotprod,
-                                               &if_k_q6k_gemm_1x1_dotprod,
-                                               &if_k_q5k_gemm_1x1_dotprod};
-static void (*const SCALAR[3])(IF_KQ_GEMM_ARGS) = {if_q4k_gemm_1x1_scalar, if_q6k_gemm_1x1_scalar,
-                                                   if_q5k_gemm_1x1_scalar};
+/* typ 0: Q4_K, 1: Q6_K, 2: Q5_K, 3..6: Q4_0, Q4_1, Q5_0, Q5_1 (values per block QB) */
+#define NT 7
+static const size_t BB[NT] = {144, 210, 176, 18, 20, 22, 24};
+static const size_t QB[NT] = {256, 256, 256, 32, 32, 32, 32};
+static const char *NAME[NT] = {"q4_k", "q6_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"};
+static const if_kq_gemv_kernel *const GV[NT] = {
+    &if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
+    &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
+    &if_k_q51_gemv_1x4_dotprod};
+static const if_kq_gemm_kernel *const GM[NT] = {
+    &if_k_q4k_gemm_1x1_dotprod, &if_k_q6k_gemm_1x1_dotprod, &if_k_q5k_gemm_1x1_dotprod,
+    &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
+    &if_k_q51_gemm_1x4_dotprod};
+static const if_kq_gemm_kernel *const SCALAR[NT] = {
+    &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
+    &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
+    &if_k_q51_gemm_1x1_scalar};
 
 int main(void) {
     int bad = 0, runs = 0;
-    for (int typ = 0; typ < 3; typ++)
+    for (int typ = 0; typ < NT; typ++)
         for (size_t N = 1; N <= 19; N += 9)
-            for (size_t K = 256; K <= 1280; K += 512)
+            for (size_t K = QB[typ]; K <= 1024 + QB[typ]; K += 512)
                 for (int ext = 0; ext < 2; ext++)
                     for (size_t M = 1; M <= 3; M += 2) {
-                        const size_t bb = BB[typ], wb = N * K / 256 * bb;
+                        const size_t bb = BB[typ], qb = QB[typ], wb = N * K / qb * bb;
                         uint8_t *w = malloc(wb);
                         int8_t *x = malloc(M * K);
-                        float *xd = malloc(M * K / 256 * sizeof(float));
+                        float *xd = malloc(M * K / qb * sizeof(float));
                         int16_t *xs = malloc(M * K / 16 * sizeof(int16_t));
                         float *a = malloc(M * N * sizeof(float)), *b = malloc(M * N * sizeof(float));
                         if (!w || !x || !xd || !xs || !a || !b) return 2;
@@ -50,9 +57,9 @@ int main(void) {
                             if (typ != 1) d[2] = rnd(), d[3] = 0x18;
                         }
                         for (size_t i = 0; i < M * K; i++) x[i] = ext ? -127 : (int8_t)(rnd() % 255 - 127);
-                        for (size_t i = 0; i < M * K / 256; i++) xd[i] = 0.01f * (float)(1 + i % 5);
+                        for (size_t i = 0; i < M * K / qb; i++) xd[i] = 0.01f * (float)(1 + i % 5);
                         if_k8_sums(xs, x, M * K);
-                        SCALAR[typ](a, N, x, xd, xs, M, w, 0, N, K);
+                        SCALAR[typ]->run(a, N, x, xd, xs, M, w, 0, N, K);
                         if (M == 1) GV[typ]->run(b, x, xd, xs, w, 0, N, K);
                         else GM[typ]->run(b, N, x, xd, xs, M, w, 0, N, K);
                         runs++;

@@ -19,11 +19,14 @@ from .schedule import run_alternating
 SHAPE_MODELS = ("smollm2-135m",)
 Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
 OPS = Q8_OPS + Q4_OPS
-# The K-quant GEMVs on GGUF Q4_K / Q5_K / Q6_K blocks as stored (bytes per 256 values); asked
-# for by name (--ops), at the model's matrix shapes with K8 activations (gs 256).
+# The kernels on GGUF blocks as stored: K-quants Q4_K / Q5_K / Q6_K (bytes per 256 values, K8
+# activations, gs 256; GEMVs and GEMMs) and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1 GEMVs (bytes
+# per 32 values, L8 activations, gs 32); asked for by name (--ops), at the model's shapes.
 KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210,
-                  "q4k_gemm": 144, "q5k_gemm": 176, "q6k_gemm": 210}
+                  "q4k_gemm": 144, "q5k_gemm": 176, "q6k_gemm": 210, "q40_gemv": 18,
+                  "q41_gemv": 20, "q50_gemv": 22, "q51_gemv": 24}
 KQ_OPS = tuple(KQ_BLOCK_BYTES)
+KQ_VALUES = {op: 32 if op.startswith(("q40", "q41", "q50", "q51")) else 256 for op in KQ_OPS}
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).
 Q4_FORMATS = ("cq4", "q4_0")
@@ -71,9 +74,10 @@ class Shape:
         """Bytes a call must move at least: weights + activations (+ output)."""
         if self.op == "quantize":
             return self.M * self.K * 5 + 4 * self.M * (self.K // gs)
-        if self.op in KQ_OPS:  # the blocks; K8 activations: int8, a float per 256, int16 per 16
-            return (self.N * self.K // 256 * KQ_BLOCK_BYTES[self.op] + self.M * self.K
-                    + 4 * self.M * (self.K // 256) + 2 * self.M * (self.K // 16)
+        if self.op in KQ_OPS:  # the blocks; activations: int8, a float per block, int16 per 16
+            qb = KQ_VALUES[self.op]
+            return (self.N * self.K // qb * KQ_BLOCK_BYTES[self.op] + self.M * self.K
+                    + 4 * self.M * (self.K // qb) + 2 * self.M * (self.K // 16)
                     + 4 * self.M * self.N)
         w = self.N * self.K // 2 if self.op in Q4_OPS else self.N * self.K
         return (w + 4 * self.N * (self.K // gs) + self.M * self.K
@@ -115,14 +119,14 @@ def model_shapes(spec: str, ms: list[int]) -> list[Shape]:
 
 
 def kquant_shapes(spec: str, ms: list[int] = ()) -> list[Shape]:
-    """The K-quant shapes of a model: each distinct matrix shape (rows whose length is a
-    multiple of 256) and the classifier for the GEMVs, and each matrix shape at every M of ms
-    for the GEMMs (M activation rows in one call), at each K-quant type."""
-    mats = [s for s in model_shapes(spec, []) if s.op == "q8_gemv" and s.K % 256 == 0]
+    """The block-type shapes of a model: each distinct matrix shape (rows whose length is a
+    multiple of the type's block) and the classifier for the GEMVs, and each matrix shape at
+    every M of ms for the GEMMs (M activation rows in one call), at each block type."""
+    mats = [s for s in model_shapes(spec, []) if s.op == "q8_gemv"]
     return ([Shape(op, s.name, 1, s.N, s.K) for op in KQ_OPS if op.endswith("_gemv")
-             for s in mats]
+             for s in mats if s.K % KQ_VALUES[op] == 0]
             + [Shape(op, s.name, m, s.N, s.K) for op in KQ_OPS if op.endswith("_gemm")
-               for m in ms for s in mats if s.name != "wcls"])
+               for m in ms for s in mats if s.name != "wcls" and s.K % KQ_VALUES[op] == 0])
 
 
 def _copies(weight_bytes: int, cold: bool) -> int:
@@ -148,7 +152,7 @@ def bench_kernels(shapes: list[Shape], tiers: list[str], gs: int = 32, reps: int
     for sh in shapes:
         g, cb, extra = gs, None, {}
         if sh.op in KQ_OPS:
-            g = 256
+            g = KQ_VALUES[sh.op]
         if sh.op in Q4_OPS:  # the format's own group size and codebook
             g, cbv = q4_format(sh.fmt)
             cb = cbv.astype("int8").tobytes()

@@ -99,8 +99,8 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def read_any(path: str | os.PathLike, quant: str = "auto") -> LoadedModel:
     """Read any supported model: HF folder, GGUF, .isaf, else llama2.c .bin. `quant` ("q8" or
-    "f32"; "auto": GGUF Q4_K / Q5_K / Q6_K in place, else "q8") applies to GGUF and HF; llama2.c
-    and .isaf files load as they are stored. A 4-bit quant (quant.cq4.parse_quant: cq4...,
+    "f32"; "auto": GGUF K-quant and legacy blocks in place, else "q8") applies to GGUF and HF;
+    llama2.c and .isaf files load as they are stored. A 4-bit quant (quant.cq4.parse_quant: cq4...,
     q4_0) applies to every format."""
     from ..quant.cq4 import parse_quant, to_4bit
 

@@ -432,7 +432,7 @@ def _matrix(mm, t: TensorInfo, quant: str, gs: int, threads: int = 1, mapped: bo
     Q8 at group 32 is made by the core from the file's bytes when the model is made. stream
     (a 4-bit quant): a matrix to quantize goes to to_4bit as a GGMLMatrix over the file's
     blocks, its pages dropped once quantized, instead of as float32."""
-    if quant == "auto":  # Q4_K / Q5_K / Q6_K in place: a view of the mapping, its pages kept
+    if quant == "auto":  # K-quant / legacy blocks in place: a view of the mapping, pages kept
         if t.type_name in KQ_NATIVE:
             return kq_split(_raw(mm, t), t.type_id, *t.shape)
         quant = "q8"  # every other type as q8
@@ -504,7 +504,8 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8", stream: bool = False,
               progress=None) -> LoadedModel:
     """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
     others dequantized and requantized at group 32, or the largest valid group below);
-    quant="auto": Q4_K, Q5_K and Q6_K matrices (the token table too) as views of the file's blocks
+    quant="auto": Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q5_1 matrices (the token table too) as
+    views of the file's blocks
     that the K-quant kernels run in place, the others as for "q8";
     quant="f32": every matrix dequantized to float32. A 4-bit quant quantizes the layer
     matrices from float32, or with stream=True (isaforge convert) one at a time from the

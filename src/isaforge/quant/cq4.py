@@ -96,7 +96,8 @@ def rotation_signs(seed: int, kpad: int) -> np.ndarray:
 class QuantSpec:
     """A --quant value: "q8", "auto", "f32", "cq4[-GS][-norm|-lsq][-norot]", "q4_0" or "iq4_nl"
     (Q4_0 / IQ4_NL blocks of 32 made here from float weights, rows zero-padded like CQ4's).
-    "auto": each GGUF matrix by its stored type (Q4_K / Q5_K / Q6_K in place, the rest as q8)."""
+    "auto": each GGUF matrix by its stored type (the K-quants Q4_K / Q5_K / Q6_K and the legacy
+    Q4_0 / Q4_1 / Q5_0 / Q5_1 in place, the rest as q8)."""
 
     kind: str  # "q8", "f32", "cq4", "q4_0", "iq4_nl", "auto"
     group_size: int | None = None  # cq4: None = the default for the model
@@ -122,7 +123,8 @@ class QuantSpec:
             ("-gptq" if self.gptq else "") + ("-wide" if self.wide else "")
 
 
-QUANT_HELP = ("q8, f32, auto (GGUF Q4_K / Q5_K / Q6_K matrices run in place on the file's "
+QUANT_HELP = ("q8, f32, auto (GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K matrices "
+              "run in place on the file's "
               "blocks, the rest as q8; other formats: q8), "
               "cq4[-32|-64|-128][-norm|-lsq][-norot][-gptq][-wide] (4-bit codebook, "
               f"rotated; -wide: levels at +-127 instead of +-{NARROW_AMAX}; "

@@ -275,15 +275,18 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
                     kind=t.name.lower())
 
 
-KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K")  # the types the K-quant kernels run in place (--quant auto)
+# The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE)
+LEGACY_NATIVE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
+KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K") + LEGACY_NATIVE
 
 
 @dataclass
 class KQTensor:
-    """A Q4_K, Q5_K or Q6_K matrix run in place: `raw` is a view of the file's blocks ((rows,
-    cols / 256) super-blocks, row-major, unchanged), the one resident copy. The C core reads it
-    through the K-quant kernels (isaforge.h, "K-quants read as stored"); dequantize() gives
-    ggml's float32 values."""
+    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1) matrix run in place: `raw` is a
+    view of the file's blocks ((rows, cols / block) blocks, row-major, unchanged), the one
+    resident copy. The C core reads it through the K-quant or legacy kernels (isaforge.h,
+    "K-quants read as stored", "Legacy blocks read as stored"); dequantize() gives ggml's
+    float32 values."""
 
     raw: np.ndarray  # uint8, rows * cols / 256 * block bytes
     type_id: int
@@ -304,7 +307,7 @@ class KQTensor:
     def rows(self, ids) -> np.ndarray:
         """float32 (len(ids), cols): rows `ids` dequantized, as the core's lookup does."""
         b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
-        per_row = self.cols // 256
+        per_row = self.cols // GGML_TYPES[self.type_id].block
         ids = np.asarray(ids, np.int64).reshape(-1)
         sel = b.reshape(self.rows_, per_row, -1)[ids].reshape(-1, b.shape[1])
         return GGML_TYPES[self.type_id].dequantize_blocks(sel).reshape(len(ids), self.cols)
@@ -317,6 +320,8 @@ class KQTensor:
         float32, the rest int64."""
         b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
         nb = b.shape[0]
+        if self.type_name in LEGACY_NATIVE:
+            return _legacy_integers(b, self.type_name)
         if self.type_name in ("Q4_K", "Q5_K"):
             sc, mn = _k4_scales(b[:, 4:16])
             five = self.type_name == "Q5_K"
@@ -336,8 +341,23 @@ class KQTensor:
             np.int64), u
 
 
+def _legacy_integers(b: np.ndarray, name: str) -> tuple:
+    """A legacy type's (d, m, u) per block (nb of them): d float32 (nb,), m float32 (nb,) for
+    Q4_1 / Q5_1 else None, u int64 (nb, 32) unsigned (Q4: 0..15; Q5: 0..31, bit j of the
+    little-endian qh word as bit 4 of value j)."""
+    mins = name in ("Q4_1", "Q5_1")
+    qh_at = {"Q5_0": 2, "Q5_1": 4}.get(name)
+    qs_at = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q5_1": 8}[name]
+    qs = b[:, qs_at:qs_at + 16]
+    u = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.int64)
+    if qh_at is not None:
+        qh = np.ascontiguousarray(b[:, qh_at:qh_at + 4]).view("<u4").astype(np.int64)
+        u |= ((qh >> np.arange(32, dtype=np.int64)[None, :]) & 1) << 4
+    return _f16(b, 0)[:, 0], (_f16(b, 2)[:, 0] if mins else None), u
+
+
 def kq_split(raw, type_id: int, rows: int, cols: int) -> KQTensor:
-    """A Q4_K / Q5_K / Q6_K tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
+    """A KQ_NATIVE tensor's bytes as a KQTensor (no copy: raw stays a view of the file)."""
     t = GGML_TYPES[type_id]
     if t.name not in KQ_NATIVE:
         raise ValueError(f"{t.name} does not run in place ({', '.join(KQ_NATIVE)})")

@@ -1,0 +1,15 @@
+/* Q4_1 GEMM, avx512_vnni (legacy_avx2.h's GEMM body; the products by VPDPBUSD, EVEX 256-bit). */
+#include "../legacy_avx2.h"
+
+void if_q41_gemm_1x8_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                                 const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
+                                 size_t n1, size_t K) {
+    ifly_gemm(IFL_Q41, out, ldo, xq, xd, xsum, M, w, n0, n1, K);
+}
+
+const if_kq_gemm_kernel if_k_q41_gemm_1x8_avx512_vnni = {.name = "q41_gemm_1x8_avx512_vnni",
+                                                         .requires =
+                                                             IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI,
+                                                         .mr = 1,
+                                                         .nr = 8,
+                                                         .run = if_q41_gemm_1x8_avx512_vnni};
