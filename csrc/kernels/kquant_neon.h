@@ -1,0 +1,185 @@
+/* kquant_neon.h - the Armv8.0 NEON (no SDOT) K-quant GEMV and GEMM bodies (q4k/q5k/q6k
+ * *_neon.c), and the block unpacking the i8mm GEMMs share (kquant_i8mm.h).
+ *
+ * A block's 256 values are unpacked to 16 int8x16 vectors in K order (vector v = values
+ * 16 v .. 16 v + 15; unsigned, at most 63, so valid int8). Without SDOT the int8 products go
+ * through SMULL / SMLAL2 into int16 lanes and SADALP into int32: a lane takes at most 4 products
+ * of |w| <= 63 and |x| <= 128 before the pairwise add, 4 * 63 * 128 = 32256 < 32768, so the
+ * int16 sums are exact. Per sub-block the int32x4 is added times its scale (MLA by a scalar),
+ * one ADDV per block: sumi, summ and the float step are the scalar kernel's, in its order. */
+#ifndef IF_KQUANT_NEON_H
+#define IF_KQUANT_NEON_H
+
+#include <arm_neon.h>
+
+#include "kquant_common.h"
+
+/* The three K-quant types as the bodies below tell them apart (a constant in each file). */
+enum { IFKN_Q4K, IFKN_Q5K, IFKN_Q6K };
+
+static inline size_t ifkn_bytes(int t) {
+    return t == IFKN_Q4K ? IF_Q4K_BLOCK_BYTES : t == IFKN_Q5K ? IF_Q5K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+}
+
+/* acc + the 16 products w . x (2 per int16 lane before SADALP). */
+static inline int32x4_t ifkn_dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(x));
+    p = vmlal_high_s8(p, w, x);
+    return vpadalq_s16(acc, p);
+}
+
+/* acc + the 32 products w0 . x0 + w1 . x1 (4 per int16 lane before SADALP). */
+static inline int32x4_t ifkn_dot32(int32x4_t acc, int8x16_t w0, int8x16_t x0, int8x16_t w1,
+                                   int8x16_t x1) {
+    int16x8_t p = vmull_s8(vget_low_s8(w0), vget_low_s8(x0));
+    p = vmlal_high_s8(p, w0, x0);
+    p = vmlal_s8(p, vget_low_s8(w1), vget_low_s8(x1));
+    p = vmlal_high_s8(p, w1, x1);
+    return vpadalq_s16(acc, p);
+}
+
+/* A block's 256 unsigned values, in K order, into u[16]. Q4_K: chunk c's 32 bytes hold
+ * sub-block 2c in the low nibbles and 2c + 1 in the high ones. Q5_K: the same with bit 4 from
+ * bit 2c / 2c + 1 of the 32 qh bytes. Q6_K: per 128-value half, quarter t lanes 0..31 take
+ * ql[l + 32 (t & 1)]'s low (t < 2) or high nibble and bits 2t, 2t + 1 of qh[l]. */
+static inline void ifkn_unpack(int t, const uint8_t *blk, int8x16_t u[16]) {
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    if (t == IFKN_Q6K) {
+        const uint8x16_t m3 = vdupq_n_u8(3);
+        for (int h = 0; h < 2; h++)
+            for (int s = 0; s < 2; s++) { /* lanes l = 16 s + 0..15 */
+                const uint8_t *ql = blk + 64 * h + 16 * s;
+                const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 32);
+                const uint8x16_t qh = vld1q_u8(blk + 128 + 32 * h + 16 * s);
+                int8x16_t *o = u + 8 * h + s;
+                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(qh, m3), 4)));
+                o[2] = vreinterpretq_s8_u8(
+                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 2), m3), 4)));
+                o[4] = vreinterpretq_s8_u8(
+                    vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 4), m3), 4)));
+                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4)));
+            }
+        return;
+    }
+    const uint8_t *qs = blk + (t == IFKN_Q5K ? 48 : 16);
+    uint8x16_t h0 = vdupq_n_u8(0), h1 = vdupq_n_u8(0);
+    if (t == IFKN_Q5K) {
+        h0 = vld1q_u8(blk + 16);
+        h1 = vld1q_u8(blk + 32);
+    }
+    const uint8x16_t b1 = vdupq_n_u8(1);
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
+        uint8x16_t l0 = vandq_u8(q0, m4), l1 = vandq_u8(q1, m4);
+        uint8x16_t g0 = vshrq_n_u8(q0, 4), g1 = vshrq_n_u8(q1, 4);
+        if (t == IFKN_Q5K) { /* qh shifted right by 2c: bits 0 / 1 are sub-blocks 2c / 2c + 1 */
+            l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(h0, b1), 4));
+            l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(h1, b1), 4));
+            g0 = vorrq_u8(g0, vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 1), b1), 4));
+            g1 = vorrq_u8(g1, vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 1), b1), 4));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+        }
+        u[4 * c] = vreinterpretq_s8_u8(l0);
+        u[4 * c + 1] = vreinterpretq_s8_u8(l1);
+        u[4 * c + 2] = vreinterpretq_s8_u8(g0);
+        u[4 * c + 3] = vreinterpretq_s8_u8(g1);
+    }
+}
+
+/* A block's scales as int32: Q4_K / Q5_K sc[8] and mins m[8] per 32 values; Q6_K sc[16]
+ * (int8) per 16 values. */
+static inline void ifkn_scales(int t, const uint8_t *blk, int32_t sc[16], int32_t m[8]) {
+    if (t == IFKN_Q6K) {
+        for (int j = 0; j < 16; j++) sc[j] = ((const int8_t *)(blk + 192))[j];
+        return;
+    }
+    uint8_t s8[8], m8[8];
+    ifk_q4k_scales(blk + 4, s8, m8);
+    for (int j = 0; j < 8; j++) sc[j] = s8[j], m[j] = m8[j];
+}
+
+/* The minimum term of one activation row's block: Q4_K / Q5_K summ = m . (pairs of 16-value
+ * sums); Q6_K 32 * (sc . 16-value sums), subtracted from sumi (the scalar's identity). */
+static inline int32_t ifkn_minterm(int t, const int32_t sc[16], const int32_t m[8],
+                                   const int16_t *bs) {
+    int32_t s = 0;
+    if (t == IFKN_Q6K) {
+        for (int j = 0; j < 16; j++) s += sc[j] * (int32_t)bs[j];
+        return 32 * s;
+    }
+    for (int j = 0; j < 8; j++) s += m[j] * ((int32_t)bs[2 * j] + bs[2 * j + 1]);
+    return s;
+}
+
+/* The float step of one block, as the scalar kernel: Q4_K / Q5_K
+ * acc = (acc + (d * xd) * (float)sumi) - (dmin * xd) * (float)summ; Q6_K
+ * acc = acc + (d * xd) * (float)(sumi - 32 corr). */
+static inline float ifkn_step(int t, float acc, const uint8_t *blk, float xd, int32_t sumi,
+                              int32_t mt) {
+    if (t == IFKN_Q6K) return acc + (ifk_f16(blk + 208) * xd) * (float)(sumi - mt);
+    const float d = ifk_f16(blk), dmin = ifk_f16(blk + 2);
+    return (acc + (d * xd) * (float)sumi) - (dmin * xd) * (float)mt;
+}
+
+/* sumi of one activation block x against unpacked values u with scales sc. */
+static inline int32_t ifkn_sumi(int t, const int8x16_t u[16], const int32_t sc[16],
+                                const int8_t *x) {
+    int32x4_t is = vdupq_n_s32(0);
+    if (t == IFKN_Q6K) {
+        for (int j = 0; j < 16; j++)
+            is = vmlaq_n_s32(is, ifkn_dot16(vdupq_n_s32(0), u[j], vld1q_s8(x + 16 * j)), sc[j]);
+    } else {
+        for (int j = 0; j < 8; j++) {
+            const int32x4_t d = ifkn_dot32(vdupq_n_s32(0), u[2 * j], vld1q_s8(x + 32 * j),
+                                           u[2 * j + 1], vld1q_s8(x + 32 * j + 16));
+            is = vmlaq_n_s32(is, d, sc[j]);
+        }
+    }
+    return vaddvq_s32(is);
+}
+
+/* GEMV: one weight row at a time. */
+static inline void ifkn_gemv(int t, float *out, const int8_t *xq, const float *xd,
+                             const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
+                             size_t K) {
+    const size_t nb = K / IF_QK, bb = ifkn_bytes(t);
+    for (size_t n = n0; n < n1; n++) {
+        float acc = 0.0f;
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = w + (n * nb + b) * bb;
+            int8x16_t u[16];
+            int32_t sc[16], m[8];
+            ifkn_unpack(t, blk, u);
+            ifkn_scales(t, blk, sc, m);
+            const int32_t sumi = ifkn_sumi(t, u, sc, xq + b * IF_QK);
+            acc = ifkn_step(t, acc, blk, xd[b], sumi, ifkn_minterm(t, sc, m, xsum + b * 16));
+        }
+        out[n] = acc;
+    }
+}
+
+/* GEMM: per weight row and block, the values are unpacked once and every activation row takes
+ * its block; each output's float accumulator waits in out between blocks (a float store and
+ * load are exact), so each output still sees the scalar's block order. */
+static inline void ifkn_gemm(int t, float *out, size_t ldo, const int8_t *xq, const float *xd,
+                             const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                             size_t K) {
+    const size_t nb = K / IF_QK, bb = ifkn_bytes(t);
+    for (size_t n = n0; n < n1; n++)
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = w + (n * nb + b) * bb;
+            int8x16_t u[16];
+            int32_t sc[16], m[8];
+            ifkn_unpack(t, blk, u);
+            ifkn_scales(t, blk, sc, m);
+            for (size_t r = 0; r < M; r++) {
+                const int32_t sumi = ifkn_sumi(t, u, sc, xq + r * K + b * IF_QK);
+                const int32_t mt = ifkn_minterm(t, sc, m, xsum + r * (K / 16) + b * 16);
+                float *o = out + r * ldo + n;
+                *o = ifkn_step(t, b ? *o : 0.0f, blk, xd[r * nb + b], sumi, mt);
+            }
+        }
+}
+
+#endif
