@@ -2,11 +2,12 @@
 Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
 toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
 built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
-random and extreme blocks (GEMV, and GEMM at M 1, 2, 3, 5; N 1, 2, 10, 19 from a row past 0;
+random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0;
 K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
 (neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
-instruction traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which run the GEMV),
-SMMLA in the i8mm GEMMs, SMULL / SADALP and neither SDOT nor SMMLA in the neon files."""
+instruction traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not
+the K-quant GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT
+nor SMMLA in the neon files."""
 
 from __future__ import annotations
 
@@ -25,16 +26,18 @@ TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
 
 def _stems(t: str) -> dict[str, list[str]]:
     """The kernel files of type t per tier (the i8mm tier decodes with the dotprod GEMV)."""
-    kq = t.endswith("k")
-    v, g = ("1x1", "1x1") if kq else ("1x4", "1x4")
-    return {"neon": [f"{t}_gemv_{v}_neon", f"{t}_gemm_{g}_neon"],
-            "dotprod": [f"{t}_gemv_{v}_dotprod", f"{t}_gemm_{g}_dotprod"],
-            "i8mm": [f"{t}_gemm_2x2_i8mm"]}
+    if t.endswith("k"):
+        return {"neon": [f"{t}_gemv_1x1_neon", f"{t}_gemm_1x1_neon"],
+                "dotprod": [f"{t}_gemv_1x1_dotprod", f"{t}_gemm_1x1_dotprod"],
+                "i8mm": [f"{t}_gemm_2x2_i8mm"]}
+    return {"neon": [f"{t}_gemv_1x4_neon", f"{t}_gemm_4x4_neon"],
+            "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
+            "i8mm": [f"{t}_gemm_8x2_i8mm"]}
 
 
 TIERS = {"neon": "cortex-a53", "dotprod": "cortex-a76", "i8mm": "neoverse-n2"}
 # tier: (instructions each file must contain, instructions none may contain)
-INSNS = {"neon": (("smull", "sadalp"), ("sdot", "smmla", "usmmla")),
+INSNS = {"neon": (("smull", "smlal"), ("sdot", "smmla", "usmmla")),
          "dotprod": (("sdot",), ("smmla",)),
          "i8mm": (("smmla",), ())}
 

@@ -117,8 +117,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x1_neon, .q5k_gemm = &if_k_q5k_gemm_1x1_neon,
      .q40_gemv = &if_k_q40_gemv_1x4_neon, .q41_gemv = &if_k_q41_gemv_1x4_neon,
      .q50_gemv = &if_k_q50_gemv_1x4_neon, .q51_gemv = &if_k_q51_gemv_1x4_neon,
-     .q40_gemm = &if_k_q40_gemm_1x4_neon, .q41_gemm = &if_k_q41_gemm_1x4_neon,
-     .q50_gemm = &if_k_q50_gemm_1x4_neon, .q51_gemm = &if_k_q51_gemm_1x4_neon},
+     .q40_gemm = &if_k_q40_gemm_4x4_neon, .q41_gemm = &if_k_q41_gemm_4x4_neon,
+     .q50_gemm = &if_k_q50_gemm_4x4_neon, .q51_gemm = &if_k_q51_gemm_4x4_neon},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar,
@@ -148,8 +148,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_2x2_i8mm,
      .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
      .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
-     .q40_gemm = &if_k_q40_gemm_2x2_i8mm, .q41_gemm = &if_k_q41_gemm_2x2_i8mm,
-     .q50_gemm = &if_k_q50_gemm_2x2_i8mm, .q51_gemm = &if_k_q51_gemm_2x2_i8mm},
+     .q40_gemm = &if_k_q40_gemm_8x2_i8mm, .q41_gemm = &if_k_q41_gemm_8x2_i8mm,
+     .q50_gemm = &if_k_q50_gemm_8x2_i8mm, .q51_gemm = &if_k_q51_gemm_8x2_i8mm},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,

@@ -3,8 +3,8 @@
  * its argument (neon, dotprod or i8mm): random Q4_K / Q6_K / Q5_K and Q4_0 / Q4_1 / Q5_0 / Q5_1
  * blocks and activations, and every value, scale and activation at its largest magnitude, over
  * row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0; the
- * GEMMs at 1, 2, 3 and 5 activation rows. Outputs outside the range keep their fill. Prints
- * "runs R bad B" and exits 1 on a difference. */
+ * GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails). Outputs outside the range
+ * keep their fill. Prints "runs R bad B" and exits 1 on a difference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,14 +39,14 @@ static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
      &if_k_q51_gemv_1x4_dotprod}};
 static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
     {&if_k_q4k_gemm_1x1_neon, &if_k_q6k_gemm_1x1_neon, &if_k_q5k_gemm_1x1_neon,
-     &if_k_q40_gemm_1x4_neon, &if_k_q41_gemm_1x4_neon, &if_k_q50_gemm_1x4_neon,
-     &if_k_q51_gemm_1x4_neon},
+     &if_k_q40_gemm_4x4_neon, &if_k_q41_gemm_4x4_neon, &if_k_q50_gemm_4x4_neon,
+     &if_k_q51_gemm_4x4_neon},
     {&if_k_q4k_gemm_1x1_dotprod, &if_k_q6k_gemm_1x1_dotprod, &if_k_q5k_gemm_1x1_dotprod,
      &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
      &if_k_q51_gemm_1x4_dotprod},
     {&if_k_q4k_gemm_2x2_i8mm, &if_k_q6k_gemm_2x2_i8mm, &if_k_q5k_gemm_2x2_i8mm,
-     &if_k_q40_gemm_2x2_i8mm, &if_k_q41_gemm_2x2_i8mm, &if_k_q50_gemm_2x2_i8mm,
-     &if_k_q51_gemm_2x2_i8mm}};
+     &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
+     &if_k_q51_gemm_8x2_i8mm}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
     &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
     &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     static const size_t NS[] = {1, 2, 10, 19};
-    static const size_t MS[] = {1, 1, 2, 3, 5}; /* the first M = 1 runs the GEMV */
+    static const size_t MS[] = {1, 1, 2, 5, 11}; /* the first M = 1 runs the GEMV */
     int bad = 0, runs = 0;
     for (int typ = 0; typ < NT; typ++)
         for (size_t ni = 0; ni < 4; ni++)
