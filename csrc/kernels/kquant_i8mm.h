@@ -58,11 +58,14 @@ static inline void ifki_gemm(int t, float *out, size_t ldo, const int8_t *xq, co
                 const float g0 = ifk_f16(k0 + 2), g1 = ifk_f16(k1 + 2);
                 dminv = (float32x4_t){g0, g1, g0, g1};
             }
+            int32x4_t sv[16]; /* per sub-block [s0 s1 s0 s1] */
+            for (int j = 0; j < nsub; j++) sv[j] = (int32x4_t){sc0[j], sc1[j], sc0[j], sc1[j]};
             for (size_t m = 0; m < M; m += 2) {
                 const int twom = m + 1 < M;
                 const int8_t *x0 = xq + m * K + b * IF_QK, *x1 = twom ? x0 + K : x0;
                 const int16_t *s0 = xsum + m * (K / 16) + b * 16, *s1 = twom ? s0 + K / 16 : s0;
                 int32x4_t is = vdupq_n_s32(0);
+#pragma GCC unroll 16
                 for (int j = 0; j < nsub; j++) {
                     int32x4_t d = vdupq_n_s32(0);
                     for (int v = vps * j; v < vps * (j + 1); v++) {
@@ -71,8 +74,7 @@ static inline void ifki_gemm(int t, float *out, size_t ldo, const int8_t *xq, co
                         d = vmmlaq_s32(d, vreinterpretq_s8_s64(vzip1q_s64(a, c)), blo[v]);
                         d = vmmlaq_s32(d, vreinterpretq_s8_s64(vzip2q_s64(a, c)), bhi[v]);
                     }
-                    const int32x4_t sv = {sc0[j], sc1[j], sc0[j], sc1[j]};
-                    is = vmlaq_s32(is, d, sv);
+                    is = vmlaq_s32(is, d, sv[j]);
                 }
                 const int32x4_t mt = {ifkn_minterm(t, sc0, m0, s0), ifkn_minterm(t, sc1, m1, s0),
                                       ifkn_minterm(t, sc0, m0, s1), ifkn_minterm(t, sc1, m1, s1)};
@@ -81,7 +83,8 @@ static inline void ifki_gemm(int t, float *out, size_t ldo, const int8_t *xq, co
                 float *o0 = out + m * ldo + n, *o1 = twom ? o0 + ldo : o0;
                 float32x4_t acc = b ? ifki_load(o0, o1, twon) : vdupq_n_f32(0.0f);
                 if (t == IFKN_Q6K) {
-                    acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(dv, xv), vcvtq_f32_s32(vsubq_s32(is, mt))));
+                    const float32x4_t q = vcvtq_f32_s32(vsubq_s32(is, mt));
+                    acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(dv, xv), q));
                 } else {
                     acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(dv, xv), vcvtq_f32_s32(is)));
                     acc = vsubq_f32(acc, vmulq_f32(vmulq_f32(dminv, xv), vcvtq_f32_s32(mt)));

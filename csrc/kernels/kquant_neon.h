@@ -18,7 +18,9 @@
 enum { IFKN_Q4K, IFKN_Q5K, IFKN_Q6K };
 
 static inline size_t ifkn_bytes(int t) {
-    return t == IFKN_Q4K ? IF_Q4K_BLOCK_BYTES : t == IFKN_Q5K ? IF_Q5K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+    return t == IFKN_Q4K   ? IF_Q4K_BLOCK_BYTES
+           : t == IFKN_Q5K ? IF_Q5K_BLOCK_BYTES
+                           : IF_Q6K_BLOCK_BYTES;
 }
 
 /* acc + the 16 products w . x (2 per int16 lane before SADALP). */
@@ -52,12 +54,14 @@ static inline void ifkn_unpack(int t, const uint8_t *blk, int8x16_t u[16]) {
                 const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 32);
                 const uint8x16_t qh = vld1q_u8(blk + 128 + 32 * h + 16 * s);
                 int8x16_t *o = u + 8 * h + s;
-                o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(qh, m3), 4)));
+                o[0] = vreinterpretq_s8_u8(
+                    vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(qh, m3), 4)));
                 o[2] = vreinterpretq_s8_u8(
                     vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 2), m3), 4)));
                 o[4] = vreinterpretq_s8_u8(
                     vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 4), m3), 4)));
-                o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4)));
+                o[6] = vreinterpretq_s8_u8(
+                    vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4)));
             }
         return;
     }
@@ -100,25 +104,34 @@ static inline void ifkn_scales(int t, const uint8_t *blk, int32_t sc[16], int32_
 }
 
 /* The minimum term of one activation row's block: Q4_K / Q5_K summ = m . (pairs of 16-value
- * sums); Q6_K 32 * (sc . 16-value sums), subtracted from sumi (the scalar's identity). */
+ * sums); Q6_K 32 * (sc . 16-value sums), subtracted from sumi (the scalar's identity). Lane-wise
+ * int32 products and one ADDV: the same integer as the scalar's sum. */
 static inline int32_t ifkn_minterm(int t, const int32_t sc[16], const int32_t m[8],
                                    const int16_t *bs) {
-    int32_t s = 0;
+    const int16x8_t b0 = vld1q_s16(bs), b1 = vld1q_s16(bs + 8);
     if (t == IFKN_Q6K) {
-        for (int j = 0; j < 16; j++) s += sc[j] * (int32_t)bs[j];
-        return 32 * s;
+        int32x4_t a = vmulq_s32(vmovl_s16(vget_low_s16(b0)), vld1q_s32(sc));
+        a = vmlaq_s32(a, vmovl_high_s16(b0), vld1q_s32(sc + 4));
+        a = vmlaq_s32(a, vmovl_s16(vget_low_s16(b1)), vld1q_s32(sc + 8));
+        a = vmlaq_s32(a, vmovl_high_s16(b1), vld1q_s32(sc + 12));
+        return 32 * vaddvq_s32(a);
     }
-    for (int j = 0; j < 8; j++) s += m[j] * ((int32_t)bs[2 * j] + bs[2 * j + 1]);
-    return s;
+    const int32x4_t a = vmulq_s32(vpaddlq_s16(b0), vld1q_s32(m));
+    return vaddvq_s32(vmlaq_s32(a, vpaddlq_s16(b1), vld1q_s32(m + 4)));
+}
+
+/* A block's f16 scales as floats: d (Q6_K: its one scale) and dmin (Q6_K: unused). */
+static inline void ifkn_d(int t, const uint8_t *blk, float *d, float *dmin) {
+    *d = ifk_f16(t == IFKN_Q6K ? blk + 208 : blk);
+    *dmin = t == IFKN_Q6K ? 0.0f : ifk_f16(blk + 2);
 }
 
 /* The float step of one block, as the scalar kernel: Q4_K / Q5_K
  * acc = (acc + (d * xd) * (float)sumi) - (dmin * xd) * (float)summ; Q6_K
  * acc = acc + (d * xd) * (float)(sumi - 32 corr). */
-static inline float ifkn_step(int t, float acc, const uint8_t *blk, float xd, int32_t sumi,
+static inline float ifkn_step(int t, float acc, float d, float dmin, float xd, int32_t sumi,
                               int32_t mt) {
-    if (t == IFKN_Q6K) return acc + (ifk_f16(blk + 208) * xd) * (float)(sumi - mt);
-    const float d = ifk_f16(blk), dmin = ifk_f16(blk + 2);
+    if (t == IFKN_Q6K) return acc + (d * xd) * (float)(sumi - mt);
     return (acc + (d * xd) * (float)sumi) - (dmin * xd) * (float)mt;
 }
 
@@ -127,9 +140,11 @@ static inline int32_t ifkn_sumi(int t, const int8x16_t u[16], const int32_t sc[1
                                 const int8_t *x) {
     int32x4_t is = vdupq_n_s32(0);
     if (t == IFKN_Q6K) {
+#pragma GCC unroll 16
         for (int j = 0; j < 16; j++)
             is = vmlaq_n_s32(is, ifkn_dot16(vdupq_n_s32(0), u[j], vld1q_s8(x + 16 * j)), sc[j]);
     } else {
+#pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
             const int32x4_t d = ifkn_dot32(vdupq_n_s32(0), u[2 * j], vld1q_s8(x + 32 * j),
                                            u[2 * j + 1], vld1q_s8(x + 32 * j + 16));
@@ -150,10 +165,12 @@ static inline void ifkn_gemv(int t, float *out, const int8_t *xq, const float *x
             const uint8_t *blk = w + (n * nb + b) * bb;
             int8x16_t u[16];
             int32_t sc[16], m[8];
+            float d, dmin;
             ifkn_unpack(t, blk, u);
             ifkn_scales(t, blk, sc, m);
+            ifkn_d(t, blk, &d, &dmin);
             const int32_t sumi = ifkn_sumi(t, u, sc, xq + b * IF_QK);
-            acc = ifkn_step(t, acc, blk, xd[b], sumi, ifkn_minterm(t, sc, m, xsum + b * 16));
+            acc = ifkn_step(t, acc, d, dmin, xd[b], sumi, ifkn_minterm(t, sc, m, xsum + b * 16));
         }
         out[n] = acc;
     }
@@ -171,13 +188,15 @@ static inline void ifkn_gemm(int t, float *out, size_t ldo, const int8_t *xq, co
             const uint8_t *blk = w + (n * nb + b) * bb;
             int8x16_t u[16];
             int32_t sc[16], m[8];
+            float d, dmin;
             ifkn_unpack(t, blk, u);
             ifkn_scales(t, blk, sc, m);
+            ifkn_d(t, blk, &d, &dmin);
             for (size_t r = 0; r < M; r++) {
                 const int32_t sumi = ifkn_sumi(t, u, sc, xq + r * K + b * IF_QK);
                 const int32_t mt = ifkn_minterm(t, sc, m, xsum + r * (K / 16) + b * 16);
                 float *o = out + r * ldo + n;
-                *o = ifkn_step(t, b ? *o : 0.0f, blk, xd[r * nb + b], sumi, mt);
+                *o = ifkn_step(t, b ? *o : 0.0f, d, dmin, xd[r * nb + b], sumi, mt);
             }
         }
 }
