@@ -92,15 +92,36 @@ static inline void ifkn_unpack(int t, const uint8_t *blk, int8x16_t u[16]) {
 }
 
 /* A block's scales as int32: Q4_K / Q5_K sc[8] and mins m[8] per 32 values; Q6_K sc[16]
- * (int8) per 16 values. */
+ * (int8) per 16 values. Q4_K's 12 scale bytes s (ifk_q4k_scales' fields) lane-wise: bytes
+ * 0..7 & 63 are sc[0..3], m[0..3]; bytes 8..11 give sc[4..7] (low nibbles) and m[4..7] (high
+ * nibbles), each | (the top 2 bits of bytes 0..7) << 4. */
 static inline void ifkn_scales(int t, const uint8_t *blk, int32_t sc[16], int32_t m[8]) {
     if (t == IFKN_Q6K) {
-        for (int j = 0; j < 16; j++) sc[j] = ((const int8_t *)(blk + 192))[j];
+        const int16x8_t a = vmovl_s8(vld1_s8((const int8_t *)blk + 192));
+        const int16x8_t b = vmovl_s8(vld1_s8((const int8_t *)blk + 200));
+        vst1q_s32(sc, vmovl_s16(vget_low_s16(a)));
+        vst1q_s32(sc + 4, vmovl_high_s16(a));
+        vst1q_s32(sc + 8, vmovl_s16(vget_low_s16(b)));
+        vst1q_s32(sc + 12, vmovl_high_s16(b));
         return;
     }
-    uint8_t s8[8], m8[8];
-    ifk_q4k_scales(blk + 4, s8, m8);
-    for (int j = 0; j < 8; j++) sc[j] = s8[j], m[j] = m8[j];
+    static const int8_t shr[8] = {0, 0, 0, 0, -4, -4, -4, -4};
+    const uint8x8_t lo = vld1_u8(blk + 4); /* s[0..7] */
+    uint32_t c32;
+    memcpy(&c32, blk + 12, 4); /* s[8..11] */
+    const uint8x8_t c = vreinterpret_u8_u32(vdup_n_u32(c32));
+    const uint8x8_t hi = vorr_u8(vand_u8(vshl_u8(c, vld1_s8(shr)), vdup_n_u8(15)),
+                                 vshl_n_u8(vshr_n_u8(lo, 6), 4));
+    const uint8x8_t l6 = vand_u8(lo, vdup_n_u8(63));
+    /* [sc0..3 | sc4..7] and [m0..3 | m4..7] */
+    const uint16x8_t s16 = vmovl_u8(vreinterpret_u8_u32(
+        vzip1_u32(vreinterpret_u32_u8(l6), vreinterpret_u32_u8(hi))));
+    const uint16x8_t m16 = vmovl_u8(vreinterpret_u8_u32(
+        vzip2_u32(vreinterpret_u32_u8(l6), vreinterpret_u32_u8(hi))));
+    vst1q_s32(sc, vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s16))));
+    vst1q_s32(sc + 4, vreinterpretq_s32_u32(vmovl_high_u16(s16)));
+    vst1q_s32(m, vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))));
+    vst1q_s32(m + 4, vreinterpretq_s32_u32(vmovl_high_u16(m16)));
 }
 
 /* The minimum term of one activation row's block: Q4_K / Q5_K summ = m . (pairs of 16-value
