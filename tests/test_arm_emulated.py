@@ -249,6 +249,13 @@ def test_info_honours_disabled_features_under_emulation(toolchain, drivers):
 @pytest.mark.parametrize("tier,insn", [("q8_gemv_1x4_dotprod", "sdot"),
                                        ("q8_gemm_4x4_dotprod", "sdot"),
                                        ("q8_gemm_2x4_i8mm", "smmla"),
+                                       ("q4k_gemm_2x2_i8mm", "smmla"),
+                                       ("q5k_gemm_2x2_i8mm", "smmla"),
+                                       ("q6k_gemm_2x2_i8mm", "smmla"),
+                                       ("q40_gemm_8x2_i8mm", "smmla"),
+                                       ("q41_gemm_8x2_i8mm", "smmla"),
+                                       ("q50_gemm_8x2_i8mm", "smmla"),
+                                       ("q51_gemm_8x2_i8mm", "smmla"),
                                        ("q8_gemm_vlxvl_sme2", "smopa")])
 def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
     """The assembly of each Arm tier file (same compiler and flags as its object) contains
@@ -258,7 +265,11 @@ def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
     n = sum(1 for line in text.splitlines() if line.strip().startswith(insn))
     print(f"{tier}.s: {n} x {insn}")
     assert n > 0, f"no {insn} in {tier}.s"
-    for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "q8_quantize_1x1_neon"):
+    kquant_neon = [*(f"{t}_{op}_1x1_neon" for t in ("q4k", "q5k", "q6k")
+                     for op in ("gemv", "gemm")),
+                   *(f"{t}_gemv_1x4_neon" for t in ("q40", "q41", "q50", "q51")),
+                   *(f"{t}_gemm_4x4_neon" for t in ("q40", "q41", "q50", "q51"))]
+    for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "q8_quantize_1x1_neon", *kquant_neon):
         neon = (asm / f"{name}.s").read_text().lower()
         for other in ("sdot", "smmla", "smopa", "usmmla"):
             k = sum(1 for ln in neon.splitlines() if ln.strip().startswith(other))

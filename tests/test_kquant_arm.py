@@ -1,10 +1,13 @@
-"""The Arm K-quant and legacy-block kernels (q4k_/q5k_/q6k_gemv_1x1_dotprod,
-q40_/q41_/q50_/q51_gemv_1x4_dotprod and their GEMMs) under
-qemu-aarch64 with the cached aarch64 toolchain (the tests/test_arm_emulated.py fixture):
-tests/native/kquant_arm_test.c, built with only the manifest's dotprod flags for the kernels,
-compares them with the scalar kernels bit for bit on random and extreme blocks (M 1 and 3,
-N 1..19, K 256..1280 or 32..1056) on a Cortex-A76 model (dotprod); the GEMVs' assembly holds
-SDOT."""
+"""The Arm K-quant and legacy-block kernels of the neon, dotprod and i8mm tiers (Q4_K, Q5_K,
+Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
+toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
+built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
+random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0;
+K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
+(neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
+instruction traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not
+the K-quant GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT
+nor SMMLA in the neon files."""
 
 from __future__ import annotations
 
@@ -13,48 +16,92 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from test_arm_emulated import toolchain  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
+TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
 
 
-def test_dotprod_kquant_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  # noqa: F811
+def _stems(t: str) -> dict[str, list[str]]:
+    """The kernel files of type t per tier (the i8mm tier decodes with the dotprod GEMV)."""
+    if t.endswith("k"):
+        return {"neon": [f"{t}_gemv_1x1_neon", f"{t}_gemm_1x1_neon"],
+                "dotprod": [f"{t}_gemv_1x1_dotprod", f"{t}_gemm_1x1_dotprod"],
+                "i8mm": [f"{t}_gemm_2x2_i8mm"]}
+    return {"neon": [f"{t}_gemv_1x4_neon", f"{t}_gemm_4x4_neon"],
+            "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
+            "i8mm": [f"{t}_gemm_8x2_i8mm"]}
+
+
+TIERS = {"neon": "cortex-a53", "dotprod": "cortex-a76", "i8mm": "neoverse-n2"}
+# tier: (instructions each file must contain, instructions none may contain)
+INSNS = {"neon": (("smull", "smlal"), ("sdot", "smmla", "usmmla")),
+         "dotprod": (("sdot",), ("smmla",)),
+         "i8mm": (("smmla",), ())}
+
+
+@pytest.fixture(scope="module")
+def built(toolchain, tmp_path_factory):  # noqa: F811
     sys.path.insert(0, str(REPO / "csrc"))
     import manifest
 
+    tmp = tmp_path_factory.mktemp("kquant_arm")
     m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    (tmp / "if_kernel_decls.h").write_text(manifest.header(m))
     zig = shlex.split(toolchain["ISAFORGE_ZIG_CC"])
     common = ["-std=c11", "-O3", "-ffp-contract=off", "-DIF_ARM_TIERS=1", "-target",
-              "aarch64-linux-musl", f"-I{REPO / 'csrc/include'}", f"-I{tmp_path}",
+              "aarch64-linux-musl", f"-I{REPO / 'csrc/include'}", f"-I{tmp}",
               f"-I{REPO / 'csrc/kernels'}"]
-    dot = m.groups["dotprod"].zigflags or m.groups["dotprod"].flags
-    objs = []
-    legacy = [f"{t}_{op}_1x4_dotprod" for t in ("q40", "q41", "q50", "q51")
-              for op in ("gemv", "gemm")]
-    for stem in ("q4k_gemv_1x1_dotprod", "q6k_gemv_1x1_dotprod", "q5k_gemv_1x1_dotprod",
-                 "q4k_gemm_1x1_dotprod", "q6k_gemm_1x1_dotprod", "q5k_gemm_1x1_dotprod",
-                 *legacy):
-        src = next(p for _, p, _ in m.kernels if Path(p).stem == stem)
-        obj = tmp_path / f"{stem}.o"
-        subprocess.run([*zig, *common, *dot, "-c", str(REPO / src), "-o", str(obj)], check=True)
-        objs.append(str(obj))
-        if "gemv" in stem:  # the design's instruction: SDOT
-            asm = tmp_path / f"{stem}.s"
-            subprocess.run([*zig, *common, *dot, "-S", str(REPO / src), "-o", str(asm)],
-                           check=True)
-            assert any(x.strip().startswith("sdot") for x in asm.read_text().splitlines()), stem
+    objs, asm = [], {}
+    for tier in TIERS:
+        flags = m.groups[tier].zigflags or m.groups[tier].flags
+        for t in TYPES:
+            for stem in _stems(t)[tier]:
+                src = next(p for _, p, _ in m.kernels if Path(p).stem == stem)
+                obj = tmp / f"{stem}.o"
+                subprocess.run([*zig, *common, *flags, "-c", str(REPO / src), "-o", str(obj)],
+                               check=True)
+                objs.append(str(obj))
+                s = tmp / f"{stem}.s"
+                subprocess.run([*zig, *common, *flags, "-S", str(REPO / src), "-o", str(s)],
+                               check=True)
+                asm[stem] = s.read_text().lower().splitlines()
     scalar = [str(REPO / p) for p in (
-        "csrc/kernels/q4k/q4k_gemv_1x1_scalar.c", "csrc/kernels/q6k/q6k_gemv_1x1_scalar.c",
-        "csrc/kernels/q4k/q4k_gemm_1x1_scalar.c", "csrc/kernels/q6k/q6k_gemm_1x1_scalar.c",
-        "csrc/kernels/q5k/q5k_gemv_1x1_scalar.c", "csrc/kernels/q5k/q5k_gemm_1x1_scalar.c",
+        *[f"csrc/kernels/{t}/{t}_gemm_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
+        *[f"csrc/kernels/{t}/{t}_gemv_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
         *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c" for t in ("q40", "q41", "q50", "q51")],
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
-    exe = tmp_path / "kquant_arm_test"
+    exe = tmp / "kquant_arm_test"
     subprocess.run([*zig, *common, "-mcpu=generic", str(REPO / "tests/native/kquant_arm_test.c"),
                     *objs, *scalar, "-lm", "-o", str(exe)], check=True)
-    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", "cortex-a76", str(exe)],
-                       capture_output=True, text=True, timeout=600)
+    return exe, asm
+
+
+@pytest.mark.parametrize("tier", list(TIERS))
+def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, tier):  # noqa: F811
+    exe, _ = built
+    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", TIERS[tier], str(exe), tier],
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    assert int(r.stdout.split()[-3]) == 7 * 36, r.stdout
+    # 7 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
+    assert int(r.stdout.split()[-3]) == 7 * 4 * 3 * 2 * 5, r.stdout
+
+
+@pytest.mark.parametrize("tier", list(TIERS))
+def test_arm_kquant_objects_use_their_instructions(built, tier):
+    _, asm = built
+    need, banned = INSNS[tier]
+    for t in TYPES:
+        for stem in _stems(t)[tier]:
+            if stem.endswith("_gemm_1x1_dotprod"):  # runs the GEMV per activation row
+                continue
+            lines = [x.strip() for x in asm[stem]]
+            for insn in need:
+                n = sum(1 for x in lines if x.startswith(insn))
+                print(f"{stem}.s: {n} x {insn}")
+                assert n > 0, f"no {insn} in {stem}.s"
+            for insn in banned:
+                assert not any(x.startswith(insn) for x in lines), f"{insn} in {stem}.s"
