@@ -7,14 +7,15 @@
  * weight rows and 256-value block the rows' values are expanded once into an L1 scratch laid
  * out [k / 4][row][4 bytes]: vector k4 holds, in lane r, row r's unsigned values 4 k4 .. 4 k4 +
  * 3 (Q6_K's as u = q + 32). Then IFKG_MR activation rows at a time run VPDPBUSD of each
- * scratch vector against the activation's 4 bytes broadcast from memory ({1to16}), one int32
- * vector per (activation row, sub-block): lane r is row r's exact sub-block dot product, so no
- * horizontal reduction is needed. The sub-block scales apply per lane in int32 (VPMULLD,
- * exact: at most 63 x 32 x 63 x 127 per Q4_K sub-block); the mins (Q4_K / Q5_K) or Q6_K's
- * -32 x scale x sum(x) come from one VPDPWSSD per pair of the activations' 16-value sums,
- * broadcast as int16 pairs. Per output the scalar kernel's arithmetic: the same exact int32
- * sumi / summ per block, then its float step in block order, lane-wise (the running sums live
- * in out between blocks, float32 values stored and reloaded as they are).
+ * scratch vector against the activation's 4 bytes broadcast from memory (VPBROADCASTD: a load,
+ * no shuffle), one int32 vector per (activation row, sub-block): lane r is row r's exact
+ * sub-block dot product, so no horizontal reduction is needed. The sub-block scales apply per
+ * lane in int32 (VPMULLD, exact: a scaled sub-block is at most 63 x 32 x 31 x 128 for Q5_K,
+ * 128 x 16 x 63 x 128 for Q6_K, and the block's sum within the scalar sumi's int32 bound); the
+ * mins or Q6_K's -32 x scale x sum(x) come from one VPDPWSSD per pair of the activations'
+ * 16-value sums, broadcast as int16 pairs. Per output the scalar kernel's arithmetic: the same
+ * exact int32 sumi / summ per block, then its float step in block order, lane-wise (the running
+ * sums live in out between blocks, float32 values stored and reloaded as they are).
  *
  * The expansion reads each row's block as 16-byte chunks, four rows per 512-bit vector (one per
  * 128-bit lane), and a 4 x 4 dword transpose within the lanes then gives dword j of the 16
