@@ -1,0 +1,272 @@
+/* kquant_gemm_avx512.h - the AVX-512 VNNI K-quant GEMM body (q4k/, q5k/, q6k/
+ * *_gemm_*x16_avx512_vnni.c): one body, the type a compile-time constant.
+ * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
+ * -mavx512vnni.
+ *
+ * An outer-product GEMM on the file's blocks, read in place (no packed copy). Per tile of 16
+ * weight rows and 256-value block the rows' values are expanded once into an L1 scratch laid
+ * out [k / 4][row][4 bytes]: vector k4 holds, in lane r, row r's unsigned values 4 k4 .. 4 k4 +
+ * 3 (Q6_K's as u = q + 32). Then IFKG_MR activation rows at a time run VPDPBUSD of each
+ * scratch vector against the activation's 4 bytes broadcast from memory (VPBROADCASTD: a load,
+ * no shuffle), one int32 vector per (activation row, sub-block): lane r is row r's exact
+ * sub-block dot product, so no horizontal reduction is needed. The sub-block scales apply per
+ * lane in int32 (VPMULLD, exact: a scaled sub-block is at most 63 x 32 x 31 x 128 for Q5_K,
+ * 128 x 16 x 63 x 128 for Q6_K, and the block's sum within the scalar sumi's int32 bound); the
+ * mins or Q6_K's -32 x scale x sum(x) come from one VPDPWSSD per pair of the activations'
+ * 16-value sums, broadcast as int16 pairs. Per output the scalar kernel's arithmetic: the same
+ * exact int32 sumi / summ per block, then its float step in block order, lane-wise (the running
+ * sums live in out between blocks, float32 values stored and reloaded as they are).
+ *
+ * The expansion reads each row's block as 16-byte chunks, four rows per 512-bit vector (one per
+ * 128-bit lane), and a 4 x 4 dword transpose within the lanes then gives dword j of the 16
+ * rows in row order: the values' 4-byte groups are consecutive bytes of the file's nibble /
+ * high-bit arrays for all three types, so the transposed dwords only need masks and shifts. */
+#ifndef IF_KQUANT_GEMM_AVX512_H
+#define IF_KQUANT_GEMM_AVX512_H
+
+#include "kquant_avx512.h"
+
+/* Activation rows per pass over a block's scratch (each scratch vector load feeds this many
+ * VPDPBUSDs): 8 or 4 (the remainder runs in steps of 4, 2, 1). */
+#ifndef IFKG_MR
+#define IFKG_MR 8
+#endif
+
+enum { IFKG_Q4K = 0, IFKG_Q5K = 1, IFKG_Q6K = 2 };
+
+/* One block of the 16-row tile, expanded. */
+typedef struct ifkg_blk {
+    __m512i w[64];  /* [k / 4][row][4 bytes]: the unsigned values */
+    __m512i sc[16]; /* lane r: row r's scale of sub-block s (8 of 32 values or 16 of 16) */
+    __m512i c[8];   /* lane r: the int16 pair multiplying the activations' sums 2p, 2p + 1 */
+    __m512 d, dmin; /* lane r: row r's steps */
+} ifkg_blk;
+
+IFZ_INLINE __m128i ifkg_ld16(const uint8_t *p) {
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/* Dwords 4 (off / 16) .. + 3 of the 16 rows' blocks: y[j] lane r = dword j of the 16 bytes at
+ * rows[r] + off. */
+IFZ_INLINE void ifkg_t4(const uint8_t *const rows[16], size_t off, __m512i y[4]) {
+    __m512i z[4];
+    IFZ_UNROLL
+    for (int i = 0; i < 4; i++) {
+        __m512i v = _mm512_castsi128_si512(ifkg_ld16(rows[i] + off));
+        v = _mm512_inserti32x4(v, ifkg_ld16(rows[i + 4] + off), 1);
+        v = _mm512_inserti32x4(v, ifkg_ld16(rows[i + 8] + off), 2);
+        z[i] = _mm512_inserti32x4(v, ifkg_ld16(rows[i + 12] + off), 3);
+    }
+    /* lane k of z[i] is row 4k + i: transpose each lane's 4 x 4 dwords */
+    const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    y[0] = _mm512_unpacklo_epi64(a0, a2);
+    y[1] = _mm512_unpackhi_epi64(a0, a2);
+    y[2] = _mm512_unpacklo_epi64(a1, a3);
+    y[3] = _mm512_unpackhi_epi64(a1, a3);
+}
+
+/* Byte s % 4 of v's lanes as unsigned / signed int32. */
+IFZ_INLINE __m512i ifkg_u8(__m512i v, int s) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * (s & 3)), _mm512_set1_epi32(0xFF));
+}
+IFZ_INLINE __m512i ifkg_s8(__m512i v, int s) {
+    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * (s & 3)), 24);
+}
+
+/* Shift each byte's bit `from` to bit `to` (within the byte; other bits are masked after). */
+IFZ_INLINE __m512i ifkg_mv(__m512i v, int from, int to) {
+    return from <= to ? _mm512_slli_epi32(v, to - from) : _mm512_srli_epi32(v, from - to);
+}
+
+/* Q4_K / Q5_K: d, dmin, the 12 scale bytes (Q5_K: the 32 qh bytes), the 128 nibble bytes:
+ * nibble byte 32 c + l holds values 64 c + l (low) and 64 c + 32 + l (high), Q5_K's bit 4 of
+ * them bits 2c and 2c + 1 of qh[l]. */
+IFZ_INLINE void ifkg_expand_q45(ifkg_blk *B, const uint8_t *const rows[16], size_t b,
+                                const int five) {
+    const size_t bb = five ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES, qoff = five ? 48 : 16;
+    const uint8_t *blk[16];
+    for (int r = 0; r < 16; r++) blk[r] = rows[r] + b * bb;
+    const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
+    __m512i h[4], qh[8];
+    ifkg_t4(blk, 0, h);
+    if (five) {
+        ifkg_t4(blk, 16, qh);
+        ifkg_t4(blk, 32, qh + 4);
+    }
+    IFZ_UNROLL
+    for (int g = 0; g < 8; g++) { /* nibble dwords 4g .. 4g + 3: chunk c = g / 2 */
+        __m512i t[4];
+        ifkg_t4(blk, qoff + 16 * (size_t)g, t);
+        const int c = g / 2;
+        IFZ_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const int jj = 4 * (g & 1) + j; /* dword within the chunk */
+            __m512i lo = _mm512_and_si512(t[j], m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi32(t[j], 4), m4);
+            if (five) {
+                lo = _mm512_or_si512(lo, _mm512_and_si512(ifkg_mv(qh[jj], 2 * c, 4), b4));
+                hi = _mm512_or_si512(hi, _mm512_and_si512(ifkg_mv(qh[jj], 2 * c + 1, 4), b4));
+            }
+            B->w[16 * c + jj] = lo;
+            B->w[16 * c + 8 + jj] = hi;
+        }
+    }
+    /* the scales as ifk_q4k_scales unpacks them, per lane */
+    const __m512i k1 = _mm512_set1_epi8(0x3f), k2 = _mm512_set1_epi8(0x0f);
+    const __m512i k3 = _mm512_set1_epi8(3);
+    const __m512i sc_lo = _mm512_and_si512(h[1], k1), m_lo = _mm512_and_si512(h[2], k1);
+    const __m512i sc_hi =
+        _mm512_or_si512(_mm512_and_si512(h[3], k2),
+                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], 6), k3), 4));
+    const __m512i m_hi = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(h[3], 4), k2),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], 6), k3), 4));
+    IFZ_UNROLL
+    for (int s = 0; s < 8; s++) {
+        B->sc[s] = ifkg_u8(s < 4 ? sc_lo : sc_hi, s);
+        const __m512i mn = ifkg_u8(s < 4 ? m_lo : m_hi, s);
+        B->c[s] = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)); /* min s times sums 2s, 2s+1 */
+    }
+    B->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    B->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
+}
+
+/* Q6_K: ql (128 bytes), qh (64), the 16 int8 scales, d. Value 128 h + 32 t + l: low 4 bits from
+ * ql[64 h + 32 (t & 1) + l] (low nibble for t < 2), top 2 from bits 2t, 2t + 1 of qh[32 h + l]. */
+IFZ_INLINE void ifkg_expand_q6(ifkg_blk *B, const uint8_t *const rows[16], size_t b) {
+    const uint8_t *blk[16];
+    _Alignas(32) uint16_t dh[16];
+    for (int r = 0; r < 16; r++) {
+        blk[r] = rows[r] + b * IF_Q6K_BLOCK_BYTES;
+        memcpy(&dh[r], blk[r] + 208, 2);
+    }
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512i qh[16], s4[4];
+    IFZ_UNROLL
+    for (int g = 0; g < 4; g++) ifkg_t4(blk, 128 + 16 * (size_t)g, qh + 4 * g);
+    IFZ_UNROLL
+    for (int g = 0; g < 8; g++) { /* ql dwords 4g .. 4g + 3 */
+        __m512i t[4];
+        ifkg_t4(blk, 16 * (size_t)g, t);
+        const int h = g / 4, t0 = (g / 2) & 1; /* half, quarter of the low nibbles */
+        IFZ_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const int jj = 4 * (g & 1) + j; /* dword within the 32 bytes */
+            const __m512i q = qh[8 * h + jj];
+            B->w[32 * h + 8 * t0 + jj] = _mm512_or_si512(
+                _mm512_and_si512(t[j], m4), _mm512_and_si512(ifkg_mv(q, 2 * t0, 4), m30));
+            B->w[32 * h + 8 * (t0 + 2) + jj] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(t[j], 4), m4),
+                _mm512_and_si512(ifkg_mv(q, 2 * (t0 + 2), 4), m30));
+        }
+    }
+    ifkg_t4(blk, 192, s4);
+    IFZ_UNROLL
+    for (int s = 0; s < 16; s++) B->sc[s] = ifkg_s8(s4[s / 4], s);
+    IFZ_UNROLL
+    for (int p = 0; p < 8; p++) /* scales 2p, 2p + 1 times sums 2p, 2p + 1 */
+        B->c[p] = _mm512_or_si512(_mm512_and_si512(B->sc[2 * p], _mm512_set1_epi32(0xFFFF)),
+                                  _mm512_slli_epi32(B->sc[2 * p + 1], 16));
+    B->d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)dh));
+}
+
+IFZ_INLINE __m512i ifkg_bcast(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* mr (<= IFKG_MR) activation rows from m against the expanded block b of the tile at n. */
+IFZ_INLINE void ifkg_rows(const ifkg_blk *B, float *out, size_t ldo, const int8_t *xq,
+                          const float *xd, const int16_t *xsum, size_t m, const int mr, size_t b,
+                          size_t nb, size_t K, size_t n, __mmask16 om, const int kind) {
+    const int nsub = kind == IFKG_Q6K ? 16 : 8, per = 64 / nsub;
+    const int8_t *x[IFKG_MR];
+    const int16_t *xs[IFKG_MR];
+    __m512i tot[IFKG_MR], cor[IFKG_MR];
+    IFZ_UNROLL
+    for (int i = 0; i < mr; i++) {
+        x[i] = xq + (m + (size_t)i) * K + b * IF_QK;
+        xs[i] = xsum + (m + (size_t)i) * (K / 16) + b * 16;
+        tot[i] = _mm512_setzero_si512();
+        cor[i] = _mm512_setzero_si512();
+    }
+    /* one sub-block per iteration: a rolled loop keeps the accumulators in registers */
+    _Pragma("GCC unroll 1")
+    for (int s = 0; s < nsub; s++) {
+        __m512i a[IFKG_MR];
+        IFZ_UNROLL
+        for (int i = 0; i < mr; i++) a[i] = _mm512_setzero_si512();
+        IFZ_UNROLL
+        for (int j = 0; j < per; j++) {
+            const __m512i wv = B->w[per * s + j];
+            IFZ_UNROLL
+            for (int i = 0; i < mr; i++)
+                a[i] = _mm512_dpbusd_epi32(a[i], wv, ifkg_bcast(x[i] + 4 * (per * s + j)));
+        }
+        IFZ_UNROLL
+        for (int i = 0; i < mr; i++)
+            tot[i] = _mm512_add_epi32(tot[i], _mm512_mullo_epi32(a[i], B->sc[s]));
+    }
+    IFZ_UNROLL
+    for (int p = 0; p < 8; p++) {
+        IFZ_UNROLL
+        for (int i = 0; i < mr; i++)
+            cor[i] = _mm512_dpwssd_epi32(cor[i], B->c[p], ifkg_bcast(xs[i] + 2 * p));
+    }
+    IFZ_UNROLL
+    for (int i = 0; i < mr; i++) {
+        const __m512 xdb = _mm512_set1_ps(xd[(m + (size_t)i) * nb + b]);
+        float *o = out + (m + (size_t)i) * ldo + n;
+        const __m512 acc = b ? _mm512_maskz_loadu_ps(om, o) : _mm512_setzero_ps();
+        __m512 r;
+        if (kind == IFKG_Q6K) { /* sumi = sum sc (dot - 32 sum(x)) */
+            const __m512i sumi = _mm512_sub_epi32(tot[i], _mm512_slli_epi32(cor[i], 5));
+            r = _mm512_add_ps(acc,
+                              _mm512_mul_ps(_mm512_mul_ps(B->d, xdb), _mm512_cvtepi32_ps(sumi)));
+        } else {
+            const __m512 t1 = _mm512_mul_ps(B->d, xdb), t2 = _mm512_mul_ps(B->dmin, xdb);
+            r = _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(tot[i]))),
+                              _mm512_mul_ps(t2, _mm512_cvtepi32_ps(cor[i])));
+        }
+        _mm512_mask_storeu_ps(o, om, r);
+    }
+}
+
+IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                          const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
+                          size_t K, const int kind) {
+    const size_t bb = kind == IFKG_Q6K   ? IF_Q6K_BLOCK_BYTES
+                      : kind == IFKG_Q5K ? IF_Q5K_BLOCK_BYTES
+                                         : IF_Q4K_BLOCK_BYTES;
+    const size_t nb = K / IF_QK, rowbytes = nb * bb;
+    ifkg_blk B;
+    for (size_t n = n0; n < n1; n += 16) {
+        const uint8_t *rows[16];
+        const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
+        const uint8_t *next = w + (n + 32) * rowbytes;
+        for (size_t b = 0; b < nb; b++) {
+            ifkz_prefetch(next + b * 16 * bb, 16 * bb);
+            if (kind == IFKG_Q6K) ifkg_expand_q6(&B, rows, b);
+            else ifkg_expand_q45(&B, rows, b, kind == IFKG_Q5K);
+            size_t m = 0;
+            for (; m + IFKG_MR <= M; m += IFKG_MR)
+                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, IFKG_MR, b, nb, K, n, om, kind);
+            /* the last M % IFKG_MR rows, in halving steps */
+#if IFKG_MR > 4
+            if (M - m >= 4) {
+                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 4, b, nb, K, n, om, kind);
+                m += 4;
+            }
+#endif
+            if (M - m >= 2) {
+                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 2, b, nb, K, n, om, kind);
+                m += 2;
+            }
+            if (M - m >= 1) ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 1, b, nb, K, n, om, kind);
+        }
+    }
+}
+
+#endif
