@@ -172,7 +172,7 @@ def dequantized(path: Path, c: Config) -> Weights:
 @pytest.mark.parametrize("which", FILES)
 def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     """C logits (L8 / K8 activations, in-place kernels) within 1e-5 of the largest |logit| of
-    reference.py's own model of the same arithmetic run in float32 (the same matmul bits; only
+    reference.py's own model of the same arithmetic run in float32 or float64 at each position (the same matmul bits; only
     the norms' and attention's float sums run in another order), within 5 % of the float64
     reference on gguf.quants.dequantize's weights (the 8-bit activations' error: measured
     4.0 %, 1.9 %, 2.2 % and 2.2 % in FILES' order) and no further from it than the q8 load
@@ -184,12 +184,17 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     m = with_context(read_gguf(path, quant="auto"), len(TOKS))
     c = m.config
     got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
-    spec = Reference(c, m.weights, np.float32).logits(TOKS)
+    specs = [Reference(c, m.weights, dt).logits(TOKS) for dt in (np.float32, np.float64)]
     exact = Reference(c, dequantized(path, c)).logits(TOKS)
     q8 = Engine(with_context(read_gguf(path), len(TOKS)), threads=2).prefill(
         TOKS, all_logits=True)
     scale = np.abs(exact).max()
-    assert np.abs(got - spec).max() <= 1e-5 * scale
+    # each spec sums the norms and attention in its own float order (float32 through numpy's
+    # BLAS, whose order differs between CPUs), so an activation within rounding of a
+    # quantization boundary can round the other way in one of them and move every later
+    # logit of its position; each position must match one of the two
+    near = np.minimum(*(np.abs(got - s).max(axis=1) for s in specs))
+    assert near.max() <= 1e-5 * scale
     assert np.abs(got - exact).max() <= 5e-2 * scale
     assert np.abs(got - exact).max() <= np.abs(q8 - exact).max()
     top = np.sort(exact, axis=1)
