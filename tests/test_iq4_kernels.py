@@ -278,13 +278,13 @@ def test_bench_cases_gate_and_count_the_file_bytes():
                     reason="needs a C compiler and objdump")
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
 @pytest.mark.parametrize("isa, nl, xs", [("avx2", "vpmaddubsw", "vpmaddwd"),
-                                         ("avx_vnni", "vpdpbusd", "vpdpwssd"),
-                                         ("avx512_vnni", "vpdpbusd", "vpdpwssd")])
+                                         ("avx_vnni", "vpdpbusd", "vpmulld"),
+                                         ("avx512_vnni", "vpdpbusd", "vpmulld")])
 def test_simd_objects_use_the_designed_instructions(isa, nl, xs, tmp_path):
     """Each x86 IQ4 GEMV, compiled with only its manifest group's flags, looks the levels up by
-    VPSHUFB and forms its products by its ISA's instruction on 256-bit registers (IQ4_NL:
-    VPDPBUSD of level + 128 under VNNI, VPMADDUBSW on AVX2; IQ4_XS: the scales by VPDPWSSD
-    under VNNI), prefetches the tiles ahead, and the AVX2 body holds no VNNI instruction."""
+    VPSHUFB and forms its products by its ISA's instruction on 256-bit registers (VPDPBUSD of
+    level + 128 under VNNI, IQ4_XS's scales then by VPMULLD; VPMADDUBSW + VPMADDWD on AVX2),
+    prefetches the tiles ahead, and the AVX2 body holds no VNNI instruction."""
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo / "csrc"))
     import manifest
@@ -302,6 +302,8 @@ def test_simd_objects_use_the_designed_instructions(isa, nl, xs, tmp_path):
         asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
                              check=True).stdout.lower().splitlines()
         assert any(ins in x and "%ymm" in x for x in asm), stem
+        if isa != "avx2":
+            assert any("vpdpbusd" in x and "%ymm" in x for x in asm), stem
         assert any("vpshufb" in x for x in asm), stem
         assert any("prefetcht1" in x for x in asm), stem
         if isa == "avx2":

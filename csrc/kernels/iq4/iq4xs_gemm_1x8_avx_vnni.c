@@ -1,11 +1,10 @@
-/* IQ4_XS GEMM, avx_vnni (iq4_avx2.h's body; VEX VNNI; VPDPWSSD of the scales). */
+/* IQ4_XS GEMM, avx_vnni (iq4_avx2.h; VEX VNNI: VPDPBUSD of level + 128, VPMULLD by the scales). */
 #include "../iq4_avx2.h"
 
 void if_iq4xs_gemm_1x8_avx_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
                                 const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                                 size_t n1, size_t K) {
-    (void)xsum;
-    ifqy_xs_gemm(out, ldo, xq, xd, M, w, n0, n1, K);
+    ifqy_xs_gemm(out, ldo, xq, xd, xsum, M, w, n0, n1, K);
 }
 
 const if_kq_gemm_kernel if_k_iq4xs_gemm_1x8_avx_vnni = {

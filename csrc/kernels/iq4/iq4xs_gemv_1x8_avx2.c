@@ -3,8 +3,7 @@
 
 void if_iq4xs_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                             const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    (void)xsum;
-    ifqy_xs_gemv(out, xq, xd, w, n0, n1, K);
+    ifqy_xs_gemv(out, xq, xd, xsum, w, n0, n1, K);
 }
 
 const if_kq_gemv_kernel if_k_iq4xs_gemv_1x8_avx2 = {
