@@ -158,9 +158,11 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     """C logits within 1e-5 of the largest |logit| of reference.py's model of the same
     arithmetic in float32 (the same matmul bits; the norms' and attention's float sums run in
     another order) and within 5 % of the float64 reference on gguf.quants.dequantize's weights
-    (the 8-bit activations' error: measured 2.8 % mixed, 2.4 % nl_odd). With IQ4_NL alone (L8
-    activations, a scale per 32 as the q8 load's) no further from it than the q8 load (2.6 %);
-    IQ4_XS's K8 activations (a scale per 256) are coarser than the q8 load's (mixed: 1.5 %)."""
+    (the 8-bit activations' error: measured 2.8 % mixed, 2.4 % nl_odd, 2.4 % and 3.1 % on
+    llama.cpp's IQ4_NL and IQ4_XS files). With IQ4_NL alone (L8 activations, a scale per 32 as
+    the q8 load's) no further from it than the q8 load (nl_odd: 2.6 %); K8 activations (a scale
+    per 256: IQ4_XS, and the Q6_K classifier of llama.cpp's files) are coarser than the q8
+    load's (mixed 1.5 %, llama.cpp's 1.9 % and 2.0 %)."""
     path = request.getfixturevalue(which)
     m = with_context(read_gguf(path, quant="auto"), len(TOKS))
     c = m.config
@@ -172,7 +174,7 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     scale = np.abs(exact).max()
     assert np.abs(got - spec).max() <= 1e-5 * scale
     assert np.abs(got - exact).max() <= 5e-2 * scale
-    if which != "mixed" and "xs" not in which:
+    if which == "nl_odd":
         assert np.abs(got - exact).max() <= np.abs(q8 - exact).max()
 
 
