@@ -285,11 +285,11 @@ KQ_NATIVE += IQ4_NATIVE
 
 @dataclass
 class KQTensor:
-    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1) matrix run in place: `raw` is a
-    view of the file's blocks ((rows, cols / block) blocks, row-major, unchanged), the one
-    resident copy. The C core reads it through the K-quant or legacy kernels (isaforge.h,
-    "K-quants read as stored", "Legacy blocks read as stored"); dequantize() gives ggml's
-    float32 values."""
+    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1, or IQ4_NL, IQ4_XS) matrix run in
+    place: `raw` is a view of the file's blocks ((rows, cols / block) blocks, row-major,
+    unchanged), the one resident copy. The C core reads it through the K-quant, legacy or IQ4
+    kernels (isaforge.h, "K-quants read as stored", "Legacy blocks read as stored", "IQ4 blocks
+    read as stored"); dequantize() gives ggml's float32 values."""
 
     raw: np.ndarray  # uint8, rows * cols / 256 * block bytes
     type_id: int
@@ -320,7 +320,7 @@ class KQTensor:
         cols / 256 of them, row-major): Q4_K (d, dmin, sc (nb, 8), m (nb, 8), q (nb, 8, 32)),
         q in 0..15; Q5_K as Q4_K with q in 0..31 (bit j of qh[l] is bit 4 of value l of
         sub-block j); Q6_K (d, sc (nb, 16), u (nb, 16, 16)), u = q + 32 in 0..63. d, dmin
-        float32, the rest int64."""
+        float32, the rest int64. The legacy and IQ4 types: _legacy_integers, _iq4_integers."""
         b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
         nb = b.shape[0]
         if self.type_name in LEGACY_NATIVE:
