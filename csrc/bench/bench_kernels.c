@@ -83,9 +83,10 @@ static int is_kq_gemm(ifb_op op) {
     return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM;
 }
 static int is_legacy(ifb_op op) { return op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV; }
+static int is_iq4(ifb_op op) { return op == IFB_IQ4NL_GEMV || op == IFB_IQ4XS_GEMV; }
 static int is_kq(ifb_op op) {
     return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op) ||
-           is_legacy(op);
+           is_legacy(op) || is_iq4(op);
 }
 /* Bytes of one block of op's type, and its values. */
 static size_t kq_block(ifb_op op) {
@@ -96,10 +97,14 @@ static size_t kq_block(ifb_op op) {
     case IFB_Q41_GEMV: return IF_Q41_BLOCK_BYTES;
     case IFB_Q50_GEMV: return IF_Q50_BLOCK_BYTES;
     case IFB_Q51_GEMV: return IF_Q51_BLOCK_BYTES;
+    case IFB_IQ4NL_GEMV: return IF_IQ4NL_BLOCK_BYTES;
+    case IFB_IQ4XS_GEMV: return IF_IQ4XS_BLOCK_BYTES;
     default: return IF_Q6K_BLOCK_BYTES;
     }
 }
-static size_t kq_qb(ifb_op op) { return is_legacy(op) ? IF_QL : IF_QK; }
+static size_t kq_qb(ifb_op op) {
+    return is_legacy(op) || op == IFB_IQ4NL_GEMV ? IF_QL : IF_QK;
+}
 /* Bytes of one (N, K) K-quant matrix in the file's blocks. */
 static size_t kq_bytes(ifb_op op, size_t N, size_t K) { return N * (K / kq_qb(op)) * kq_block(op); }
 
@@ -171,7 +176,7 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         const int mins = op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q4K_GEMM ||
                          op == IFB_Q5K_GEMM || op == IFB_Q41_GEMV ||
                          op == IFB_Q51_GEMV; /* d, dmin (or m) at bytes 0-3 */
-        for (size_t o = mins || is_legacy(op) ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
+        for (size_t o = mins || is_legacy(op) || is_iq4(op) ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
             c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
             if (mins) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
         }
@@ -230,6 +235,8 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     if (c->op == IFB_Q41_GEMV) return t->q41_gemv ? t->q41_gemv : s->q41_gemv;
     if (c->op == IFB_Q50_GEMV) return t->q50_gemv ? t->q50_gemv : s->q50_gemv;
     if (c->op == IFB_Q51_GEMV) return t->q51_gemv ? t->q51_gemv : s->q51_gemv;
+    if (c->op == IFB_IQ4NL_GEMV) return t->iq4nl_gemv ? t->iq4nl_gemv : s->iq4nl_gemv;
+    if (c->op == IFB_IQ4XS_GEMV) return t->iq4xs_gemv ? t->iq4xs_gemv : s->iq4xs_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
 /* ... and its GEMM. */
@@ -271,6 +278,8 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q41_GEMV:
     case IFB_Q50_GEMV:
     case IFB_Q51_GEMV:
+    case IFB_IQ4NL_GEMV:
+    case IFB_IQ4XS_GEMV:
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
@@ -303,6 +312,8 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q41_GEMV:
     case IFB_Q50_GEMV:
     case IFB_Q51_GEMV:
+    case IFB_IQ4NL_GEMV:
+    case IFB_IQ4XS_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:

@@ -279,6 +279,20 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 #define IF_Q41_BLOCK_BYTES 20
 #define IF_Q50_BLOCK_BYTES 22
 #define IF_Q51_BLOCK_BYTES 24
+/* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
+ * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
+ * if_kq_gemm_kernel (iq4nl_*, iq4xs_*). Level k (0..15) of the nibble table: -127, -104, -83,
+ * -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113. IQ4_NL (18 bytes): f16 d, qs[16];
+ * value j = d * level(low nibble of qs[j]) for j < 16, the high one of qs[j - 16] otherwise.
+ * IQ4_XS (136 bytes): f16 d, scales_h (u16), scales_l[4], qs[128]; sub-block j (32 values)
+ * has ls_j = (nibble j % 2 of scales_l[j / 2]) | (bits 2j, 2j + 1 of scales_h) << 4 and its
+ * 16 bytes qs[16 j ..] read as IQ4_NL's; value = d * (ls_j - 32) * level.
+ * Activations: IQ4_NL the legacy blocks' L8 (xd per 32), IQ4_XS K8 (xd per 256); xsum as
+ * theirs. Per output and block b, in integers: IQ4_NL dot = sum_j level_j xq_j; IQ4_XS
+ * sumi = sum_j (ls_j - 32) dot_j over its 8 sub-blocks. Then blocks in order from acc = 0:
+ * acc = acc + (d * xd[b]) * (float)dot (IQ4_NL) or (float)sumi (IQ4_XS). */
+#define IF_IQ4NL_BLOCK_BYTES 18
+#define IF_IQ4XS_BLOCK_BYTES 136
 /* K-quant kernels of one weight type (q4k_*, q5k_*, q6k_* or a legacy q40_* ... q51_*, by the
  * file name). */
 typedef struct if_kq_gemv_kernel {
@@ -361,6 +375,8 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *q40_gemv, *q41_gemv, *q50_gemv, *q51_gemv; /* legacy blocks */
     const if_kq_gemm_kernel *q4k_gemm, *q5k_gemm, *q6k_gemm;
     const if_kq_gemm_kernel *q40_gemm, *q41_gemm, *q50_gemm, *q51_gemm;
+    const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
+    const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
 } if_kernel_table;
 

@@ -220,6 +220,10 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"q41_gemm", t->q41_gemm ? t->q41_gemm->name : "q41_gemm_1x1_scalar"},
         {"q50_gemm", t->q50_gemm ? t->q50_gemm->name : "q50_gemm_1x1_scalar"},
         {"q51_gemm", t->q51_gemm ? t->q51_gemm->name : "q51_gemm_1x1_scalar"},
+        {"iq4nl_gemv", t->iq4nl_gemv ? t->iq4nl_gemv->name : "iq4nl_gemv_1x1_scalar"},
+        {"iq4xs_gemv", t->iq4xs_gemv ? t->iq4xs_gemv->name : "iq4xs_gemv_1x1_scalar"},
+        {"iq4nl_gemm", t->iq4nl_gemm ? t->iq4nl_gemm->name : "iq4nl_gemm_1x1_scalar"},
+        {"iq4xs_gemm", t->iq4xs_gemm ? t->iq4xs_gemm->name : "iq4xs_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *v = PyUnicode_FromString(names[i][1]);

@@ -87,7 +87,8 @@ def _model_options(r, chat: bool = False) -> None:
                    help="stop before this string (repeatable); never printed, even in part")
     r.add_argument("--quant", type=_quant, default="auto",
                    help="how weights are held: auto (default: GGUF Q8_0, Q4_0 / Q4_1 / Q5_0 / "
-                        "Q5_1 and Q4_K / Q5_K / Q6_K as stored, other types as q8), q8, f32; "
+                        "Q5_1, Q4_K / Q5_K / Q6_K and IQ4_NL / IQ4_XS as stored, other types "
+                        "as q8), q8, f32; "
                         "4-bit: "
                         "cq4[-32|-64|-128][-lsq][-norot] or q4_0, any format")
     r.add_argument("--ctx", type=_positive_int, default=None,
@@ -184,7 +185,8 @@ def _build_parser(cmd: str | None = None) -> argparse.ArgumentParser:
                    help="threads, for the run state's size (default: physical cores)")
     i.add_argument("--quant", type=_quant, default="auto",
                    help="read MODEL as `run --quant` would (auto: GGUF Q4_0 / Q4_1 / Q5_0 / "
-                        "Q5_1 / Q4_K / Q5_K / Q6_K in place) and list each matrix's stored "
+                        "Q5_1 / Q4_K / Q5_K / Q6_K / IQ4_NL / IQ4_XS in place) and list each "
+                        "matrix's stored "
                         "type, resident type and kernels")
     i.add_argument("--json", action="store_true")
     if cmd is not None and cmd not in FRONT_ENDS:

@@ -49,7 +49,8 @@ _MAX_NEW = _Default(DEFAULT_MAX_NEW)
 def read_model(path: str | os.PathLike, quant: str = "auto") -> LoadedModel:
     """Parse a model (llama2.c .bin, GGUF, .isaf, Hugging Face folder) without copying what
     can be mapped. `quant` ("auto", the default: GGUF K-quant (Q4_K / Q5_K / Q6_K) and legacy
-    (Q4_0 / Q4_1 / Q5_0 / Q5_1) matrices run in place on the file's blocks, the rest as "q8";
+    (Q4_0 / Q4_1 / Q5_0 / Q5_1) and IQ4_NL / IQ4_XS matrices run in place on the file's blocks,
+    the rest as "q8";
     "q8" | "f32": how non-Q8 GGUF/HF tensors are held);
     llama2.c files stay as stored (fp32 v0/v1 run in fp32, exactly as run.c). A 4-bit quant ("cq4",
     "cq4-128-lsq", ..., "q4_0"; quant.cq4.parse_quant) applies to every format."""

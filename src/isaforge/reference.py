@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quant.ggml import LEGACY_NATIVE, KQTensor
+from .quant.ggml import IQ4_NATIVE, LEGACY_NATIVE, KQTensor
 from .types import Config, Q8Tensor, Weights, embedding_rows
 
 
@@ -158,6 +158,8 @@ def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> 
     Q6_K acc = acc + (d * xd[b]) * sumi."""
     if w.type_name in LEGACY_NATIVE:
         return _legacy_matmul(xq, xd, xsum, w)
+    if w.type_name in IQ4_NATIVE:
+        return _iq4_matmul(xq, xd, w)
     n, nb = w.shape[0], w.cols // 256
     x = np.asarray(xq).astype(np.int64).reshape(nb, -1)
     bs = np.asarray(xsum).astype(np.int64).reshape(nb, 16)
@@ -207,6 +209,32 @@ def _legacy_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor
     return acc
 
 
+def _iq4_matmul(xq: np.ndarray, xd: np.ndarray, w: KQTensor) -> np.ndarray:
+    """isaforge.h's IQ4 arithmetic: per output row and block b (IQ4_NL: 32 values, L8
+    activations; IQ4_XS: 256, K8), exact integers (IQ4_NL dot = sum_j level_j xq_j; IQ4_XS
+    sumi = sum_j (ls_j - 32) dot_j over its 8 sub-blocks), then in float32, blocks in order
+    from 0: acc = acc + (d * xd[b]) * sumi."""
+    n = w.shape[0]
+    if w.type_name == "IQ4_NL":
+        nb = w.cols // 32
+        d, level = w.integers()
+        sumi = np.einsum("nbj,bj->nb", level.reshape(n, nb, 32),
+                         np.asarray(xq).astype(np.int64).reshape(nb, 32))
+    else:
+        nb = w.cols // 256
+        d, s, level = w.integers()
+        dots = np.einsum("nbjl,bjl->nbj", level.reshape(n, nb, 8, 32),
+                         np.asarray(xq).astype(np.int64).reshape(nb, 8, 32))
+        sumi = (dots * s.reshape(n, nb, 8)).sum(axis=2)
+    sumi = sumi.astype(np.float32)
+    d = d.reshape(n, nb)
+    xd = np.asarray(xd, np.float32)
+    acc = np.zeros(n, np.float32)
+    for b in range(nb):
+        acc = acc + (d[:, b] * xd[b]) * sumi[:, b]
+    return acc
+
+
 # --------------------------------------------------------------------------------------------
 # the model
 
@@ -229,7 +257,7 @@ class Reference:
         """W (d, n) @ x (n,) -> (d,); Q8 weights take the runq.c integer path, K-quant ones
         the K8 integer path (kq_matmul)."""
         if isinstance(w, KQTensor):
-            qb = 32 if w.type_name in LEGACY_NATIVE else 256
+            qb = 32 if w.type_name in LEGACY_NATIVE + ("IQ4_NL",) else 256
             return kq_matmul(*quantize_k8(x, qb), w).astype(self.dtype)
         if isinstance(w, Q8Tensor):
             xq, xs = quantize_activations(x, w.group_size)

@@ -25,8 +25,11 @@ OPS = Q8_OPS + Q4_OPS
 KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210,
                   "q4k_gemm": 144, "q5k_gemm": 176, "q6k_gemm": 210, "q40_gemv": 18,
                   "q41_gemv": 20, "q50_gemv": 22, "q51_gemv": 24}
+# ... and the IQ4 GEMVs: IQ4_NL per 32 values (L8, gs 32), IQ4_XS per 256 (K8, gs 256)
+KQ_BLOCK_BYTES.update({"iq4nl_gemv": 18, "iq4xs_gemv": 136})
 KQ_OPS = tuple(KQ_BLOCK_BYTES)
-KQ_VALUES = {op: 32 if op.startswith(("q40", "q41", "q50", "q51")) else 256 for op in KQ_OPS}
+KQ_VALUES = {op: 32 if op.startswith(("q40", "q41", "q50", "q51", "iq4nl")) else 256
+             for op in KQ_OPS}
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).
 Q4_FORMATS = ("cq4", "q4_0")

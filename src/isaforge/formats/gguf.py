@@ -504,7 +504,8 @@ def read_gguf(path: str | os.PathLike, quant: str = "q8", stream: bool = False,
               progress=None) -> LoadedModel:
     """Load a llama GGUF file. quant="q8": matrices as Q8 (Q8_0 tensors taken as they are,
     others dequantized and requantized at group 32, or the largest valid group below);
-    quant="auto": Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q5_1 matrices (the token table too) as
+    quant="auto": Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS matrices (the
+    token table too) as
     views of the file's blocks
     that the K-quant kernels run in place, the others as for "q8";
     quant="f32": every matrix dequantized to float32. A 4-bit quant quantizes the layer

@@ -278,15 +278,18 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
 # The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE)
 LEGACY_NATIVE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
 KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K") + LEGACY_NATIVE
+# IQ4_NL (blocks of 32, L8 activations) and IQ4_XS (256, K8) run in place too (IQ4_NATIVE)
+IQ4_NATIVE = ("IQ4_NL", "IQ4_XS")
+KQ_NATIVE += IQ4_NATIVE
 
 
 @dataclass
 class KQTensor:
-    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1) matrix run in place: `raw` is a
-    view of the file's blocks ((rows, cols / block) blocks, row-major, unchanged), the one
-    resident copy. The C core reads it through the K-quant or legacy kernels (isaforge.h,
-    "K-quants read as stored", "Legacy blocks read as stored"); dequantize() gives ggml's
-    float32 values."""
+    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1, or IQ4_NL, IQ4_XS) matrix run in
+    place: `raw` is a view of the file's blocks ((rows, cols / block) blocks, row-major,
+    unchanged), the one resident copy. The C core reads it through the K-quant, legacy or IQ4
+    kernels (isaforge.h, "K-quants read as stored", "Legacy blocks read as stored", "IQ4 blocks
+    read as stored"); dequantize() gives ggml's float32 values."""
 
     raw: np.ndarray  # uint8, rows * cols / 256 * block bytes
     type_id: int
@@ -317,11 +320,13 @@ class KQTensor:
         cols / 256 of them, row-major): Q4_K (d, dmin, sc (nb, 8), m (nb, 8), q (nb, 8, 32)),
         q in 0..15; Q5_K as Q4_K with q in 0..31 (bit j of qh[l] is bit 4 of value l of
         sub-block j); Q6_K (d, sc (nb, 16), u (nb, 16, 16)), u = q + 32 in 0..63. d, dmin
-        float32, the rest int64."""
+        float32, the rest int64. The legacy and IQ4 types: _legacy_integers, _iq4_integers."""
         b = _blocks(self.raw, GGML_TYPES[self.type_id], self.rows_, self.cols)
         nb = b.shape[0]
         if self.type_name in LEGACY_NATIVE:
             return _legacy_integers(b, self.type_name)
+        if self.type_name in IQ4_NATIVE:
+            return _iq4_integers(b, self.type_name)
         if self.type_name in ("Q4_K", "Q5_K"):
             sc, mn = _k4_scales(b[:, 4:16])
             five = self.type_name == "Q5_K"
@@ -354,6 +359,24 @@ def _legacy_integers(b: np.ndarray, name: str) -> tuple:
         qh = np.ascontiguousarray(b[:, qh_at:qh_at + 4]).view("<u4").astype(np.int64)
         u |= ((qh >> np.arange(32, dtype=np.int64)[None, :]) & 1) << 4
     return _f16(b, 0)[:, 0], (_f16(b, 2)[:, 0] if mins else None), u
+
+
+def _iq4_integers(b: np.ndarray, name: str) -> tuple:
+    """IQ4_NL's (d, level) per block: d float32 (nb,), level int64 (nb, 32) (the nibble's
+    entry of KVALUES_IQ4NL, value j from the low nibble of qs[j] for j < 16, else the high
+    one of qs[j - 16]); IQ4_XS's (d, s, level) per super-block: s int64 (nb, 8) the sub-block
+    scales ls - 32, level int64 (nb, 8, 32)."""
+    qs = b[:, 2:18] if name == "IQ4_NL" else b[:, 8:136].reshape(-1, 8, 16)
+    nib = np.concatenate([qs & 15, qs >> 4], axis=-1)
+    level = KVALUES_IQ4NL.astype(np.int64)[nib]
+    d = _f16(b, 0)[:, 0]
+    if name == "IQ4_NL":
+        return d, level
+    sh = b[:, 2].astype(np.int64) | b[:, 3].astype(np.int64) << 8
+    j = np.arange(8, dtype=np.int64)
+    lo = (b[:, 4 + j // 2].astype(np.int64) >> (4 * (j % 2))) & 15
+    hi = (sh[:, None] >> (2 * j)) & 3
+    return d, (lo | hi << 4) - 32, level
 
 
 def kq_split(raw, type_id: int, rows: int, cols: int) -> KQTensor:
