@@ -49,8 +49,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x8_avx2, .q5k_gemm = &if_k_q5k_gemm_1x8_avx2,
      .q40_gemv = &if_k_q40_gemv_1x8_avx2, .q41_gemv = &if_k_q41_gemv_1x8_avx2,
      .q50_gemv = &if_k_q50_gemv_1x8_avx2, .q51_gemv = &if_k_q51_gemv_1x8_avx2,
-     .q40_gemm = &if_k_q40_gemm_1x8_avx2, .q41_gemm = &if_k_q41_gemm_1x8_avx2,
-     .q50_gemm = &if_k_q50_gemm_1x8_avx2, .q51_gemm = &if_k_q51_gemm_1x8_avx2,
+     .q40_gemm = &if_k_q40_gemm_4x8_avx2, .q41_gemm = &if_k_q41_gemm_4x8_avx2,
+     .q50_gemm = &if_k_q50_gemm_4x8_avx2, .q51_gemm = &if_k_q51_gemm_4x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
@@ -64,8 +64,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x8_avx_vnni, .q5k_gemm = &if_k_q5k_gemm_1x8_avx_vnni,
      .q40_gemv = &if_k_q40_gemv_1x8_avx_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx_vnni,
      .q50_gemv = &if_k_q50_gemv_1x8_avx_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx_vnni,
-     .q40_gemm = &if_k_q40_gemm_1x8_avx_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx_vnni,
-     .q50_gemm = &if_k_q50_gemm_1x8_avx_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx_vnni,
+     .q40_gemm = &if_k_q40_gemm_4x8_avx_vnni, .q41_gemm = &if_k_q41_gemm_4x8_avx_vnni,
+     .q50_gemm = &if_k_q50_gemm_4x8_avx_vnni, .q51_gemm = &if_k_q51_gemm_4x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
@@ -79,8 +79,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_1x16_avx512_vnni,
      .q40_gemv = &if_k_q40_gemv_1x8_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx512_vnni,
      .q50_gemv = &if_k_q50_gemv_1x8_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx512_vnni,
-     .q40_gemm = &if_k_q40_gemm_1x8_avx512_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx512_vnni,
-     .q50_gemm = &if_k_q50_gemm_1x8_avx512_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx512_vnni,
+     .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni, .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni,
+     .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni, .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
@@ -98,8 +98,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_16x16_amx,
      .q40_gemv = &if_k_q40_gemv_1x8_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x8_avx512_vnni,
      .q50_gemv = &if_k_q50_gemv_1x8_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x8_avx512_vnni,
-     .q40_gemm = &if_k_q40_gemm_1x8_avx512_vnni, .q41_gemm = &if_k_q41_gemm_1x8_avx512_vnni,
-     .q50_gemm = &if_k_q50_gemm_1x8_avx512_vnni, .q51_gemm = &if_k_q51_gemm_1x8_avx512_vnni,
+     .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni, .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni,
+     .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni, .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
