@@ -168,10 +168,13 @@ IFLG_INLINE iflg_vf iflg_f16(iflg_vi x) {
 }
 
 /* Per activation row i: dot[i] += the block's products, 8 value vectors W against x[i]'s 32
- * bytes (4 at a time, broadcast). */
-IFLG_INLINE void iflg_dots(const int mr, iflg_vi dot[IFLG_MR], const iflg_vi W[8],
+ * bytes (4 at a time, broadcast). AVX2: VPMADDUBSW pairs summed in int16 over g vectors (2g
+ * products of at most vmax * 128, vmax 15 for 4 bits (g = 8), 31 for 5 (g = 4): below 2^15),
+ * then VPMADDWD against ones into int32. */
+IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], const iflg_vi W[8],
                            const int8_t *const x[IFLG_MR]) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+    (void)g;
     IFLG_UNROLL
     for (int k = 0; k < 8; k++) {
         const iflg_vi w = W[k];
@@ -190,15 +193,20 @@ IFLG_INLINE void iflg_dots(const int mr, iflg_vi dot[IFLG_MR], const iflg_vi W[8
 #else
     const __m256i ones = _mm256_set1_epi16(1);
     IFLG_UNROLL
-    for (int k = 0; k < 8; k += 2) {
-        const __m256i w0 = W[k], w1 = W[k + 1];
+    for (int k0 = 0; k0 < 8; k0 += g) {
+        __m256i p[IFLG_MR];
         IFLG_UNROLL
-        for (int i = 0; i < mr; i++) {
-            const __m256i p =
-                _mm256_add_epi16(_mm256_maddubs_epi16(w0, iflg_set1_32(iflg_ld32(x[i] + 4 * k))),
-                                 _mm256_maddubs_epi16(w1, iflg_set1_32(iflg_ld32(x[i] + 4 * k + 4))));
-            dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p, ones));
+        for (int k = k0; k < k0 + g; k++) {
+            const __m256i w = W[k];
+            IFLG_UNROLL
+            for (int i = 0; i < mr; i++) {
+                const __m256i q = _mm256_maddubs_epi16(w, iflg_set1_32(iflg_ld32(x[i] + 4 * k)));
+                p[i] = k == k0 ? q : _mm256_add_epi16(p[i], q);
+                __asm__("" : "+x"(p[i])); /* keeps the chain: a reassociated tree spills */
+            }
         }
+        IFLG_UNROLL
+        for (int i = 0; i < mr; i++) dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p[i], ones));
     }
 #endif
 }
@@ -280,7 +288,7 @@ IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span 
             dot[i] = t.min ? iflg_zero() : iflg_set1_32(xs[i][b]);
             x[i] = xp[i] + b * IF_QL;
         }
-        iflg_dots(mr, dot, S->w[b], x);
+        iflg_dots(mr, t.qh ? 4 : 8, dot, S->w[b], x);
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
             const iflg_vf xdb = iflg_set1f(xdl[i][b]);
@@ -348,6 +356,18 @@ IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *
 #endif
 #if IFLG_MR > 7
                     IFLG_CASE(7)
+#endif
+#if IFLG_MR > 8
+                    IFLG_CASE(8)
+#endif
+#if IFLG_MR > 9
+                    IFLG_CASE(9)
+#endif
+#if IFLG_MR > 10
+                    IFLG_CASE(10)
+#endif
+#if IFLG_MR > 11
+                    IFLG_CASE(11)
 #endif
                 default: iflg_rows(t, IFLG_MR, z, &S, o, ldo, xm, xdm, xsm, K, b0, nbs, om);
                 }
