@@ -84,10 +84,9 @@ IFLG_INLINE void iflg_col4(const uint8_t *const rows[IFLG_NR], size_t off, iflg_
     IFLG_UNROLL
     for (int i = 0; i < 4; i++) {
 #if defined(__AVX512F__)
-        R[i] = _mm512_inserti32x4(
-            _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(IFLG_L(i)), IFLG_L(4 + i), 1),
-                               IFLG_L(8 + i), 2),
-            IFLG_L(12 + i), 3);
+        const __m512i r01 =
+            _mm512_inserti32x4(_mm512_castsi128_si512(IFLG_L(i)), IFLG_L(4 + i), 1);
+        R[i] = _mm512_inserti32x4(_mm512_inserti32x4(r01, IFLG_L(8 + i), 2), IFLG_L(12 + i), 3);
 #else
         R[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(IFLG_L(i)), IFLG_L(4 + i), 1);
 #endif
@@ -131,20 +130,18 @@ IFLG_INLINE void iflg_u5(ifl_type t, const uint8_t *const rows[IFLG_NR], size_t 
     const iflg_vi sixteen = iflg_set1_8(16);
     IFLG_UNROLL
     for (int k = 0; k < 8; k++) {
-        const char h = (char)(k / 2);
+        const int hb = (k / 2) * 0x01010101; /* qh byte k / 2, in each byte of an index */
         const iflg_vi bit = iflg_set1_32((int)(0x08040201u << (4 * (k % 2))));
 #if defined(__AVX512F__)
-        const iflg_vi idx = _mm512_set4_epi32(0x0c0c0c0c + h * 0x01010101, 0x08080808 + h * 0x01010101,
-                                              0x04040404 + h * 0x01010101, h * 0x01010101);
+        const iflg_vi idx =
+            _mm512_set4_epi32(0x0c0c0c0c + hb, 0x08080808 + hb, 0x04040404 + hb, hb);
         const __mmask64 on = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H[0], idx), bit);
         v[k] = _mm512_mask_add_epi8(v[k], on, v[k], sixteen);
 #else
-        const __m128i i128 = _mm_setr_epi32(h * 0x01010101, 0x04040404 + h * 0x01010101,
-                                            0x08080808 + h * 0x01010101,
-                                            0x0c0c0c0c + h * 0x01010101);
+        const __m128i i128 = _mm_setr_epi32(hb, 0x04040404 + hb, 0x08080808 + hb, 0x0c0c0c0c + hb);
         const iflg_vi idx = _mm256_broadcastsi128_si256(i128);
-        const iflg_vi hb = _mm256_and_si256(_mm256_shuffle_epi8(H[0], idx), bit);
-        v[k] = _mm256_or_si256(v[k], _mm256_and_si256(_mm256_cmpeq_epi8(hb, bit), sixteen));
+        const iflg_vi on = _mm256_and_si256(_mm256_shuffle_epi8(H[0], idx), bit);
+        v[k] = _mm256_or_si256(v[k], _mm256_and_si256(_mm256_cmpeq_epi8(on, bit), sixteen));
 #endif
     }
 }
@@ -206,7 +203,8 @@ IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], cons
             }
         }
         IFLG_UNROLL
-        for (int i = 0; i < mr; i++) dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p[i], ones));
+        for (int i = 0; i < mr; i++)
+            dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p[i], ones));
     }
 #endif
 }
