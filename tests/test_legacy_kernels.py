@@ -276,9 +276,9 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q40_gemv .. q51_gemv cases: weight bytes are the blocks, every
-    tier passes the bit-for-bit gate, a group size other than 32 is refused, and the model
-    shapes take every matrix whose rows are whole blocks of 32."""
+    """isaforge bench kernels' q40_gemv .. q51_gemv and q40_gemm .. q51_gemm cases: weight bytes
+    are the blocks, every tier passes the bit-for-bit gate, a group size other than 32 is
+    refused, and the model shapes take every matrix whose rows are whole blocks of 32."""
     for op, bb in (("q40_gemv", 18), ("q41_gemv", 20), ("q50_gemv", 22), ("q51_gemv", 24)):
         case = _bench.Case(op, 1, 40, 640, 32, 2)
         assert case.weight_bytes == 40 * 20 * bb
@@ -287,10 +287,16 @@ def test_bench_cases_gate_and_count_the_file_bytes():
             assert case.time(tier, 1) > 0
         with pytest.raises(ValueError, match="gs = 32"):
             _bench.Case(op, 1, 40, 512, 256, 1)
+    for op, bb in (("q40_gemm", 18), ("q41_gemm", 20), ("q50_gemm", 22), ("q51_gemm", 24)):
+        case = _bench.Case(op, 19, 40, 640, 32, 2)
+        assert case.weight_bytes == 40 * 20 * bb
+        for tier in ["scalar", *TIERS]:
+            assert case.check(tier) is None, (op, tier)
+            assert case.time(tier, 1) > 0
     from isaforge.bench.kernels import Shape, kquant_shapes
 
-    ops = {s.op for s in kquant_shapes("smollm2-135m")}
-    assert {"q40_gemv", "q41_gemv", "q50_gemv", "q51_gemv"} <= ops
+    ops = {s.op for s in kquant_shapes("smollm2-135m", [64])}
+    assert {"q40_gemv", "q41_gemv", "q50_gemv", "q51_gemv", "q40_gemm", "q51_gemm"} <= ops
     assert Shape("q40_gemv", "w", 1, 40, 640).bytes(32) == 40 * 20 * 18 + 640 + 80 + 80 + 160
 
 
@@ -323,3 +329,34 @@ def test_simd_objects_use_the_designed_instructions(isa, ins, tmp_path):
         assert any("prefetcht1" in x for x in asm), stem
         if isa == "avx2":
             assert not any("vpdp" in x for x in asm), stem
+
+
+@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
+                    reason="needs a C compiler and objdump")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@pytest.mark.parametrize("stem, ins, reg", [("gemm_4x8_avx2", "vpmaddubsw", "%ymm"),
+                                            ("gemm_4x8_avx_vnni", "vpdpbusd", "%ymm"),
+                                            ("gemm_8x16_avx512_vnni", "vpdpbusd", "%zmm")])
+def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_path):
+    """Each x86 legacy GEMM, compiled with only its manifest group's flags, forms its products
+    by its ISA's instruction on the tile's full-width registers (16 rows per zmm on AVX-512),
+    and the AVX2 body holds no VNNI instruction."""
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "csrc"))
+    import manifest
+
+    m = manifest.read()
+    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    for typ in ("q40", "q41", "q50", "q51"):
+        name = f"{typ}_{stem}"
+        group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == name)
+        obj = tmp_path / f"{name}.o"
+        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
+                        "-DIF_X86_TIERS=1", *m.groups[group].flags,
+                        f"-I{repo / 'csrc/include'}", f"-I{tmp_path}", "-c", str(repo / src),
+                        "-o", str(obj)], check=True)
+        asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
+                             check=True).stdout.lower().splitlines()
+        assert any(ins in x and reg in x for x in asm), name
+        if stem.endswith("avx2"):
+            assert not any("vpdp" in x for x in asm), name

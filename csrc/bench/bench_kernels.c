@@ -80,9 +80,12 @@ void ifb_case_free(ifb_case *c) {
 
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
 static int is_kq_gemm(ifb_op op) {
-    return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM;
+    return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM ||
+           (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM);
 }
-static int is_legacy(ifb_op op) { return op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV; }
+static int is_legacy(ifb_op op) {
+    return (op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV) || (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM);
+}
 static int is_iq4(ifb_op op) { return op == IFB_IQ4NL_GEMV || op == IFB_IQ4XS_GEMV; }
 static int is_kq(ifb_op op) {
     return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op) ||
@@ -93,10 +96,10 @@ static size_t kq_block(ifb_op op) {
     switch (op) {
     case IFB_Q4K_GEMV: case IFB_Q4K_GEMM: return IF_Q4K_BLOCK_BYTES;
     case IFB_Q5K_GEMV: case IFB_Q5K_GEMM: return IF_Q5K_BLOCK_BYTES;
-    case IFB_Q40_GEMV: return IF_Q40_BLOCK_BYTES;
-    case IFB_Q41_GEMV: return IF_Q41_BLOCK_BYTES;
-    case IFB_Q50_GEMV: return IF_Q50_BLOCK_BYTES;
-    case IFB_Q51_GEMV: return IF_Q51_BLOCK_BYTES;
+    case IFB_Q40_GEMV: case IFB_Q40_GEMM: return IF_Q40_BLOCK_BYTES;
+    case IFB_Q41_GEMV: case IFB_Q41_GEMM: return IF_Q41_BLOCK_BYTES;
+    case IFB_Q50_GEMV: case IFB_Q50_GEMM: return IF_Q50_BLOCK_BYTES;
+    case IFB_Q51_GEMV: case IFB_Q51_GEMM: return IF_Q51_BLOCK_BYTES;
     case IFB_IQ4NL_GEMV: return IF_IQ4NL_BLOCK_BYTES;
     case IFB_IQ4XS_GEMV: return IF_IQ4XS_BLOCK_BYTES;
     default: return IF_Q6K_BLOCK_BYTES;
@@ -174,8 +177,8 @@ if_status ifb_case_create(ifb_op op, size_t M, size_t N, size_t K, size_t gs, si
         if (!c->w[i] || !c->ws[i]) goto oom;
         fill_i8(c->w[i], wb, &st);
         const int mins = op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q4K_GEMM ||
-                         op == IFB_Q5K_GEMM || op == IFB_Q41_GEMV ||
-                         op == IFB_Q51_GEMV; /* d, dmin (or m) at bytes 0-3 */
+                         op == IFB_Q5K_GEMM || op == IFB_Q41_GEMV || op == IFB_Q51_GEMV ||
+                         op == IFB_Q41_GEMM || op == IFB_Q51_GEMM; /* d, dmin (or m): 0-3 */
         for (size_t o = mins || is_legacy(op) || is_iq4(op) ? 0 : 208; is_kq(op) && o < wb; o += kq_block(op)) {
             c->w[i][o] = 0x00, c->w[i][o + 1] = 0x1C; /* f16 1/256 */
             if (mins) c->w[i][o + 2] = 0x00, c->w[i][o + 3] = 0x18; /* 1/512 */
@@ -244,6 +247,10 @@ static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_ta
     const if_kernel_table *s = if_tier_table(0);
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
+    if (c->op == IFB_Q40_GEMM) return t->q40_gemm ? t->q40_gemm : s->q40_gemm;
+    if (c->op == IFB_Q41_GEMM) return t->q41_gemm ? t->q41_gemm : s->q41_gemm;
+    if (c->op == IFB_Q50_GEMM) return t->q50_gemm ? t->q50_gemm : s->q50_gemm;
+    if (c->op == IFB_Q51_GEMM) return t->q51_gemm ? t->q51_gemm : s->q51_gemm;
     return t->q6k_gemm ? t->q6k_gemm : s->q6k_gemm;
 }
 
@@ -287,6 +294,10 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     }
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:
+    case IFB_Q40_GEMM:
+    case IFB_Q41_GEMM:
+    case IFB_Q50_GEMM:
+    case IFB_Q51_GEMM:
     case IFB_Q6K_GEMM:
         kq_gemm_of(c, t)->run(out, c->N, c->xq, c->xs, c->xsum, c->M, (const uint8_t *)c->w[i],
                               0, c->N, c->K);
@@ -317,6 +328,10 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:
+    case IFB_Q40_GEMM:
+    case IFB_Q41_GEMM:
+    case IFB_Q50_GEMM:
+    case IFB_Q51_GEMM:
     case IFB_Q6K_GEMM: return kq_gemm_of(c, t)->name;
     default: return t->quantize->name;
     }

@@ -37,7 +37,11 @@ typedef enum ifb_op {
     IFB_Q50_GEMV = 13,
     IFB_Q51_GEMV = 14,
     IFB_IQ4NL_GEMV = 15, /* IQ4 GEMVs on GGUF IQ4_NL (gs must be 32) / IQ4_XS (256) blocks */
-    IFB_IQ4XS_GEMV = 16
+    IFB_IQ4XS_GEMV = 16,
+    IFB_Q40_GEMM = 17, /* the legacy-block GEMMs (M activation rows in one call) */
+    IFB_Q41_GEMM = 18,
+    IFB_Q50_GEMM = 19,
+    IFB_Q51_GEMM = 20
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

@@ -1,8 +1,8 @@
-/* legacy_avx2.h - the x86 legacy-block GEMV and GEMM body (legacy/ *_avx2.c, *_avx_vnni.c,
- * *_avx512_vnni.c): one source compiled per ISA; the only difference is the u8 x s8 product
- * sum of 32 values into 8 int32 lanes: VPDPBUSD (AVX-VNNI or AVX512-VNNI, 256-bit) or
- * VPMADDUBSW + VPMADDWD against ones (at most 2 * 31 * 127 per pair: no saturation). The
- * same exact int32 sums either way.
+/* legacy_avx2.h - the x86 legacy-block GEMV body (legacy/ *_gemv_*_avx2.c, *_avx_vnni.c,
+ * *_avx512_vnni.c; the GEMMs are legacy_gemm_x86.h's): one source compiled per ISA; the only
+ * difference is the u8 x s8 product sum of 32 values into 8 int32 lanes: VPDPBUSD (AVX-VNNI
+ * or AVX512-VNNI, 256-bit) or VPMADDUBSW + VPMADDWD against ones (at most 2 * 31 * 127 per
+ * pair: no saturation). The same exact int32 sums either way.
  *
  * Decode reads far more weight bytes than any cache holds, so the GEMV is built for the
  * stream: a tile of 8 rows, each row's blocks (scales beside their nibbles, as in the file) read
@@ -84,60 +84,6 @@ IFY_INLINE void ifly_gemv(ifl_type t, float *out, const int8_t *xq, const float 
         const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
         const uint8_t *next = n + 24 <= n1 ? w + (n + 16) * rowbytes : NULL;
         ifly_tile(t, out + n, nr, rows, xq, xd, xsum, nb, next);
-    }
-}
-
-/* The first nr lanes from out (the rest 0). */
-IFY_INLINE __m256 ifly_load(const float *out, size_t nr) {
-    if (nr == 8) return _mm256_loadu_ps(out);
-    _Alignas(32) float t[8] = {0};
-    for (size_t r = 0; r < nr; r++) t[r] = out[r];
-    return _mm256_load_ps(t);
-}
-
-/* The GEMM: per 8-row tile and block, the 8 rows' values and scales unpacked once, then every
- * activation row's products from them; each output's running sum waits in `out` between blocks
- * (stored and reloaded exactly), so per output the arithmetic is the GEMV's. */
-IFY_INLINE void ifly_gemm(ifl_type t, float *out, size_t ldo, const int8_t *xq, const float *xd,
-                          const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
-                          size_t K) {
-    const size_t nb = K / IF_QL, rowbytes = nb * t.bb;
-    const int32_t z = t.qh ? 16 : 8;
-    for (size_t n = n0; n < n1; n += 8) {
-        const uint8_t *rows[8];
-        const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
-        for (size_t b = 0; b < nb; b++) {
-            __m256i u[8];
-            uint16_t dh[8], mh[8];
-            IFY_UNROLL
-            for (int r = 0; r < 8; r++) {
-                const uint8_t *blk = rows[r] + b * t.bb;
-                memcpy(&dh[r], blk, 2);
-                if (t.min) memcpy(&mh[r], blk + 2, 2);
-                u[r] = ifly_u(t, blk);
-            }
-            const __m256 dv = ifky_f16x8(dh), mv = t.min ? ifky_f16x8(mh) : _mm256_setzero_ps();
-            for (size_t m = 0; m < M; m++) {
-                const int8_t *x = xq + m * K + b * IF_QL;
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)x);
-                __m256i p[8];
-                IFY_UNROLL
-                for (int r = 0; r < 8; r++) p[r] = ifly_dot(u[r], xv);
-                __m256i dot = ifky_net8(p);
-                const int16_t *bs = xsum + m * (K / 16) + 2 * b;
-                const int32_t xs = (int32_t)bs[0] + bs[1];
-                const __m256 xdb = _mm256_set1_ps(xd[m * nb + b]);
-                float *o = out + m * ldo + n;
-                __m256 acc = b ? ifly_load(o, nr) : _mm256_setzero_ps();
-                if (!t.min) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(z * xs));
-                acc = _mm256_add_ps(acc,
-                                    _mm256_mul_ps(_mm256_mul_ps(dv, xdb), _mm256_cvtepi32_ps(dot)));
-                if (t.min)
-                    acc = _mm256_add_ps(
-                        acc, _mm256_mul_ps(_mm256_mul_ps(mv, xdb), _mm256_set1_ps((float)xs)));
-                ifky_store(o, acc, nr);
-            }
-        }
     }
 }
 

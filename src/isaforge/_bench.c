@@ -69,11 +69,16 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q51_gemv") == 0) o = IFB_Q51_GEMV;
     else if (strcmp(op, "iq4nl_gemv") == 0) o = IFB_IQ4NL_GEMV;
     else if (strcmp(op, "iq4xs_gemv") == 0) o = IFB_IQ4XS_GEMV;
+    else if (strcmp(op, "q40_gemm") == 0) o = IFB_Q40_GEMM;
+    else if (strcmp(op, "q41_gemm") == 0) o = IFB_Q41_GEMM;
+    else if (strcmp(op, "q50_gemm") == 0) o = IFB_Q50_GEMM;
+    else if (strcmp(op, "q51_gemm") == 0) o = IFB_Q51_GEMM;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
                      "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm, q40_gemv, q41_gemv, "
-                     "q50_gemv, q51_gemv, iq4nl_gemv, iq4xs_gemv)", op);
+                     "q50_gemv, q51_gemv, iq4nl_gemv, iq4xs_gemv, q40_gemm, q41_gemm, q50_gemm, "
+                     "q51_gemm)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
