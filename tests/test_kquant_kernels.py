@@ -32,7 +32,21 @@ def tiers() -> list[str]:
     return [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
 
 
-TIERS = tiers()
+X86_BUILD = "avx2" in [t["name"] for t in _native.info()["tiers"]]
+# the features of the emulated AMX K-quant GEMMs' AVX-512 expansion and readout
+EMU_FEATURES = {"avx512f", "avx512bw", "avx512vl", "fma", "avx512_vnni"}
+
+
+def emulated() -> list[str]:
+    """"amx_emulated" when its K-quant GEMMs run (the AMX bodies with the tiles emulated in C):
+    an x86 build on a CPU with their AVX-512 features."""
+    if X86_BUILD and _bench.kq_kernel("q4_k", "amx_emulated", True).endswith("_amx_emulated"):
+        return ["amx_emulated"]
+    return []
+
+
+TIERS = tiers() + emulated()
+AMX_GEMMS = [t for t in ("amx", "amx_emulated") if t in TIERS]
 
 
 def f16_bits(v) -> np.ndarray:
@@ -291,19 +305,35 @@ def test_tiers_equal_scalar_bits(typ):
     assert not failures, failures[:10]
 
 
-@pytest.mark.skipif("amx" not in TIERS, reason="the CPU (or OS) has no AMX")
+def test_amx_emulated_has_the_kquant_gemms_where_the_cpu_runs_them():
+    """The amx_emulated table lists its K-quant GEMMs exactly when the CPU has their AVX-512
+    features (elsewhere kq_gemm runs scalar), so on an AVX-512 machine the tests above cannot
+    silently fall back to scalar against scalar."""
+    if not X86_BUILD:
+        pytest.skip("amx_emulated is in x86 builds only")
+    want = EMU_FEATURES <= set(_native.info()["features"].split(","))
+    for typ in TYPES:
+        name = _bench.kq_kernel(typ, "amx_emulated", True)
+        emu = f"q{typ[1]}k_gemm_16x16_amx_emulated"
+        assert name == (emu if want else f"q{typ[1]}k_gemm_1x1_scalar"), (typ, name)
+    assert bool(emulated()) == want
+
+
+@pytest.mark.skipif(not AMX_GEMMS, reason="no AMX, and no AVX-512 for the emulated AMX")
+@pytest.mark.parametrize("tier", AMX_GEMMS)
 @pytest.mark.parametrize("typ", TYPES)
-def test_amx_gemm_equals_scalar_bits_across_tiles(typ):
-    """The AMX GEMM (16 x 16 C tiles, weights expanded a chunk of blocks at a time) = scalar
-    bit for bit where its tiling has tails: M and N not multiples of 16, several activation
-    tiles with a short last one, K spanning several expansion chunks."""
+def test_amx_gemm_equals_scalar_bits_across_tiles(typ, tier):
+    """The AMX GEMM (16 x 16 C tiles, weights expanded a chunk of blocks at a time; on a CPU
+    without AMX its body with the tiles emulated in C) = scalar bit for bit where its tiling has
+    tails: M and N not multiples of 16, several activation tiles with a short last one, K
+    spanning several expansion chunks."""
     rng = np.random.default_rng(40 + len(typ))
     failures = []
     for M, N, K in [(16, 16, 256), (31, 17, 1024), (64, 48, 2304), (70, 33, 768),
                     (33, 130, 4352), (5, 1, 512)]:
         xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
         want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
-        got = run(typ, xq, xd, xsum, blocks, N, "amx", gemm=True).view(np.uint32)
+        got = run(typ, xq, xd, xsum, blocks, N, tier, gemm=True).view(np.uint32)
         if not np.array_equal(got, want):
             failures.append((M, N, K, int((got != want).sum())))
     assert not failures, failures
@@ -461,3 +491,63 @@ def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
         assert any(ins in x and r in x for x in asm), (stem, ins)
     if stem.endswith("_avx2"):
         assert not any("vpdp" in x for x in asm), stem
+
+
+EMU_DRIVER = r"""
+#include <stdio.h>
+#include "amx_emu.h"
+
+int main(int argc, char **argv) {
+    int bad = argv[1][0] - '0';
+    amx_emu_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette_id = 1;
+    c.rows[0] = 1, c.colsb[0] = 64; /* C: 1 row x 16 dwords */
+    c.rows[1] = 1, c.colsb[1] = 4;  /* A: 1 row x 4 bytes */
+    c.rows[2] = 1, c.colsb[2] = 64; /* B: 1 row (a.colsb / 4) x 64 bytes */
+    if (bad == 1) c.reserved[3] = 1;
+    if (bad == 2) c.rows[2] = 2;     /* b.rows != a.colsb / 4 */
+    if (bad == 3) c.rows[9] = 1, c.colsb[9] = 4;
+    if (bad == 4) c.colsb[1] = 0;    /* rows without colsb */
+    int8_t a[4] = {-1, 2, -3, 4};
+    uint8_t b[128] = {255, 1, 128, 0};
+    int32_t out[2][16];
+    AMX_TILE_STATE;
+    if (bad != 5) AMX_TILE_CONFIG(&c); /* 5: a tile op on the INIT state */
+    AMX_TILE_ZERO(0);
+    AMX_TILE_LOAD(1, a, 4);
+    AMX_TILE_LOAD(2, b, 64);
+    AMX_TILE_DPBSUD(0, 1, bad == 6 ? 1 : 2); /* 6: b is a */
+    AMX_TILE_STORE(0, out[0], 64);
+    AMX_TILE_ZERO(0);
+    AMX_TILE_DPBSSD(0, 1, 2);
+    AMX_TILE_STORE(0, out[1], 64);
+    AMX_TILE_RELEASE();
+    printf("%d %d %d %d\n", (int)out[0][0], (int)out[0][1], (int)out[1][0], (int)out[1][1]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which(os.environ.get("CC", "cc")), reason="needs a C compiler")
+def test_tile_emulator_computes_tdpbsud_and_faults_where_hardware_would(tmp_path):
+    """amx_emu.h, the tile machine of every emulated AMX twin: TDPBSUD takes B's bytes unsigned
+    and TDPBSSD signed (-255 + 2 - 384 = -637 against 1 + 2 + 384 = 387), and a configuration or
+    operand the hardware refuses (#GP / #UD: a reserved byte, a B tile whose rows do not match
+    A's width, a tile above 7, half a tile, no configuration, a repeated tile) aborts with the
+    reason instead of computing."""
+    repo = Path(__file__).resolve().parent.parent
+    src = tmp_path / "emu.c"
+    src.write_text(EMU_DRIVER)
+    exe = tmp_path / "emu"
+    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O1", "-Wall", "-Werror",
+                    f"-I{repo / 'csrc/kernels'}", str(src), "-o", str(exe)], check=True)
+    ok = subprocess.run([str(exe), "0"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.split() == ["-637", "0", "387", "0"], ok
+    reasons = {1: "reserved byte set", 2: "TDPBSUD: a.colsb/4 != b.rows", 3: "tile >= 8",
+               4: "rows/colsb half configured", 5: "without a configuration",
+               6: "TDPBSUD: tiles not distinct"}
+    for case, why in reasons.items():
+        r = subprocess.run([str(exe), str(case)], capture_output=True, text=True)
+        assert r.returncode != 0 and r.stdout == "", (case, r)
+        assert why in r.stderr and "would fault on hardware" in r.stderr, (case, r.stderr)

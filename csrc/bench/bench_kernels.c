@@ -493,18 +493,32 @@ static const if_kernel_table g_broken_pack = {.tier = "broken_pack",
 
 #if defined(IF_X86_TIERS)
 /* The AMX packed layout and attention with tile ops emulated in C (runs on any x86 CPU). */
-static const if_kernel_table g_amx_emulated = {.tier = "amx_emulated",
-    .q8_gemv = &if_k_q8_gemv_1x1_scalar, .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated,
-    .quantize = &if_k_q8_quantize_1x1_scalar, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
-    .attn = &if_k_f32_attn_16x64_scalar, .attn_i8 = &if_k_i8_attn_16x64_amx_emulated,
-    .swiglu = &if_k_f32_swiglu_1x1_scalar, .geglu = &if_k_f32_geglu_1x1_scalar,
-    .q4_gemv = &if_k_q4_gemv_1x1_scalar, .q4_gemm = &if_k_q4_gemm_16x16_amx_emulated};
+#define AMX_EMULATED_KERNELS                                                               \
+    .tier = "amx_emulated", .q8_gemv = &if_k_q8_gemv_1x1_scalar,                           \
+    .q8_gemm = &if_k_q8_gemm_16x16_amx_emulated, .quantize = &if_k_q8_quantize_1x1_scalar,  \
+    .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_scalar,            \
+    .attn_i8 = &if_k_i8_attn_16x64_amx_emulated, .swiglu = &if_k_f32_swiglu_1x1_scalar,    \
+    .geglu = &if_k_f32_geglu_1x1_scalar, .q4_gemv = &if_k_q4_gemv_1x1_scalar,             \
+    .q4_gemm = &if_k_q4_gemm_16x16_amx_emulated
+static const if_kernel_table g_amx_emulated = {AMX_EMULATED_KERNELS};
+/* Plus the AMX K-quant GEMMs, whose expansion and readout are AVX-512 code: the table with
+ * them only on a CPU with all their `requires` (elsewhere the K-quant ops run scalar). */
+static const if_kernel_table g_amx_emulated_kq = {AMX_EMULATED_KERNELS,
+    .q4k_gemm = &if_k_q4k_gemm_16x16_amx_emulated, .q5k_gemm = &if_k_q5k_gemm_16x16_amx_emulated,
+    .q6k_gemm = &if_k_q6k_gemm_16x16_amx_emulated};
+
+static const if_kernel_table *amx_emulated_table(void) {
+    uint32_t have = 0;
+    char err[128];
+    if (if_features_mask(if_cpu_features(), &have, err, sizeof err) != IF_OK) have = 0;
+    return (if_table_requires(&g_amx_emulated_kq) & ~have) ? &g_amx_emulated : &g_amx_emulated_kq;
+}
 #endif
 
 const if_kernel_table *ifb_test_table(const char *name) {
     if (!name) return NULL;
 #if defined(IF_X86_TIERS)
-    if (strcmp(name, "amx_emulated") == 0) return &g_amx_emulated;
+    if (strcmp(name, "amx_emulated") == 0) return amx_emulated_table();
 #endif
     if (strcmp(name, "broken") == 0) return &g_broken;
     if (strcmp(name, "broken_pack") == 0) return &g_broken_pack;

@@ -1,7 +1,8 @@
 /* amx_tiles.h - the real AMX tile operations under the names the AMX kernel bodies use
- * (AMX_TILE_*: q8_gemm_16x16_amx_body.h, q4_gemm_16x16_amx_body.h; the int8 attention body
+ * (AMX_TILE_*: q8_gemm_16x16_amx_body.h, q4_gemm_16x16_amx_body.h, the K-quant bodies
+ * q4k/q45k_gemm_16x16_amx_body.h and q6k/q6k_gemm_16x16_amx_body.h; the int8 attention body
  * maps its TILE_* names onto them), for the files compiled with -mamx-tile -mamx-int8. Their
- * emulated twins (csrc/testing/) define the same names in plain C instead.
+ * emulated twins (csrc/testing/) take the same names in plain C from amx_emu.h instead.
  *
  * GCC's AMX intrinsics are asm statements that tell the compiler less than they do:
  * _tile_loadconfig declares a read of 8 of the config's 64 bytes, and _tile_loadd no memory
@@ -30,6 +31,7 @@
     } while (0)
 #define AMX_TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
 #define AMX_TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+#define AMX_TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 #define AMX_TILE_STORE(t, p, s)                                                            \
     do {                                                                                   \
         _tile_stored(t, p, s);                                                             \

@@ -1,6 +1,8 @@
-/* kquant_amx.h - the tile setup of the AMX K-quant GEMMs (q4k/q4k_gemm_16x16_amx.c,
- * q6k/q6k_gemm_16x16_amx.c). Include only from translation units compiled with the amx
- * group's flags (AMX tile + int8, AVX-512 F/BW/VL/VNNI).
+/* kquant_amx.h - the tile setup of the AMX K-quant GEMMs (their bodies
+ * q4k/q45k_gemm_16x16_amx_body.h for Q4_K and Q5_K, q6k/q6k_gemm_16x16_amx_body.h). Include
+ * only from translation units compiled with the amx group's flags (AMX tile + int8, AVX-512
+ * F/BW/VL/VNNI), or, with AMX_USE_TILE_EMULATION (the emulated twins in csrc/testing/: the
+ * tile operations in plain C, amx_emu.h), with the avx512 group's.
  *
  * The kernels share one shape: C tiles of 16 activation rows x 16 weight rows per 64-value
  * window (TDPBSUD: int8 activations x unsigned weight bytes, K = 64). A sub-block scale cannot
@@ -16,7 +18,11 @@
 #define IF_KQUANT_AMX_H
 
 #include "kquant_avx512.h"
+#if defined(AMX_USE_TILE_EMULATION)
+#include "amx_emu.h"
+#else
 #include "amx_tiles.h"
+#endif
 
 typedef struct ifka_cfg {
     uint8_t palette_id;

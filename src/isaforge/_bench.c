@@ -593,6 +593,51 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
  * K-quant kernel of type "q4_k" / "q5_k" / "q6_k" over the file's blocks w (N, K / 256 blocks): its
  * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
+static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
+                                        "iq4_nl", "iq4_xs"};
+
+/* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
+static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
+                    const if_kq_gemm_kernel **gm) {
+    const if_kernel_table *t0 = if_tier_table(0);
+#define PICK(f) (t->f ? t->f : t0->f)
+    const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
+                                      PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
+                                      PICK(q51_gemv), PICK(iq4nl_gemv), PICK(iq4xs_gemv)};
+    const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
+                                      PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
+                                      PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm)};
+#undef PICK
+    *gv = gvs[ti];
+    *gm = gms[ti];
+}
+
+static int kq_type(const char *type) {
+    for (int i = 0; i < 9; i++)
+        if (strcmp(type, kq_names[i]) == 0) return i;
+    PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
+                 "q5_0, q5_1, iq4_nl, iq4_xs)", type);
+    return -1;
+}
+
+/* kq_kernel(type, tier=None, gemm=0) -> the name of the kernel kq_gemm runs with these
+ * arguments at M > 1 or gemm (its GEMM) or else at M = 1 (its GEMV): tests use it to see that a
+ * table's own kernel runs, not the scalar fallback. */
+static PyObject *py_kq_kernel(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *type, *tier = NULL;
+    int gemm = 0;
+    if (!PyArg_ParseTuple(args, "s|zp", &type, &tier, &gemm)) return NULL;
+    const int ti = kq_type(type);
+    if (ti < 0) return NULL;
+    const if_kernel_table *t = table_for(tier, gemm);
+    if (!t) return NULL;
+    const if_kq_gemv_kernel *gv;
+    const if_kq_gemm_kernel *gm;
+    kq_pick(t, ti, &gv, &gm);
+    return PyUnicode_FromString(gemm ? gm->name : gv->name);
+}
+
 static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *objs[5];
@@ -602,37 +647,24 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
                           &objs[3], &N, &K, &objs[4], &tier, &gemm))
         return NULL;
-    static const char *names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
-                                  "iq4_nl", "iq4_xs"};
     static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
                                  IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES};
-    int ti = -1;
-    for (int i = 0; i < 9; i++)
-        if (strcmp(type, names[i]) == 0) ti = i;
-    if (ti < 0)
-        return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, "
-                            "q4_1, q5_0, q5_1, iq4_nl, iq4_xs)", type);
+    const int ti = kq_type(type);
+    if (ti < 0) return NULL;
     const size_t qb = ti >= 3 && ti != 8 ? IF_QL : IF_QK; /* values per activation scale */
     if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
-    const if_kernel_table *t = table_for(tier, M > 1 || gemm), *t0 = if_tier_table(0);
+    const if_kernel_table *t = table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
     size_t need[5] = {m * k, m * k / qb * sizeof(float), m * k / 16 * sizeof(int16_t),
                       n * k / qb * bbs[ti], m * n * sizeof(float)};
     Py_buffer v[5];
     if (!get_views(objs, need, 5, 1, v)) return NULL;
-#define PICK(f) (t->f ? t->f : t0->f)
-    const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
-                                      PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
-                                      PICK(q51_gemv), PICK(iq4nl_gemv), PICK(iq4xs_gemv)};
-    const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
-                                      PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
-                                      PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm)};
-#undef PICK
-    const if_kq_gemv_kernel *gv = gvs[ti];
-    const if_kq_gemm_kernel *gm = gms[ti];
+    const if_kq_gemv_kernel *gv;
+    const if_kq_gemm_kernel *gm;
+    kq_pick(t, ti, &gv, &gm);
     Py_BEGIN_ALLOW_THREADS
     if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
     else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);
@@ -675,6 +707,8 @@ static PyMethodDef module_methods[] = {
      "(tests)."},
     {"kq_gemm", py_kq_gemm, METH_VARARGS,
      "kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): K-quant matmul (tests)."},
+    {"kq_kernel", py_kq_kernel, METH_VARARGS,
+     "kq_kernel(type, tier=None, gemm=0) -> the name of the kernel kq_gemm runs (tests)."},
     {"k8_quantize", py_k8_quantize, METH_VARARGS,
      "k8_quantize(x, q, d, bsum, tier=None): K8 activation quantization (tests)."},
     {"hadamard", py_hadamard, METH_VARARGS,

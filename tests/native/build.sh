@@ -91,12 +91,17 @@ build() {
         lanes=("$obj/detmath_lanes8.o" "$obj/detmath_lanes16.o")
     fi
     # if_native_test's test-only tables (the bench's ifb_test_table: amx_emulated from
-    # csrc/testing/, scalar flags), as the _bench module links them; x86 only
-    local testing=()
+    # csrc/testing/, scalar flags; the K-quant ones, q?k_*, AVX-512 code: the avx512 group's
+    # flags), as the _bench module links them; x86 only
+    local testing=() tflags
     if [ "$x86" = 1 ]; then
         for src in csrc/testing/*.c csrc/bench/bench_kernels.c; do
             o="$obj/testing_$(basename "$src" .c).o"
-            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" -c "$src" -o "$o"
+            tflags=""
+            case $(basename "$src") in q[0-9]k_*) tflags=$GROUP_FLAGS_avx512 ;; esac
+            [ $zig = 1 ] && [ -n "$tflags" ] && tflags=${GROUP_ZIGFLAGS_avx512-$tflags}
+            # shellcheck disable=SC2086 # tflags is a list
+            "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $tflags -c "$src" -o "$o"
             testing+=("$o")
         done
     fi

@@ -71,7 +71,7 @@
  *
  * ---------------------------------------------------------------------------------------
  * What the including file provides, before #include:
- *   either AMX_USE_TILE_EMULATION (the plain-C tile machine below), or the macros
+ *   either AMX_USE_TILE_EMULATION (the plain-C tile machine, amx_emu.h), or the macros
  *     AMX_TILE_STATE            declarations of the per-call tile state (may be empty)
  *     AMX_TILE_CONFIG(cfgp)     LDTILECFG from a 64-byte amx_tilecfg
  *     AMX_TILE_RELEASE()        TILERELEASE
@@ -131,117 +131,10 @@ static inline void amx_cfg_build(amx_tilecfg *c, size_t mr, size_t kt, size_t ta
     }
 }
 
-/* ---------------------------------------------------------------------------------------
- * The tile machine in plain C (palette 1: 8 tiles of 16 rows x 64 bytes), following the
- * pseudo-code of LDTILECFG, TILEZERO, TILELOADD, TILESTORED, TDPBSSD and TILERELEASE in the
- * Intel SDM / intrinsics guide, including the checks that raise #GP / #UD on hardware
- * (reported here with abort()): a configuration or operand shape the emulator accepts is one
- * the hardware accepts.
- * ------------------------------------------------------------------------------------- */
+/* The tile machine in plain C (amx_emu.h), for the emulated twin. */
 #if defined(AMX_USE_TILE_EMULATION)
-#include <stdio.h>
-#include <stdlib.h>
-
-typedef struct amx_emu {
-    int configured;   /* palette 1 loaded and not released */
-    amx_tilecfg cfg;
-    uint8_t t[8][16][64];
-} amx_emu;
-
-static void amx_emu_fault(const char *what) {
-    fprintf(stderr, "amx emulation: %s (would fault on hardware)\n", what);
-    abort();
-}
-
-static void amx_emu_config(amx_emu *s, const amx_tilecfg *c) {
-    if (c->palette_id == 0) { /* INIT state, like TILERELEASE */
-        memset(s, 0, sizeof *s);
-        return;
-    }
-    if (c->palette_id != 1) amx_emu_fault("LDTILECFG: palette other than 0/1 (#GP)");
-    if (c->start_row != 0) amx_emu_fault("LDTILECFG: start_row != 0 in a fresh config");
-    for (int i = 0; i < 14; i++)
-        if (c->reserved[i]) amx_emu_fault("LDTILECFG: reserved byte set (#GP)");
-    for (int t = 0; t < 16; t++) {
-        if (t >= 8 && (c->colsb[t] || c->rows[t])) amx_emu_fault("LDTILECFG: tile >= 8 (#GP)");
-        if (c->colsb[t] > 64 || c->rows[t] > 16) amx_emu_fault("LDTILECFG: tile too big (#GP)");
-        if ((c->colsb[t] == 0) != (c->rows[t] == 0))
-            amx_emu_fault("LDTILECFG: rows/colsb half configured (#GP)");
-    }
-    s->cfg = *c;
-    s->configured = 1;
-    memset(s->t, 0, sizeof s->t); /* LDTILECFG zeroes the tile data */
-}
-
-static void amx_emu_release(amx_emu *s) { memset(s, 0, sizeof *s); }
-
-static void amx_emu_valid(const amx_emu *s, int t) {
-    if (!s->configured) amx_emu_fault("tile instruction without a configuration (#UD)");
-    if (t < 0 || t >= 8 || s->cfg.rows[t] == 0) amx_emu_fault("unconfigured tile (#UD)");
-}
-
-static void amx_emu_zero(amx_emu *s, int t) {
-    amx_emu_valid(s, t);
-    memset(s->t[t], 0, sizeof s->t[t]);
-}
-
-static void amx_emu_load(amx_emu *s, int t, const void *base, size_t stride) {
-    amx_emu_valid(s, t);
-    const size_t rows = s->cfg.rows[t], colsb = s->cfg.colsb[t];
-    memset(s->t[t], 0, sizeof s->t[t]); /* write_row_and_zero + zero_upper_rows */
-    for (size_t r = 0; r < rows; r++)
-        memcpy(s->t[t][r], (const uint8_t *)base + r * stride, colsb);
-}
-
-static void amx_emu_store(const amx_emu *s, int t, void *base, size_t stride) {
-    amx_emu_valid(s, t);
-    const size_t rows = s->cfg.rows[t], colsb = s->cfg.colsb[t];
-    for (size_t r = 0; r < rows; r++) memcpy((uint8_t *)base + r * stride, s->t[t][r], colsb);
-}
-
-/* TDPBSSD c, a, b: for m < c.rows, k < a.colsb/4, n < c.colsb/4:
- *   c[m].dword[n] += sum_j (int8)a[m].byte[4k+j] * (int8)b[k].byte[4n+j]   (int32, wraps) */
-static void amx_emu_dpbssd(amx_emu *s, int c, int a, int b) {
-    amx_emu_valid(s, c);
-    amx_emu_valid(s, a);
-    amx_emu_valid(s, b);
-    const amx_tilecfg *f = &s->cfg;
-    if (c == a || c == b || a == b) amx_emu_fault("TDPBSSD: tiles not distinct (#UD)");
-    if (f->colsb[a] % 4 || f->colsb[c] % 4) amx_emu_fault("TDPBSSD: colsb % 4 != 0 (#UD)");
-    if (f->colsb[a] / 4 != f->rows[b]) amx_emu_fault("TDPBSSD: a.colsb/4 != b.rows (#UD)");
-    if (f->colsb[c] != f->colsb[b]) amx_emu_fault("TDPBSSD: c.colsb != b.colsb (#UD)");
-    if (f->rows[c] != f->rows[a]) amx_emu_fault("TDPBSSD: c.rows != a.rows (#UD)");
-    const size_t rows = f->rows[c], nk = f->colsb[a] / 4u, nn = f->colsb[c] / 4u;
-    for (size_t m = 0; m < rows; m++) {
-        uint32_t tmp[16];
-        memcpy(tmp, s->t[c][m], sizeof tmp);
-        for (size_t k = 0; k < nk; k++) {
-            for (size_t n = 0; n < nn; n++) {
-                uint32_t d = tmp[n];
-                for (size_t j = 0; j < 4; j++) {
-                    int32_t p = (int32_t)(int8_t)s->t[a][m][4 * k + j] *
-                                (int32_t)(int8_t)s->t[b][k][4 * n + j];
-                    d += (uint32_t)p;
-                }
-                tmp[n] = d;
-            }
-        }
-        memset(s->t[c][m], 0, 64); /* write_row_and_zero */
-        memcpy(s->t[c][m], tmp, nn * 4);
-    }
-    for (size_t m = rows; m < 16; m++) memset(s->t[c][m], 0, 64); /* zero_upper_rows */
-}
-
-#define AMX_TILE_STATE                                                                     \
-    amx_emu amx_emu_s_;                                                                    \
-    amx_emu_release(&amx_emu_s_)
-#define AMX_TILE_CONFIG(cfgp) amx_emu_config(&amx_emu_s_, (cfgp))
-#define AMX_TILE_RELEASE() amx_emu_release(&amx_emu_s_)
-#define AMX_TILE_ZERO(t) amx_emu_zero(&amx_emu_s_, (t))
-#define AMX_TILE_LOAD(t, p, s) amx_emu_load(&amx_emu_s_, (t), (p), (size_t)(s))
-#define AMX_TILE_DPBSSD(c, a, b) amx_emu_dpbssd(&amx_emu_s_, (c), (a), (b))
-#define AMX_TILE_STORE(t, p, s) amx_emu_store(&amx_emu_s_, (t), (p), (size_t)(s))
-#endif /* AMX_USE_TILE_EMULATION */
+#include "../amx_emu.h"
+#endif
 
 /* ---------------------------------------------------------------------------------------
  * The 16x16 readout in plain C: the same float operations, in the same order per output,
