@@ -172,14 +172,14 @@ def dequantized(path: Path, c: Config) -> Weights:
 @pytest.mark.parametrize("which", FILES)
 def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     """C logits (L8 / K8 activations, in-place kernels) within 1e-5 of the largest |logit| of
-    reference.py's own model of the same arithmetic run in float32 or float64 at each position (the same matmul bits; only
-    the norms' and attention's float sums run in another order), within 5 % of the float64
-    reference on gguf.quants.dequantize's weights (the 8-bit activations' error: measured
-    4.0 %, 1.9 %, 2.2 % and 2.2 % in FILES' order) and no further from it than the q8 load
-    (every matrix converted to Q8: 4.2 %, 2.1 %, 2.8 %, 2.6 %). The top token equals the float64
-    reference's wherever its lead over the runner-up is 3 % of the largest |logit| or more
-    (measured: one position of the mix file differs, a lead of 2.0 %, inside the activations'
-    4 %)."""
+    reference.py's own model of the same arithmetic run in float32 or float64 at each position
+    (the same matmul bits; only the norms' and attention's float sums run in another order),
+    within 5 % of the float64 reference on gguf.quants.dequantize's weights (the 8-bit
+    activations' error: measured 4.0 %, 1.9 %, 2.2 % and 2.2 % in FILES' order) and no further
+    from it than the q8 load (every matrix converted to Q8: 4.2 %, 2.1 %, 2.8 %, 2.6 %). The top
+    token equals the float64 reference's wherever its lead over the runner-up is 3 % of the
+    largest |logit| or more (measured: one position of the mix file differs, a lead of 2.0 %,
+    inside the activations' 4 %)."""
     path = request.getfixturevalue(which)
     m = with_context(read_gguf(path, quant="auto"), len(TOKS))
     c = m.config
