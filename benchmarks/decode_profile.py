@@ -7,7 +7,7 @@ decode loop only (loading and quantizing are outside the sampled window), groupe
 Software clock sampling needs no PMU (it works in VMs whose perf counters are unsupported).
 Each thread count runs in its own process: `--steps` decode steps (Engine.forward) at
 positions 0..127 over and over (tg128's context), after 16 warm-up steps. Phases, by the
-sampled symbol: matmul (the q8/q4 GEMV/GEMM kernels and their q8c_/q4c_ helpers; the module
+sampled symbol: matmul (every GEMV/GEMM kernel and the helpers of their bodies; the module
 keeps its symbol table, pyproject's install.strip = false, so static functions have names),
 attention, elementwise (the rest of the core: norms, RoPE, quantization, activations, KV
 stores), wait (if_step_wait / if_step_next and the kernel's scheduler and sched_yield: a
@@ -29,8 +29,10 @@ import time
 
 HZ = 4000  # samples per second per thread
 
-MATMUL = ("if_q8_gemm", "if_q8_gemv", "if_q4_gemm", "if_q4_gemv", "if_f32_gemv", "q8c_", "q4c_",
-          "ifz_gemv", "q4z_", "q4w_", "gm_")  # the AVX-512 kernels' static helpers too
+# every kernel named *_gemv_* / *_gemm_* (Q8, 4-bit, K-quant, legacy, IQ4), and the static helpers
+# of the bodies they share
+MATMUL = ("if_f32_gemv", "q8c_", "q4c_", "ifz_gemv", "q4z_", "q4w_", "gm_", "ifk", "ifl", "iflg_",
+          "q4kg", "q45ka", "q6ka", "iq4")
 # scheduler and syscall paths a waiting thread runs (besides any symbol naming futex or yield)
 WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_syscall_64",
         "entry_SYSCALL_64", "syscall_exit_to_user_mode", "_raw_spin_unlock_irqrestore",
@@ -38,7 +40,7 @@ WAIT = ("if_step_wait", "if_step_next", "__schedule", "schedule", "do_syscall_64
 
 
 def phase(sym: str) -> str:
-    if sym.startswith(MATMUL):
+    if sym.startswith(MATMUL) or "_gemv" in sym or "_gemm" in sym:
         return "matmul"
     if "attn" in sym:
         return "attention"
@@ -118,7 +120,8 @@ def profile(a, threads: int, tmp: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
-    ap.add_argument("--quant", default="q8", help="how the model is held (q8, cq4, ...)")
+    ap.add_argument("--quant", default="auto",
+                    help="how the model is held (auto: as stored, the default; q8, cq4, ...)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=1024)
     ap.add_argument("--prefill", type=int, default=0,
