@@ -55,14 +55,17 @@ IFY_INLINE __m512i iflg_gather(const __m512i h[4], __m512i i01, __m512i i23, __m
                                    _mm512_permutex2var_epi16(h[2], i23, h[3]));
 }
 
-/* Four rows' 16 bytes at offset o of block b as one vector (group g: rows g, 4 + g, 8 + g,
- * 12 + g in lanes 0..3). */
+IFY_INLINE __m128i iflg_ld(const uint8_t *p) {
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+/* Four rows' 16 bytes at offset off as one vector (group g: rows g, 4 + g, 8 + g, 12 + g in
+ * lanes 0..3). */
 IFY_INLINE __m512i iflg_load4(const uint8_t *const rows[16], int g, size_t off) {
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(rows[g] + off)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[4 + g] + off)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[8 + g] + off)), 2);
-    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)(rows[12 + g] + off)),
-                              3);
+    __m512i v = _mm512_castsi128_si512(iflg_ld(rows[g] + off));
+    v = _mm512_inserti32x4(v, iflg_ld(rows[4 + g] + off), 1);
+    v = _mm512_inserti32x4(v, iflg_ld(rows[8 + g] + off), 2);
+    return _mm512_inserti32x4(v, iflg_ld(rows[12 + g] + off), 3);
 }
 
 IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[16],
@@ -104,18 +107,21 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
         IFY_UNROLL
         for (int g = 0; g < 4; g++) {
             const __m512i q = iflg_load4(rows, g, o + t.qs);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i lo = _mm512_and_si512(q, m4);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (t.qh) {
                 lo = _mm512_mask_add_epi8(lo, (__mmask64)qm[g], lo, sixteen);
                 hi = _mm512_mask_add_epi8(hi, (__mmask64)qm[4 + g], hi, sixteen);
             }
-            a[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi, xhi);
+            a[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi,
+                                       xhi);
         }
         const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
                                             _mm512_unpackhi_epi32(a[0], a[1]));
         const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]),
                                             _mm512_unpackhi_epi32(a[2], a[3]));
-        __m512i dot = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        __m512i dot =
+            _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
         const int32_t xs = (int32_t)xsum[2 * b] + xsum[2 * b + 1];
         const __m512 xdb = _mm512_set1_ps(xd[b]);
         const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
@@ -123,7 +129,8 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
         acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(d, xdb), _mm512_cvtepi32_ps(dot)));
         if (t.min) {
             const __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(m, xdb), _mm512_set1_ps((float)xs)));
+            acc = _mm512_add_ps(acc,
+                                _mm512_mul_ps(_mm512_mul_ps(m, xdb), _mm512_set1_ps((float)xs)));
         }
     }
     _mm512_mask_storeu_ps(out, (__mmask16)((1u << nr) - 1), acc);
@@ -139,7 +146,8 @@ IFY_INLINE __m256i iflg_load2(const uint8_t *const rows[8], int g, size_t off) {
 
 IFY_INLINE __m256i iflg_dot(__m256i lo, __m256i xlo, __m256i hi, __m256i xhi) {
 #if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi, xhi);
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), lo, xlo), hi,
+                                   xhi);
 #else
     return _mm256_madd_epi16(
         _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)),
@@ -200,7 +208,8 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
         for (int g = 0; g < 4; g++) {
             h[g] = iflg_load2(rows, g, o);
             const __m256i q = iflg_load2(rows, g, o + t.qs);
-            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             if (t.qh) {
                 lo = _mm256_or_si256(lo, iflg_bit4(h[g], (int)t.qh));
                 hi = _mm256_or_si256(hi, iflg_bit4(h[g], (int)t.qh + 2));
@@ -211,7 +220,8 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
                                             _mm256_unpackhi_epi32(a[0], a[1]));
         const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(a[2], a[3]),
                                             _mm256_unpackhi_epi32(a[2], a[3]));
-        __m256i dot = _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+        __m256i dot =
+            _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
         /* Lane r = row r's head words 0, 1 (d, and m for the min types). */
         const __m256i dm = _mm256_or_si256(
             _mm256_or_si256(_mm256_shuffle_epi8(h[0], c0), _mm256_shuffle_epi8(h[1], c1)),
@@ -219,10 +229,13 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
         const int32_t xs = (int32_t)xsum[2 * b] + xsum[2 * b + 1];
         const __m256 xdb = _mm256_set1_ps(xd[b]);
         if (!t.min) dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(z * xs));
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(iflg_f16(dm), xdb), _mm256_cvtepi32_ps(dot)));
-        if (t.min)
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(iflg_f16(_mm256_srli_epi32(dm, 16)), xdb),
-                                                   _mm256_set1_ps((float)xs)));
+        acc = _mm256_add_ps(
+            acc, _mm256_mul_ps(_mm256_mul_ps(iflg_f16(dm), xdb), _mm256_cvtepi32_ps(dot)));
+        if (t.min) {
+            const __m256 m = iflg_f16(_mm256_srli_epi32(dm, 16));
+            acc = _mm256_add_ps(acc,
+                                _mm256_mul_ps(_mm256_mul_ps(m, xdb), _mm256_set1_ps((float)xs)));
+        }
     }
     ifky_store(out, acc, nr);
 }

@@ -1,4 +1,5 @@
-/* Q5_0 GEMV, avx2 (legacy_gemv_x86.h's body, 8-row tiles; the products by VPMADDUBSW + VPMADDWD). */
+/* Q5_0 GEMV, avx2 (legacy_gemv_x86.h's body, 8-row tiles; products by VPMADDUBSW +
+ * VPMADDWD). */
 #include "../legacy_gemv_x86.h"
 
 void if_q50_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
