@@ -1,9 +1,10 @@
-/* Q5_1 GEMV, avx2 (legacy_avx2.h's body; the products by VPMADDUBSW + VPMADDWD). */
-#include "../legacy_avx2.h"
+/* Q5_1 GEMV, avx2 (legacy_gemv_x86.h's body, 8-row tiles; products by VPMADDUBSW +
+ * VPMADDWD). */
+#include "../legacy_gemv_x86.h"
 
 void if_q51_gemv_1x8_avx2(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                           const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    ifly_gemv(IFL_Q51, out, xq, xd, xsum, w, n0, n1, K);
+    iflg_gemv(IFL_Q51, out, xq, xd, xsum, w, n0, n1, K);
 }
 
 const if_kq_gemv_kernel if_k_q51_gemv_1x8_avx2 = {.name = "q51_gemv_1x8_avx2",
