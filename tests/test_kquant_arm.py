@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from test_arm_emulated import toolchain  # noqa: F401
+from test_arm_emulated import _sme_cpu, toolchain  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
+# the types with an SME2 GEMM of their own (the others run the dotprod GEMM in that tier)
+SME2 = ("q4k",)
 
 
 def _stems(t: str) -> dict[str, list[str]]:
@@ -29,17 +31,24 @@ def _stems(t: str) -> dict[str, list[str]]:
     if t.endswith("k"):
         return {"neon": [f"{t}_gemv_1x1_neon", f"{t}_gemm_1x1_neon"],
                 "dotprod": [f"{t}_gemv_1x1_dotprod", f"{t}_gemm_1x1_dotprod"],
-                "i8mm": [f"{t}_gemm_2x2_i8mm"]}
+                "i8mm": [f"{t}_gemm_2x2_i8mm"],
+                "sme2": [f"{t}_gemm_vlxvl_sme2"] if t in SME2 else []}
     return {"neon": [f"{t}_gemv_1x4_neon", f"{t}_gemm_4x4_neon"],
             "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
-            "i8mm": [f"{t}_gemm_8x2_i8mm"]}
+            "i8mm": [f"{t}_gemm_8x2_i8mm"],
+            "sme2": [f"{t}_gemm_vlxvl_sme2"] if t in SME2 else []}
 
 
-TIERS = {"neon": "cortex-a53", "dotprod": "cortex-a76", "i8mm": "neoverse-n2"}
+TIERS = {"neon": "cortex-a53", "dotprod": "cortex-a76", "i8mm": "neoverse-n2", "sme2": None}
+# the sme2 tier's runs: its kernels at each streaming vector length
+RUNS = {"neon": ("neon", TIERS["neon"]), "dotprod": ("dotprod", TIERS["dotprod"]),
+        "i8mm": ("i8mm", TIERS["i8mm"]),
+        **{f"sme{v}": ("sme2", _sme_cpu(v)) for v in (128, 256, 512)}}
 # tier: (instructions each file must contain, instructions none may contain)
 INSNS = {"neon": (("smull", "smlal"), ("sdot", "smmla", "usmmla")),
          "dotprod": (("sdot",), ("smmla",)),
-         "i8mm": (("smmla",), ())}
+         "i8mm": (("smmla",), ()),
+         "sme2": (("smopa",), ())}
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +83,21 @@ def built(toolchain, tmp_path_factory):  # noqa: F811
         *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c" for t in ("q40", "q41", "q50", "q51")],
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
+    abi = tmp / "sme_abi.o"  # the SME ABI routines the streaming kernels call
+    subprocess.run([*zig, *common, *(m.groups["sme2"].zigflags or m.groups["sme2"].flags), "-c",
+                    str(REPO / "csrc/kernels/sme_abi.c"), "-o", str(abi)], check=True)
+    objs.append(str(abi))
     exe = tmp / "kquant_arm_test"
     subprocess.run([*zig, *common, "-mcpu=generic", str(REPO / "tests/native/kquant_arm_test.c"),
                     *objs, *scalar, "-lm", "-o", str(exe)], check=True)
     return exe, asm
 
 
-@pytest.mark.parametrize("tier", list(TIERS))
-def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, tier):  # noqa: F811
+@pytest.mark.parametrize("run", list(RUNS))
+def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, run):  # noqa: F811
     exe, _ = built
-    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", TIERS[tier], str(exe), tier],
+    tier, cpu = RUNS[run]
+    r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", cpu, str(exe), tier],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
     # 7 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)

@@ -178,7 +178,7 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x1_sme2, .q4_gemm = &if_k_q4_gemm_vlxvl_sme2,
      .hadamard = &if_k_f32_hadamard_1x1_scalar,
      .q4k_gemv = &if_k_q4k_gemv_1x1_dotprod, .q6k_gemv = &if_k_q6k_gemv_1x1_dotprod,
-     .q4k_gemm = &if_k_q4k_gemm_1x1_dotprod, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
+     .q4k_gemm = &if_k_q4k_gemm_vlxvl_sme2, .q6k_gemm = &if_k_q6k_gemm_1x1_dotprod,
      .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_1x1_dotprod,
      .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
      .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
