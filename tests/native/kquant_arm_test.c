@@ -51,7 +51,7 @@ static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
     {&if_k_q4k_gemm_2x2_i8mm, &if_k_q6k_gemm_2x2_i8mm, &if_k_q5k_gemm_2x2_i8mm,
      &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
      &if_k_q51_gemm_8x2_i8mm},
-    {&if_k_q4k_gemm_vlxvl_sme2, &if_k_q6k_gemm_1x1_dotprod, &if_k_q5k_gemm_1x1_dotprod,
+    {&if_k_q4k_gemm_vlxvl_sme2, &if_k_q6k_gemm_vlxvl_sme2, &if_k_q5k_gemm_vlxvl_sme2,
      &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
      &if_k_q51_gemm_1x4_dotprod}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
