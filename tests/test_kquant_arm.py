@@ -22,8 +22,8 @@ from test_arm_emulated import _sme_cpu, toolchain  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
-# the types with an SME2 GEMM of their own (the others run the dotprod GEMM in that tier)
-SME2 = ("q4k", "q5k", "q6k")
+# the types with an SME2 GEMM of their own
+SME2 = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
 
 
 def _stems(t: str) -> dict[str, list[str]]:

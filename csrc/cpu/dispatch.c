@@ -182,8 +182,8 @@ static const if_kernel_table g_tiers[] = {
      .q5k_gemv = &if_k_q5k_gemv_1x1_dotprod, .q5k_gemm = &if_k_q5k_gemm_vlxvl_sme2,
      .q40_gemv = &if_k_q40_gemv_1x4_dotprod, .q41_gemv = &if_k_q41_gemv_1x4_dotprod,
      .q50_gemv = &if_k_q50_gemv_1x4_dotprod, .q51_gemv = &if_k_q51_gemv_1x4_dotprod,
-     .q40_gemm = &if_k_q40_gemm_1x4_dotprod, .q41_gemm = &if_k_q41_gemm_1x4_dotprod,
-     .q50_gemm = &if_k_q50_gemm_1x4_dotprod, .q51_gemm = &if_k_q51_gemm_1x4_dotprod,
+     .q40_gemm = &if_k_q40_gemm_vlxvl_sme2, .q41_gemm = &if_k_q41_gemm_vlxvl_sme2,
+     .q50_gemm = &if_k_q50_gemm_vlxvl_sme2, .q51_gemm = &if_k_q51_gemm_vlxvl_sme2,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x4_dotprod, .iq4xs_gemv = &if_k_iq4xs_gemv_1x4_dotprod,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod},
 #endif

@@ -25,7 +25,7 @@ static const size_t BB[NT] = {144, 210, 176, 18, 20, 22, 24};
 static const size_t QB[NT] = {256, 256, 256, 32, 32, 32, 32};
 static const char *NAME[NT] = {"q4_k", "q6_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"};
 /* Per tier (0 neon, 1 dotprod, 2 i8mm, 3 sme2: the i8mm and sme2 tiers decode with the dotprod
- * GEMVs). A type without an SME2 GEMM yet runs the dotprod one there. */
+ * GEMVs). */
 #define NTIER 4
 static const char *TIER[NTIER] = {"neon", "dotprod", "i8mm", "sme2"};
 static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
@@ -52,8 +52,8 @@ static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
      &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
      &if_k_q51_gemm_8x2_i8mm},
     {&if_k_q4k_gemm_vlxvl_sme2, &if_k_q6k_gemm_vlxvl_sme2, &if_k_q5k_gemm_vlxvl_sme2,
-     &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
-     &if_k_q51_gemm_1x4_dotprod}};
+     &if_k_q40_gemm_vlxvl_sme2, &if_k_q41_gemm_vlxvl_sme2, &if_k_q50_gemm_vlxvl_sme2,
+     &if_k_q51_gemm_vlxvl_sme2}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
     &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
     &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
