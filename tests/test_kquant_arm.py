@@ -1,13 +1,15 @@
-"""The Arm K-quant and legacy-block kernels of the neon, dotprod and i8mm tiers (Q4_K, Q5_K,
-Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
+"""The Arm K-quant and legacy-block kernels of the neon, dotprod, i8mm and sme2 tiers (Q4_K,
+Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
 toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
 built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
 random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0;
 K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
 (neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
-instruction traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not
-the K-quant GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT
-nor SMMLA in the neon files."""
+instruction traps; the sme2 GEMMs run on `max` at 128-, 256- and 512-bit streaming vector
+lengths (tiles of 4, 8 and 16 rows: the grid has whole tiles and tails at each). The assembly
+holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which run the
+GEMV), SMMLA in the i8mm GEMMs, SMOPA in the sme2 GEMMs, SMULL / SMLAL and neither SDOT nor
+SMMLA in the neon files."""
 
 from __future__ import annotations
 
