@@ -6,7 +6,8 @@ random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from 
 K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
 (neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
 instruction traps; the sme2 GEMMs run on `max` at 128-, 256- and 512-bit streaming vector
-lengths (tiles of 4, 8 and 16 rows: the grid has whole tiles and tails at each). The assembly
+lengths (tiles of 4, 8 and 16 rows; there the largest M and N are 37 and 41 for several tiles
+and a tail at each). The assembly
 holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which run the
 GEMV), SMMLA in the i8mm GEMMs, SMOPA in the sme2 GEMMs, SMULL / SMLAL and neither SDOT nor
 SMMLA in the neon files."""

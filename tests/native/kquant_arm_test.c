@@ -1,10 +1,11 @@
 /* kquant_arm_test.c - one Arm tier's K-quant and legacy-block GEMVs and GEMMs against the
  * scalar ones, bit for bit, run under qemu-aarch64 by tests/test_kquant_arm.py with the tier as
  * its argument (neon, dotprod, i8mm or sme2): random Q4_K / Q6_K / Q5_K and Q4_0 / Q4_1 / Q5_0 /
- * Q5_1 blocks and activations, and every value, scale and activation at its largest magnitude, over
- * row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0; the
- * GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails). Outputs outside the range
- * keep their fill. Prints "runs R bad B" and exits 1 on a difference. */
+ * Q5_1 blocks and activations, and every value, scale and activation at its largest magnitude,
+ * over row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0;
+ * the GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails; sme2: 37 rows and N up to
+ * 41). Outputs outside the range keep their fill. Prints "runs R bad B" and exits 1 on a
+ * difference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,10 @@ int main(int argc, char **argv) {
         printf("usage: kquant_arm_test neon|dotprod|i8mm|sme2\n");
         return 2;
     }
-    static const size_t NS[] = {1, 2, 10, 19};
-    static const size_t MS[] = {1, 1, 2, 5, 11}; /* the first M = 1 runs the GEMV */
+    /* the first M = 1 runs the GEMV; sme2's tiles are VL = 4 .. 16 rows, so its largest M and N
+     * (37 and 41 - 13) span two 16-row tiles and a tail at 512 bits */
+    const int big = tier == 3;
+    const size_t NS[] = {1, 2, 10, big ? 41 : 19}, MS[] = {1, 1, 2, 5, big ? 37 : 11};
     int bad = 0, runs = 0;
     for (int typ = 0; typ < NT; typ++)
         for (size_t ni = 0; ni < 4; ni++)
