@@ -90,9 +90,11 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                 for (size_t j = 0; j < 8; j++) svst1_s32(pz, mn + j * vl, svdup_n_s32(0));
             }
             for (size_t b = 0; b < nbk; b++) {
-                for (size_t i = 0; i < mr; i++) {
+                for (size_t i = 0; i < mr; i++) { /* widen: sign-extending byte loads */
                     const int8_t *x = xq + (m0 + i) * K + b * 256;
-                    for (size_t k = 0; k < 256; k++) xw[i * 256 + k] = x[k];
+                    for (size_t k = 0; k < 256; k += svcnth())
+                        svst1_s16(svptrue_b16(), xw + i * 256 + k,
+                                  svld1sb_s16(svptrue_b16(), x + k));
                 }
                 for (size_t r = 0; r < nr; r++) {
                     int32_t m8[8];

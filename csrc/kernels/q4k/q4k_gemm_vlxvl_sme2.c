@@ -12,8 +12,7 @@
  * scales are decoded as ifk_q4k_scales does (j < 4: low 6 bits of bytes j, j + 4; j >= 4:
  * byte j + 4's nibbles and the top 2 bits of bytes j - 4, j). */
 static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d,
-           float *dmin) __arm_streaming_compatible {
+kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmin) __arm_streaming {
     const uint8_t *s = blk + 4, *qs = blk + 16;
     int32_t sc[8];
     for (int j = 0; j < 4; j++) {
@@ -22,10 +21,15 @@ kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d,
         sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
         m8[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
     }
+    /* 16-bit lanes: byte loads zero-extended, the nibbles by AND / shift, times the scale */
     for (int c = 0; c < 4; c++)
-        for (int l = 0; l < 32; l++) {
-            dst[64 * c + l] = (int16_t)(sc[2 * c] * (qs[32 * c + l] & 15));
-            dst[64 * c + 32 + l] = (int16_t)(sc[2 * c + 1] * (qs[32 * c + l] >> 4));
+        for (uint64_t l = 0; l < 32; l += svcnth()) {
+            const svbool_t pg = svwhilelt_b16_u64(l, 32);
+            const svuint16_t q = svld1ub_u16(pg, qs + 32 * c + l);
+            const svint16_t lo = svreinterpret_s16_u16(svand_n_u16_x(pg, q, 15));
+            const svint16_t hi = svreinterpret_s16_u16(svlsr_n_u16_x(pg, q, 4));
+            svst1_s16(pg, dst + 64 * c + l, svmul_n_s16_x(pg, lo, (int16_t)sc[2 * c]));
+            svst1_s16(pg, dst + 64 * c + 32 + l, svmul_n_s16_x(pg, hi, (int16_t)sc[2 * c + 1]));
         }
     *d = kqs_f16(blk);
     *dmin = kqs_f16(blk + 2);

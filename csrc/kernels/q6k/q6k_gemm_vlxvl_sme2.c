@@ -12,18 +12,26 @@
 /* One Q6_K block -> dst[i] = sc[i / 16] * (u_i - 32) (K order) and d; no mins. u_i as
  * ifk_q6k_u reads it: half h = i / 128, quarter t, lane l; low 4 bits from ql, top 2 from qh. */
 static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d,
-           float *dmin) __arm_streaming_compatible {
+kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmin) __arm_streaming {
     const int8_t *sc = (const int8_t *)(blk + 192);
+    /* 16-bit lanes, 16 values (one scale) at a time: byte loads zero-extended, AND / shift /
+     * OR into u, minus 32, times the scale */
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < 4; t++)
-            for (int l = 0; l < 32; l++) {
-                const int i = 128 * h + 32 * t + l;
-                const uint8_t ql = blk[64 * h + l + 32 * (t & 1)], qh = blk[128 + 32 * h + l];
-                const int32_t lo = t < 2 ? (ql & 15) : (ql >> 4);
-                const int32_t u = lo | (((qh >> (2 * t)) & 3) << 4);
-                dst[i] = (int16_t)(sc[i / 16] * (u - 32));
-            }
+            for (uint64_t l0 = 0; l0 < 32; l0 += 16)
+                for (uint64_t l = l0; l < l0 + 16; l += svcnth()) {
+                    const svbool_t pg = svwhilelt_b16_u64(l, l0 + 16);
+                    const uint64_t i = 128 * (uint64_t)h + 32 * (uint64_t)t + l;
+                    const svuint16_t ql = svld1ub_u16(pg, blk + 64 * h + l + 32 * (t & 1));
+                    const svuint16_t qh = svld1ub_u16(pg, blk + 128 + 32 * h + l);
+                    const svuint16_t lo = t < 2 ? svand_n_u16_x(pg, ql, 15)
+                                                : svlsr_n_u16_x(pg, ql, 4);
+                    const svuint16_t hi = svlsl_n_u16_x(
+                        pg, svand_n_u16_x(pg, svlsr_n_u16_x(pg, qh, 2 * t), 3), 4);
+                    const svint16_t q = svsub_n_s16_x(
+                        pg, svreinterpret_s16_u16(svorr_u16_x(pg, lo, hi)), 32);
+                    svst1_s16(pg, dst + i, svmul_n_s16_x(pg, q, (int16_t)sc[i / 16]));
+                }
     for (int j = 0; j < 8; j++) m8[j] = 0;
     *d = kqs_f16(blk + 208);
     *dmin = 0.0f;
