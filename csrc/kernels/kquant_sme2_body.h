@@ -3,14 +3,16 @@
  * for the streaming body, after it defines
  *   KQS_BB         the block's bytes (256 values),
  *   KQS_MIN        1 when the block has 6-bit mins (Q4_K, Q5_K: the float step subtracts
- *                  (dmin * xd) * (float)summ), 0 without (Q6_K),
- *   kqs_expand()   one block -> its 256 values times their sub-block scale as int16 (in K
- *                  order), the 8 mins and the f16 scales d, dmin (streaming-compatible and
- *                  always inlined, so the streaming body makes no calls),
+ *                  (dmin * xd) * (float)summ, summ = sum_j c_j (xsum[2j] + xsum[2j + 1])),
+ *                  0 when instead sumi -= sum_j c_j xsum[j] over 16 sub-blocks (Q6_K: c_j =
+ *                  32 sc_j, the scalar kernel's zero point through the sums it is given),
+ *   kqs_expand()   one block -> its 256 unsigned values times their sub-block scale as
+ *                  int16 (in K order), the coefficients c_j of the sums (8 or 16) and the
+ *                  f16 scales d, dmin (streaming, always inlined: the body makes no calls),
  *   KQS_BODY       the body's name.
  *
  * Why int16 operands: a sub-block scale times a value is at most 63 * 31 (Q4_K, Q5_K) or
- * 128 * 32 (Q6_K), which fits int16 but not int8, so SMOPA's 2-way int16 form (za32_s16)
+ * 128 * 63 (Q6_K), which fits int16 but not int8, so SMOPA's 2-way int16 form (za32_s16)
  * accumulates a whole block's scaled products (sumi) in one int32 tile: one readout per 256
  * values instead of one per sub-block. Every product and sum is an exact integer, so each
  * tile element is the scalar kernel's sumi (int32 sums are exact in any order). */
@@ -73,7 +75,7 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
     if (vl > MAX_VL || vl % 4 != 0 || 128 % vl != 0) __builtin_trap(); /* impossible in SME */
     float acc[vl * vl], dv[vl], dmv[vl];
     int16_t xw[vl * 256], ww[vl * 256];
-    int32_t mn[8 * vl]; /* mn[j * vl + r]: min j of weight row nb + r */
+    int32_t mn[16 * vl]; /* mn[j * vl + r]: coefficient c_j of weight row nb + r */
     (void)dmv, (void)mn;
 
     for (size_t m0 = 0; m0 < M; m0 += vl) {
@@ -87,7 +89,7 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                 const svbool_t pz = svnot_b_z(pw, pst);
                 svst1_f32(pz, dv, svdup_n_f32(0.0f));
                 svst1_f32(pz, dmv, svdup_n_f32(0.0f));
-                for (size_t j = 0; j < 8; j++) svst1_s32(pz, mn + j * vl, svdup_n_s32(0));
+                for (size_t j = 0; j < 16; j++) svst1_s32(pz, mn + j * vl, svdup_n_s32(0));
             }
             for (size_t b = 0; b < nbk; b++) {
                 for (size_t i = 0; i < mr; i++) { /* widen: sign-extending byte loads */
@@ -97,10 +99,10 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                                   svld1sb_s16(svptrue_b16(), x + k));
                 }
                 for (size_t r = 0; r < nr; r++) {
-                    int32_t m8[8];
+                    int32_t m8[16];
                     kqs_expand(w + ((nb + r) * nbk + b) * KQS_BB, ww + r * 256, m8, dv + r,
                                dmv + r);
-                    for (size_t j = 0; j < 8; j++) mn[j * vl + r] = m8[j];
+                    for (size_t j = 0; j < 16; j++) mn[j * vl + r] = m8[j];
                 }
                 svzero_mask_za(KQS_ZERO_ACC);
                 for (size_t kk = 0; kk < 128; kk += vl) { /* chunk: 32-bit words kk .. kk+VL */
@@ -126,15 +128,19 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                 /* readout: the scalar float step per row, lanes = weight rows */
                 const svfloat32_t dvv = svld1_f32(pw, dv);
                 for (size_t i = 0; i < mr; i++) {
-                    const svint32_t sumi =
+                    svint32_t sumi =
                         svread_hor_za32_s32_m(svundef_s32(), pw, KQS_T_ACC, (uint32_t)i);
+                    const int16_t *bs = xsum + (m0 + i) * (K / 16) + b * 16;
+#if !KQS_MIN
+                    for (size_t j = 0; j < 16; j++) /* exact int32: any order */
+                        sumi = svmls_n_s32_x(pw, sumi, svld1_s32(pw, mn + j * vl), bs[j]);
+#endif
                     const float x = xd[(m0 + i) * nbk + b];
                     float *a = acc + i * vl;
                     svfloat32_t s = svmul_f32_x(pw, svmul_n_f32_x(pw, dvv, x),
                                                 svcvt_f32_s32_x(pw, sumi));
                     s = svadd_f32_x(pw, svld1_f32(pw, a), s);
 #if KQS_MIN
-                    const int16_t *bs = xsum + (m0 + i) * (K / 16) + b * 16;
                     svint32_t summ = svdup_n_s32(0);
                     for (size_t j = 0; j < 8; j++)
                         summ = svmla_n_s32_x(pw, summ, svld1_s32(pw, mn + j * vl),
@@ -142,8 +148,6 @@ KQS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                     const svfloat32_t t = svmul_f32_x(pw, svmul_n_f32_x(pw, svld1_f32(pw, dmv), x),
                                                       svcvt_f32_s32_x(pw, summ));
                     s = svsub_f32_x(pw, s, t);
-#else
-                    (void)xsum;
 #endif
                     svst1_f32(pw, a, s);
                 }

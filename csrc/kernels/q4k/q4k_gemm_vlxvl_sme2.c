@@ -12,7 +12,8 @@
  * scales are decoded as ifk_q4k_scales does (j < 4: low 6 bits of bytes j, j + 4; j >= 4:
  * byte j + 4's nibbles and the top 2 bits of bytes j - 4, j). */
 static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmin) __arm_streaming {
+kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d,
+           float *dmin) __arm_streaming {
     const uint8_t *s = blk + 4, *qs = blk + 16;
     int32_t sc[8];
     for (int j = 0; j < 4; j++) {
@@ -21,6 +22,7 @@ kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmi
         sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
         m8[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
     }
+    for (int j = 8; j < 16; j++) m8[j] = 0; /* 8 mins; the rest unused */
     /* 16-bit lanes: byte loads zero-extended, the nibbles by AND / shift, times the scale */
     for (int c = 0; c < 4; c++)
         for (uint64_t l = 0; l < 32; l += svcnth()) {

@@ -13,7 +13,8 @@
  * and mins as ifk_q4k_scales decodes them; value 64c + l is nibble l of qs[32c ..] (low) with
  * bit 2c of qh[l] as bit 4, value 64c + 32 + l the high nibble with bit 2c + 1. */
 static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmin) __arm_streaming {
+kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d,
+           float *dmin) __arm_streaming {
     const uint8_t *s = blk + 4, *qh = blk + 16, *qs = blk + 48;
     int32_t sc[8];
     for (int j = 0; j < 4; j++) {
@@ -22,6 +23,7 @@ kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmi
         sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
         m8[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
     }
+    for (int j = 8; j < 16; j++) m8[j] = 0; /* 8 mins; the rest unused */
     /* 16-bit lanes: byte loads zero-extended, nibbles and qh bits by AND / shift / OR */
     for (int c = 0; c < 4; c++)
         for (uint64_t l = 0; l < 32; l += svcnth()) {

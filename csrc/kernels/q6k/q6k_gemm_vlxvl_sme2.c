@@ -1,21 +1,22 @@
-/* Q6_K GEMM, SME2 (-mcpu=generic+sme2): per block of VL weight rows the signed 6-bit values
- * q = u - 32 times their int8 sub-block scale as int16 (|sc * q| <= 4096), SMOPA int16 outer
- * products of a whole 256-value block into a ZA int32 tile (sumi = sum_j sc_j (dot_j - 32 *
- * xsum_j), exact), then Q6_K's scalar float step; written for any streaming vector length
- * (../kquant_sme2_body.h). */
+/* Q6_K GEMM, SME2 (-mcpu=generic+sme2): per block of VL weight rows the unsigned 6-bit values
+ * u times their int8 sub-block scale as int16 (|sc * u| <= 128 * 63), SMOPA int16 outer
+ * products of a whole 256-value block into a ZA int32 tile, minus sum_j 32 sc_j xsum_j (so
+ * sumi = sum_j sc_j (dot_j - 32 xsum_j), the scalar kernel's, exact), then Q6_K's scalar float
+ * step; written for any streaming vector length (../kquant_sme2_body.h). */
 #include "../kquant_common.h"
 #include "../kquant_sme2_body.h" /* the helpers (KQS_BODY not yet defined) */
 
 #define KQS_BB IF_Q6K_BLOCK_BYTES
 #define KQS_MIN 0
 
-/* One Q6_K block -> dst[i] = sc[i / 16] * (u_i - 32) (K order) and d; no mins. u_i as
+/* One Q6_K block -> dst[i] = sc[i / 16] * u_i (K order), c_j = 32 sc_j and d. u_i as
  * ifk_q6k_u reads it: half h = i / 128, quarter t, lane l; low 4 bits from ql, top 2 from qh. */
 static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmin) __arm_streaming {
+kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d,
+           float *dmin) __arm_streaming {
     const int8_t *sc = (const int8_t *)(blk + 192);
     /* 16-bit lanes, 16 values (one scale) at a time: byte loads zero-extended, AND / shift /
-     * OR into u, minus 32, times the scale */
+     * OR into u, times the scale */
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < 4; t++)
             for (uint64_t l0 = 0; l0 < 32; l0 += 16)
@@ -28,11 +29,10 @@ kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[8], float *d, float *dmi
                                                 : svlsr_n_u16_x(pg, ql, 4);
                     const svuint16_t hi = svlsl_n_u16_x(
                         pg, svand_n_u16_x(pg, svlsr_n_u16_x(pg, qh, 2 * t), 3), 4);
-                    const svint16_t q = svsub_n_s16_x(
-                        pg, svreinterpret_s16_u16(svorr_u16_x(pg, lo, hi)), 32);
+                    const svint16_t q = svreinterpret_s16_u16(svorr_u16_x(pg, lo, hi));
                     svst1_s16(pg, dst + i, svmul_n_s16_x(pg, q, (int16_t)sc[i / 16]));
                 }
-    for (int j = 0; j < 8; j++) m8[j] = 0;
+    for (int j = 0; j < 16; j++) m8[j] = 32 * sc[j];
     *d = kqs_f16(blk + 208);
     *dmin = 0.0f;
 }
