@@ -42,20 +42,28 @@ lgs_f16(const uint8_t *p) __arm_streaming_compatible {
 }
 
 /* One block -> dst[j] = u_j (j < 32, as ifl_u reads it: nibble j % 16 of byte j % 16, low
- * for j < 16, bit j of the little-endian qh word as bit 4 for the five-bit types). */
+ * for j < 16, bit j of the little-endian qh word as bit 4 for the five-bit types), in 8-bit
+ * lanes (16 of them; every SVL has at least 16): AND / shift of the nibble bytes, and lane j's
+ * qh bit as byte j / 8 (broadcast) shifted right by j % 8. */
 static inline __attribute__((always_inline)) void
-lgs_expand(const uint8_t *blk, int8_t *dst) __arm_streaming_compatible {
+lgs_expand(const uint8_t *blk, int8_t *dst) __arm_streaming {
     const ifl_type t = LGS_TYPE;
-    for (int j = 0; j < 16; j++) {
-        const uint8_t q = blk[t.qs + j];
-        int32_t lo = q & 15, hi = q >> 4;
-        if (t.qh) {
-            lo |= ((blk[t.qh + j / 8] >> (j % 8)) & 1) << 4;
-            hi |= ((blk[t.qh + 2 + j / 8] >> (j % 8)) & 1) << 4;
-        }
-        dst[j] = (int8_t)lo;
-        dst[j + 16] = (int8_t)hi;
+    const svbool_t p16 = svwhilelt_b8_u64(0, 16);
+    const svuint8_t q = svld1_u8(p16, blk + t.qs);
+    svuint8_t lo = svand_n_u8_x(p16, q, 15), hi = svlsr_n_u8_x(p16, q, 4);
+    if (t.qh) {
+        const svbool_t p8 = svwhilelt_b8_u64(0, 8);
+        const svuint8_t sh = svand_n_u8_x(p16, svindex_u8(0, 1), 7);
+        const uint8_t *h = blk + t.qh;
+        const svuint8_t bl = svsel_u8(p8, svdup_n_u8(h[0]), svdup_n_u8(h[1]));
+        const svuint8_t bh = svsel_u8(p8, svdup_n_u8(h[2]), svdup_n_u8(h[3]));
+        const svuint8_t b4l = svand_n_u8_x(p16, svlsr_u8_x(p16, bl, sh), 1);
+        const svuint8_t b4h = svand_n_u8_x(p16, svlsr_u8_x(p16, bh, sh), 1);
+        lo = svorr_u8_x(p16, lo, svlsl_n_u8_x(p16, b4l, 4));
+        hi = svorr_u8_x(p16, hi, svlsl_n_u8_x(p16, b4h, 4));
     }
+    svst1_s8(p16, dst, svreinterpret_s8_u8(lo));
+    svst1_s8(p16, dst + 16, svreinterpret_s8_u8(hi));
 }
 
 /* The streaming kernel. Per VL activation rows (m0) and VL weight rows (nb) the float
