@@ -256,7 +256,14 @@ def test_info_honours_disabled_features_under_emulation(toolchain, drivers):
                                        ("q41_gemm_8x2_i8mm", "smmla"),
                                        ("q50_gemm_8x2_i8mm", "smmla"),
                                        ("q51_gemm_8x2_i8mm", "smmla"),
-                                       ("q8_gemm_vlxvl_sme2", "smopa")])
+                                       ("q8_gemm_vlxvl_sme2", "smopa"),
+                                       ("q4k_gemm_vlxvl_sme2", "smopa"),
+                                       ("q5k_gemm_vlxvl_sme2", "smopa"),
+                                       ("q6k_gemm_vlxvl_sme2", "smopa"),
+                                       ("q40_gemm_vlxvl_sme2", "smopa"),
+                                       ("q41_gemm_vlxvl_sme2", "smopa"),
+                                       ("q50_gemm_vlxvl_sme2", "smopa"),
+                                       ("q51_gemm_vlxvl_sme2", "smopa")])
 def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
     """The assembly of each Arm tier file (same compiler and flags as its object) contains
     its instruction; the neon and scalar files contain none of SDOT/SMMLA/SMOPA."""

@@ -1,10 +1,11 @@
 /* kquant_arm_test.c - one Arm tier's K-quant and legacy-block GEMVs and GEMMs against the
  * scalar ones, bit for bit, run under qemu-aarch64 by tests/test_kquant_arm.py with the tier as
- * its argument (neon, dotprod or i8mm): random Q4_K / Q6_K / Q5_K and Q4_0 / Q4_1 / Q5_0 / Q5_1
- * blocks and activations, and every value, scale and activation at its largest magnitude, over
- * row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0; the
- * GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails). Outputs outside the range
- * keep their fill. Prints "runs R bad B" and exits 1 on a difference. */
+ * its argument (neon, dotprod, i8mm or sme2): random Q4_K / Q6_K / Q5_K and Q4_0 / Q4_1 / Q5_0 /
+ * Q5_1 blocks and activations, and every value, scale and activation at its largest magnitude,
+ * over row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0;
+ * the GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails; sme2: 37 rows and N up to
+ * 41). Outputs outside the range keep their fill. Prints "runs R bad B" and exits 1 on a
+ * difference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +25,17 @@ static uint8_t rnd(void) {
 static const size_t BB[NT] = {144, 210, 176, 18, 20, 22, 24};
 static const size_t QB[NT] = {256, 256, 256, 32, 32, 32, 32};
 static const char *NAME[NT] = {"q4_k", "q6_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"};
-/* Per tier (0 neon, 1 dotprod, 2 i8mm: the i8mm tier decodes with the dotprod GEMVs). */
-#define NTIER 3
-static const char *TIER[NTIER] = {"neon", "dotprod", "i8mm"};
+/* Per tier (0 neon, 1 dotprod, 2 i8mm, 3 sme2: the i8mm and sme2 tiers decode with the dotprod
+ * GEMVs). */
+#define NTIER 4
+static const char *TIER[NTIER] = {"neon", "dotprod", "i8mm", "sme2"};
 static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
     {&if_k_q4k_gemv_1x1_neon, &if_k_q6k_gemv_1x1_neon, &if_k_q5k_gemv_1x1_neon,
      &if_k_q40_gemv_1x4_neon, &if_k_q41_gemv_1x4_neon, &if_k_q50_gemv_1x4_neon,
      &if_k_q51_gemv_1x4_neon},
+    {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
+     &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
+     &if_k_q51_gemv_1x4_dotprod},
     {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
      &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
      &if_k_q51_gemv_1x4_dotprod},
@@ -46,7 +51,10 @@ static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
      &if_k_q51_gemm_1x4_dotprod},
     {&if_k_q4k_gemm_2x2_i8mm, &if_k_q6k_gemm_2x2_i8mm, &if_k_q5k_gemm_2x2_i8mm,
      &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
-     &if_k_q51_gemm_8x2_i8mm}};
+     &if_k_q51_gemm_8x2_i8mm},
+    {&if_k_q4k_gemm_vlxvl_sme2, &if_k_q6k_gemm_vlxvl_sme2, &if_k_q5k_gemm_vlxvl_sme2,
+     &if_k_q40_gemm_vlxvl_sme2, &if_k_q41_gemm_vlxvl_sme2, &if_k_q50_gemm_vlxvl_sme2,
+     &if_k_q51_gemm_vlxvl_sme2}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
     &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
     &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
@@ -57,11 +65,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NTIER; i++)
         if (argc == 2 && strcmp(argv[1], TIER[i]) == 0) tier = i;
     if (tier < 0) {
-        printf("usage: kquant_arm_test neon|dotprod|i8mm\n");
+        printf("usage: kquant_arm_test neon|dotprod|i8mm|sme2\n");
         return 2;
     }
-    static const size_t NS[] = {1, 2, 10, 19};
-    static const size_t MS[] = {1, 1, 2, 5, 11}; /* the first M = 1 runs the GEMV */
+    /* the first M = 1 runs the GEMV; sme2's tiles are VL = 4 .. 16 rows, so its largest M and N
+     * (37 and 41 - 13) span two 16-row tiles and a tail at 512 bits */
+    const int big = tier == 3;
+    const size_t NS[] = {1, 2, 10, big ? 41 : 19}, MS[] = {1, 1, 2, 5, big ? 37 : 11};
     int bad = 0, runs = 0;
     for (int typ = 0; typ < NT; typ++)
         for (size_t ni = 0; ni < 4; ni++)
