@@ -27,11 +27,11 @@ static int kq_check(const if_matrix *w, size_t rows, size_t cols, const char *na
                     size_t errlen) {
     const int t = w->ggml_type;
     const int legacy = t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 ||
-                       t == IF_GGML_Q5_1;
+                       t == IF_GGML_Q5_1 || t == IF_GGML_Q8_0;
     if (t != IF_GGML_Q4_K && t != IF_GGML_Q5_K && t != IF_GGML_Q6_K && !legacy) {
         const char *tn = if_ggml_type_name(t);
-        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, "
-            "Q5_K and Q6_K have kernels)", name, t, tn ? tn : "unknown");
+        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+            "Q4_K, Q5_K and Q6_K have kernels)", name, t, tn ? tn : "unknown");
         return 0;
     }
     const size_t qb = legacy ? IF_QL : IF_QK;

@@ -153,6 +153,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_ma
     if (w->ggml_type == IF_GGML_Q4_1) return k->q41_gemv ? k->q41_gemv : &if_k_q41_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_0) return k->q50_gemv ? k->q50_gemv : &if_k_q50_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_1) return k->q51_gemv ? k->q51_gemv : &if_k_q51_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q8_0) return k->q80_gemv ? k->q80_gemv : &if_k_q80_gemv_1x1_scalar;
     return k->q6k_gemv ? k->q6k_gemv : &if_k_q6k_gemv_1x1_scalar;
 }
 /* ... its GEMM. */
@@ -163,12 +164,14 @@ static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_ma
     if (w->ggml_type == IF_GGML_Q4_1) return k->q41_gemm ? k->q41_gemm : &if_k_q41_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_0) return k->q50_gemm ? k->q50_gemm : &if_k_q50_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_1) return k->q51_gemm ? k->q51_gemm : &if_k_q51_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q8_0) return k->q80_gemm ? k->q80_gemm : &if_k_q80_gemm_1x1_scalar;
     return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
 }
 /* The values per activation scale of w's kernels: 32 for the legacy blocks (L8), 256 (K8). */
 static size_t kq_qb(const if_matrix *w) {
     const int t = w->ggml_type;
-    return t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 || t == IF_GGML_Q5_1
+    return t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 || t == IF_GGML_Q5_1 ||
+                   t == IF_GGML_Q8_0
                ? IF_QL
                : IF_QK;
 }

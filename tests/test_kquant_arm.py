@@ -1,5 +1,5 @@
 """The Arm K-quant and legacy-block kernels (q4k_/q5k_/q6k_gemv_1x1_dotprod,
-q40_/q41_/q50_/q51_gemv_1x4_dotprod and their GEMMs) under
+q40_/q41_/q50_/q51_/q80_gemv_1x4_dotprod and their GEMMs) under
 qemu-aarch64 with the cached aarch64 toolchain (the tests/test_arm_emulated.py fixture):
 tests/native/kquant_arm_test.c, built with only the manifest's dotprod flags for the kernels,
 compares them with the scalar kernels bit for bit on random and extreme blocks (M 1 and 3,
@@ -30,7 +30,7 @@ def test_dotprod_kquant_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  #
               f"-I{REPO / 'csrc/kernels'}"]
     dot = m.groups["dotprod"].zigflags or m.groups["dotprod"].flags
     objs = []
-    legacy = [f"{t}_{op}_1x4_dotprod" for t in ("q40", "q41", "q50", "q51")
+    legacy = [f"{t}_{op}_1x4_dotprod" for t in ("q40", "q41", "q50", "q51", "q80")
               for op in ("gemv", "gemm")]
     for stem in ("q4k_gemv_1x1_dotprod", "q6k_gemv_1x1_dotprod", "q5k_gemv_1x1_dotprod",
                  "q4k_gemm_1x1_dotprod", "q6k_gemm_1x1_dotprod", "q5k_gemm_1x1_dotprod",
@@ -48,7 +48,8 @@ def test_dotprod_kquant_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  #
         "csrc/kernels/q4k/q4k_gemv_1x1_scalar.c", "csrc/kernels/q6k/q6k_gemv_1x1_scalar.c",
         "csrc/kernels/q4k/q4k_gemm_1x1_scalar.c", "csrc/kernels/q6k/q6k_gemm_1x1_scalar.c",
         "csrc/kernels/q5k/q5k_gemv_1x1_scalar.c", "csrc/kernels/q5k/q5k_gemm_1x1_scalar.c",
-        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c" for t in ("q40", "q41", "q50", "q51")],
+        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c"
+          for t in ("q40", "q41", "q50", "q51", "q80")],
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     exe = tmp_path / "kquant_arm_test"
@@ -57,4 +58,4 @@ def test_dotprod_kquant_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  #
     r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", "cortex-a76", str(exe)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    assert int(r.stdout.split()[-3]) == 7 * 36, r.stdout
+    assert int(r.stdout.split()[-3]) == 8 * 36, r.stdout

@@ -80,9 +80,9 @@ void ifb_case_free(ifb_case *c) {
 
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
 static int is_kq_gemm(ifb_op op) {
-    return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM;
+    return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM || op == IFB_Q80_GEMM;
 }
-static int is_legacy(ifb_op op) { return op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV; }
+static int is_legacy(ifb_op op) { return op >= IFB_Q40_GEMV && op <= IFB_Q80_GEMM; }
 static int is_kq(ifb_op op) {
     return op == IFB_Q4K_GEMV || op == IFB_Q5K_GEMV || op == IFB_Q6K_GEMV || is_kq_gemm(op) ||
            is_legacy(op);
@@ -96,6 +96,7 @@ static size_t kq_block(ifb_op op) {
     case IFB_Q41_GEMV: return IF_Q41_BLOCK_BYTES;
     case IFB_Q50_GEMV: return IF_Q50_BLOCK_BYTES;
     case IFB_Q51_GEMV: return IF_Q51_BLOCK_BYTES;
+    case IFB_Q80_GEMV: case IFB_Q80_GEMM: return IF_Q80_BLOCK_BYTES;
     default: return IF_Q6K_BLOCK_BYTES;
     }
 }
@@ -230,6 +231,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     if (c->op == IFB_Q41_GEMV) return t->q41_gemv ? t->q41_gemv : s->q41_gemv;
     if (c->op == IFB_Q50_GEMV) return t->q50_gemv ? t->q50_gemv : s->q50_gemv;
     if (c->op == IFB_Q51_GEMV) return t->q51_gemv ? t->q51_gemv : s->q51_gemv;
+    if (c->op == IFB_Q80_GEMV) return t->q80_gemv ? t->q80_gemv : s->q80_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
 /* ... and its GEMM. */
@@ -237,6 +239,7 @@ static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_ta
     const if_kernel_table *s = if_tier_table(0);
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
+    if (c->op == IFB_Q80_GEMM) return t->q80_gemm ? t->q80_gemm : s->q80_gemm;
     return t->q6k_gemm ? t->q6k_gemm : s->q6k_gemm;
 }
 
@@ -271,6 +274,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q41_GEMV:
     case IFB_Q50_GEMV:
     case IFB_Q51_GEMV:
+    case IFB_Q80_GEMV:
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
@@ -279,6 +283,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:
     case IFB_Q6K_GEMM:
+    case IFB_Q80_GEMM:
         kq_gemm_of(c, t)->run(out, c->N, c->xq, c->xs, c->xsum, c->M, (const uint8_t *)c->w[i],
                               0, c->N, c->K);
         break;
@@ -303,10 +308,12 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q41_GEMV:
     case IFB_Q50_GEMV:
     case IFB_Q51_GEMV:
+    case IFB_Q80_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:
-    case IFB_Q6K_GEMM: return kq_gemm_of(c, t)->name;
+    case IFB_Q6K_GEMM:
+    case IFB_Q80_GEMM: return kq_gemm_of(c, t)->name;
     default: return t->quantize->name;
     }
 }

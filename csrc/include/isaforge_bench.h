@@ -35,7 +35,9 @@ typedef enum ifb_op {
     IFB_Q40_GEMV = 11, /* legacy-block GEMVs on GGUF Q4_0 / Q4_1 / Q5_0 / Q5_1 (gs must be 32) */
     IFB_Q41_GEMV = 12,
     IFB_Q50_GEMV = 13,
-    IFB_Q51_GEMV = 14
+    IFB_Q51_GEMV = 14,
+    IFB_Q80_GEMV = 15, /* Q8_0 on the file's blocks (gs must be 32): GEMV, and GEMM (M rows) */
+    IFB_Q80_GEMM = 16
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

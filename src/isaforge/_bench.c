@@ -67,11 +67,13 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q41_gemv") == 0) o = IFB_Q41_GEMV;
     else if (strcmp(op, "q50_gemv") == 0) o = IFB_Q50_GEMV;
     else if (strcmp(op, "q51_gemv") == 0) o = IFB_Q51_GEMV;
+    else if (strcmp(op, "q80_gemv") == 0) o = IFB_Q80_GEMV;
+    else if (strcmp(op, "q80_gemm") == 0) o = IFB_Q80_GEMM;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
                      "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm, q40_gemv, q41_gemv, "
-                     "q50_gemv, q51_gemv)", op);
+                     "q50_gemv, q51_gemv, q80_gemv, q80_gemm)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
@@ -595,16 +597,17 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
                           &objs[3], &N, &K, &objs[4], &tier, &gemm))
         return NULL;
-    static const char *names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1"};
+    static const char *names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
+                                  "q8_0"};
     static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
-                                 IF_Q51_BLOCK_BYTES};
+                                 IF_Q51_BLOCK_BYTES, IF_Q80_BLOCK_BYTES};
     int ti = -1;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (strcmp(type, names[i]) == 0) ti = i;
     if (ti < 0)
         return PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, "
-                            "q4_1, q5_0, q5_1)", type);
+                            "q4_1, q5_0, q5_1, q8_0)", type);
     const size_t qb = ti >= 3 ? IF_QL : IF_QK; /* values per block and per activation scale */
     if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
@@ -618,10 +621,10 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
 #define PICK(f) (t->f ? t->f : t0->f)
     const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
                                       PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
-                                      PICK(q51_gemv)};
+                                      PICK(q51_gemv), PICK(q80_gemv)};
     const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
                                       PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
-                                      PICK(q51_gemm)};
+                                      PICK(q51_gemm), PICK(q80_gemm)};
 #undef PICK
     const if_kq_gemv_kernel *gv = gvs[ti];
     const if_kq_gemm_kernel *gm = gms[ti];

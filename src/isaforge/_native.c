@@ -216,10 +216,12 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"q41_gemv", t->q41_gemv ? t->q41_gemv->name : "q41_gemv_1x1_scalar"},
         {"q50_gemv", t->q50_gemv ? t->q50_gemv->name : "q50_gemv_1x1_scalar"},
         {"q51_gemv", t->q51_gemv ? t->q51_gemv->name : "q51_gemv_1x1_scalar"},
+        {"q80_gemv", t->q80_gemv ? t->q80_gemv->name : "q80_gemv_1x1_scalar"},
         {"q40_gemm", t->q40_gemm ? t->q40_gemm->name : "q40_gemm_1x1_scalar"},
         {"q41_gemm", t->q41_gemm ? t->q41_gemm->name : "q41_gemm_1x1_scalar"},
         {"q50_gemm", t->q50_gemm ? t->q50_gemm->name : "q50_gemm_1x1_scalar"},
         {"q51_gemm", t->q51_gemm ? t->q51_gemm->name : "q51_gemm_1x1_scalar"},
+        {"q80_gemm", t->q80_gemm ? t->q80_gemm->name : "q80_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *v = PyUnicode_FromString(names[i][1]);
@@ -233,6 +235,10 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
 PyObject *ifpy_table_dict(const if_kernel_table *t) {
     PyObject *d = table_dict(t);
     if (d && kq_names(d, t) < 0) Py_CLEAR(d);
+    /* whether GGUF Q8_0 matrices run in place (q80_*) or as packed Q8 on this tier */
+    if (d && PyDict_SetItemString(d, "q80_in_place",
+                                  if_table_q80_in_place(t) ? Py_True : Py_False) < 0)
+        Py_CLEAR(d);
     return d;
 }
 
