@@ -57,17 +57,10 @@ IFY_INLINE void ifly_gemv80(float *out, const int8_t *xq, const float *xd, const
     }
 }
 
-/* The first nr lanes from out (the rest 0). */
-IFY_INLINE __m256 ifly_load80(const float *out, size_t nr) {
-    if (nr == 8) return _mm256_loadu_ps(out);
-    _Alignas(32) float t[8] = {0};
-    for (size_t r = 0; r < nr; r++) t[r] = out[r];
-    return _mm256_load_ps(t);
-}
-
-/* The GEMM: per 8-row tile and block, the 8 rows' values and scales unpacked once, then every
- * activation row's products from them; each output's running sum waits in `out` between
- * blocks (stored and reloaded exactly), so per output the arithmetic is the GEMV's. */
+/* The GEMM: per 8-row tile, up to 4 activation rows at a time run the GEMV's block loop
+ * together, each with its running sum in a register, so the tile's values and scales are
+ * unpacked once per block for the 4 rows (the tile stays in L1 between row groups); per
+ * output the arithmetic is the GEMV's, so prefill equals decode bit for bit. */
 IFY_INLINE void ifly_gemm80(float *out, size_t ldo, const int8_t *xq, const float *xd,
                             const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
                             size_t K) {
@@ -75,22 +68,27 @@ IFY_INLINE void ifly_gemm80(float *out, size_t ldo, const int8_t *xq, const floa
     for (size_t n = n0; n < n1; n += 8) {
         const uint8_t *rows[8];
         const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
-        for (size_t b = 0; b < nb; b++) {
-            __m256i u[8];
-            uint16_t dh[8];
-            ifly_unpack80(u, dh, rows, b);
-            const __m256 dv = ifky_f16x8(dh);
-            for (size_t m = 0; m < M; m++) {
-                const int8_t *x = xq + m * K + b * IF_QL;
-                const int16_t *bs = xsum + m * (K / 16) + 2 * b;
-                const __m256i dot =
-                    ifly_dots80(u, _mm256_loadu_si256((const __m256i *)(const void *)x),
-                                (int32_t)bs[0] + bs[1]);
-                float *o = out + m * ldo + n;
-                const __m256 acc = b ? ifly_load80(o, nr) : _mm256_setzero_ps();
-                const __m256 t = _mm256_mul_ps(dv, _mm256_set1_ps(xd[m * nb + b]));
-                ifky_store(o, _mm256_add_ps(acc, _mm256_mul_ps(t, _mm256_cvtepi32_ps(dot))), nr);
+        for (size_t m0 = 0; m0 < M; m0 += 4) {
+            const size_t mc = M - m0 < 4 ? M - m0 : 4;
+            __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                             _mm256_setzero_ps()};
+            for (size_t b = 0; b < nb; b++) {
+                __m256i u[8];
+                uint16_t dh[8];
+                ifly_unpack80(u, dh, rows, b);
+                const __m256 dv = ifky_f16x8(dh);
+                for (size_t i = 0; i < mc; i++) {
+                    const size_t m = m0 + i;
+                    const int8_t *x = xq + m * K + b * IF_QL;
+                    const int16_t *bs = xsum + m * (K / 16) + 2 * b;
+                    const __m256i dot =
+                        ifly_dots80(u, _mm256_loadu_si256((const __m256i *)(const void *)x),
+                                    (int32_t)bs[0] + bs[1]);
+                    const __m256 t = _mm256_mul_ps(dv, _mm256_set1_ps(xd[m * nb + b]));
+                    acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(t, _mm256_cvtepi32_ps(dot)));
+                }
             }
+            for (size_t i = 0; i < mc; i++) ifky_store(out + (m0 + i) * ldo + n, acc[i], nr);
         }
     }
 }
