@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import cli
+from isaforge import _native
 from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import KQTensor
@@ -330,3 +331,15 @@ def test_info_lists_q8_0_in_place(q8_0: Path) -> None:
         x = mats[name]
         assert x["stored"] == "Q8_0" and x["resident"] == "Q8_0 in place", x
         assert x["decode"].startswith("q80_gemv_") and x["prefill"].startswith("q80_gemm_"), x
+
+
+def test_only_the_amx_tier_keeps_q8_0_packed() -> None:
+    """if_table_q80_in_place over every compiled tier (supported here or not): false exactly for
+    a tier whose Q8 GEMM is AMX, so Q8_0 runs in place on every other tier."""
+    tiers = _native.info()["tiers"]
+    packed = {t["name"] for t in tiers if not t["q80_in_place"]}
+    assert packed == ({"amx"} & {t["name"] for t in tiers})
+    for t in tiers:
+        if t["supported"]:
+            select_kernel(t["name"])
+            assert runtime_info()["prefill"]["q80_in_place"] == t["q80_in_place"], t["name"]

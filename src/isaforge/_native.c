@@ -277,8 +277,10 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256];
         int ok = if_tier_supported(i, mask, why, sizeof why);
-        PyObject *t = Py_BuildValue("{s:s,s:O,s:s}", "name", if_tier_name(i), "supported",
-                                    ok ? Py_True : Py_False, "reason", why);
+        /* q80_in_place: whether GGUF Q8_0 runs in place on the tier (if_table_q80_in_place) */
+        PyObject *t = Py_BuildValue("{s:s,s:O,s:s,s:O}", "name", if_tier_name(i), "supported",
+                                    ok ? Py_True : Py_False, "reason", why, "q80_in_place",
+                                    if_table_q80_in_place(if_tier_table(i)) ? Py_True : Py_False);
         if (!t || PyList_Append(tiers, t) != 0) {
             Py_XDECREF(t);
             Py_DECREF(tiers);
