@@ -234,17 +234,17 @@ def dequantized(path: Path) -> Weights:
 @pytest.mark.parametrize("which", ALL_FILES)
 def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     """C logits (K8 activations, in-place kernels) against reference.py: within 1e-5 of the largest
-    |logit| of reference.py's own K8 model run in float32 (the same matmul bits; only the norms' and
-    attention's float sums run in another order: measured 3e-7, 4e-7, 2e-7 and 3e-7 in ALL_FILES'
-    order) at every position but at most one, which may differ by one int8 activation rounded the
-    other way (within 2e-3; measured in random_kq since its Q8_0 v runs in place: position 2 off by
-    1.1e-3, every other position within 3e-7), and within 4 % of the float64 reference on
-    gguf.quants.dequantize's weights (the 8-bit activations' error: measured 1.8 %, 3.1 %, 0.12 %
-    and 2.7 %), no further from it than the q8 load (the weights requantized to 8 bits: 2.2 %, 3.4
-    %, 0.13 % and 3.2 %). The top token equals the float64 reference's at every position, except in
-    the Q5_K_M file at most one where the reference's lead over its runner-up is under 1 % of the
-    largest |logit| (measured: one, a lead of 0.28 %, well inside the activations' 2.7 %; the q8
-    load flips one such near-tie in the Q4_K_M file)."""
+    |logit| of reference.py's own K8 model run in float32 (the same matmul bits; only the norms'
+    and attention's float sums run in another order: measured 3e-7, 4e-7, 2e-7 and 3e-7 in
+    ALL_FILES' order) at every position but at most one, which may differ by one int8 activation
+    rounded the other way (within 2e-3; measured in random_kq since its Q8_0 v runs in place:
+    position 2 off by 1.1e-3, every other position within 3e-7), and within 4 % of the float64
+    reference on gguf.quants.dequantize's weights (the 8-bit activations' error: measured 1.8 %,
+    3.1 %, 0.12 % and 2.7 %), no further from it than the q8 load (the weights requantized to 8
+    bits: 2.2 %, 3.4 %, 0.13 % and 3.2 %). The top token equals the float64 reference's at every
+    position, except in the Q5_K_M file at most one where the reference's lead over its runner-up
+    is under 1 % of the largest |logit| (measured: one, a lead of 0.28 %, well inside the
+    activations' 2.7 %; the q8 load flips one such near-tie in the Q4_K_M file)."""
     path = request.getfixturevalue(which)
     m = with_context(read_gguf(path, quant="auto"), len(TOKS))
     got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
