@@ -1,13 +1,14 @@
-"""The Arm K-quant and legacy-block kernels of the neon, dotprod and i8mm tiers (Q4_K, Q5_K,
-Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
-toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
-built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
-random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0;
-K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
-(neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
-instruction traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not
-the K-quant GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT
-nor SMMLA in the neon files."""
+"""The Arm K-quant and legacy-block kernels of the neon, dotprod and i8mm tiers (Q4_K, Q5_K, Q6_K,
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; GEMV and GEMM; Q8_0 on neon is the scalar kernel, on i8mm the
+dotprod one) under qemu-aarch64 with the cached aarch64 toolchain (the
+tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel built with only
+its tier's manifest flags, compares them with the scalar kernels bit for bit on random and
+extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0; K 256..1280
+or 32..1056). Each tier runs on a CPU model without the next tier's feature (neon: Cortex-A53,
+no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray instruction traps. The
+assembly holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which
+run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT nor SMMLA in the neon
+files."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 from test_arm_emulated import toolchain  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
-TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
+TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51", "q80")
 
 
 def _stems(t: str) -> dict[str, list[str]]:
@@ -30,6 +31,9 @@ def _stems(t: str) -> dict[str, list[str]]:
         return {"neon": [f"{t}_gemv_1x1_neon", f"{t}_gemm_1x1_neon"],
                 "dotprod": [f"{t}_gemv_1x1_dotprod", f"{t}_gemm_1x1_dotprod"],
                 "i8mm": [f"{t}_gemm_2x2_i8mm"]}
+    if t == "q80":  # no neon or i8mm Q8_0 kernel: those tiers run the scalar / dotprod ones
+        return {"neon": [], "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
+                "i8mm": []}
     return {"neon": [f"{t}_gemv_1x4_neon", f"{t}_gemm_4x4_neon"],
             "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
             "i8mm": [f"{t}_gemm_8x2_i8mm"]}
@@ -71,7 +75,9 @@ def built(toolchain, tmp_path_factory):  # noqa: F811
     scalar = [str(REPO / p) for p in (
         *[f"csrc/kernels/{t}/{t}_gemm_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
         *[f"csrc/kernels/{t}/{t}_gemv_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
-        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c" for t in ("q40", "q41", "q50", "q51")],
+        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c"
+          for t in ("q40", "q41", "q50", "q51", "q80")],
+        "csrc/kernels/legacy/q80_gemv_1x1_scalar.c",
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     exe = tmp / "kquant_arm_test"
@@ -86,8 +92,8 @@ def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, tier):  # 
     r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", TIERS[tier], str(exe), tier],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    # 7 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
-    assert int(r.stdout.split()[-3]) == 7 * 4 * 3 * 2 * 5, r.stdout
+    # 8 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
+    assert int(r.stdout.split()[-3]) == 8 * 4 * 3 * 2 * 5, r.stdout
 
 
 @pytest.mark.parametrize("tier", list(TIERS))
