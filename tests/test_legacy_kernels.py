@@ -354,14 +354,15 @@ def test_simd_objects_use_the_designed_instructions(isa, ins, tmp_path):
 def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_path):
     """Each x86 legacy GEMM, compiled with only its manifest group's flags, forms its products
     by its ISA's instruction on the tile's full-width registers (16 rows per zmm on AVX-512),
-    and the AVX2 body holds no VNNI instruction."""
+    the AVX2 body holds no VNNI instruction, and AVX2's Q8_0 GEMM applies the signs by
+    VPSIGNB."""
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo / "csrc"))
     import manifest
 
     m = manifest.read()
     (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
-    for typ in ("q40", "q41", "q50", "q51"):
+    for typ in ("q40", "q41", "q50", "q51", "q80"):
         name = f"{typ}_{stem}"
         group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == name)
         obj = tmp_path / f"{name}.o"
@@ -374,3 +375,5 @@ def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_pat
         assert any(ins in x and reg in x for x in asm), name
         if stem.endswith("avx2"):
             assert not any("vpdp" in x for x in asm), name
+        if stem.endswith("avx2") and typ == "q80":  # signed values: |q| times x with q's sign
+            assert any("vpsignb" in x for x in asm), name

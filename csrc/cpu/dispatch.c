@@ -56,7 +56,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_4x8_avx2, .q51_gemm = &if_k_q51_gemm_4x8_avx2,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx2, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx2,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx2, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx2,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx2, .q80_gemm = &if_k_q80_gemm_1x8_avx2,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx2, .q80_gemm = &if_k_q80_gemm_4x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
@@ -74,7 +74,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_4x8_avx_vnni, .q51_gemm = &if_k_q51_gemm_4x8_avx_vnni,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx_vnni, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx_vnni, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx_vnni,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_1x8_avx_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_4x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
@@ -94,7 +94,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
      .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni, .q80_gemm = &if_k_q80_gemm_1x8_avx512_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
+     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
@@ -118,7 +119,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
      .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni, .q80_gemm = &if_k_q80_gemm_1x8_avx512_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
+     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)

@@ -17,6 +17,9 @@ typedef struct ifl_type {
 #define IFL_Q41 ((ifl_type){IF_Q41_BLOCK_BYTES, 1, 0, 4})
 #define IFL_Q50 ((ifl_type){IF_Q50_BLOCK_BYTES, 0, 2, 6})
 #define IFL_Q51 ((ifl_type){IF_Q51_BLOCK_BYTES, 1, 4, 8})
+/* Q8_0 for the x86 GEMM body (legacy_gemm_x86.h, signed values at byte 2); ifl_row does not
+ * read it: the scalar Q8_0 kernels are ifl_row_q80's. */
+#define IFL_Q80 ((ifl_type){IF_Q80_BLOCK_BYTES, 0, 0, 2})
 
 /* The unsigned value j (0..31) of a block: nibble j % 16 of byte j % 16 (low for j < 16), with
  * bit j of the little-endian qh word as bit 4 for the five-bit types. */
