@@ -1,14 +1,13 @@
 """The Arm K-quant and legacy-block kernels of the neon, dotprod and i8mm tiers (Q4_K, Q5_K, Q6_K,
-Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; GEMV and GEMM; Q8_0 on neon is the scalar kernel, on i8mm the
-dotprod one) under qemu-aarch64 with the cached aarch64 toolchain (the
-tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel built with only
-its tier's manifest flags, compares them with the scalar kernels bit for bit on random and
-extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0; K 256..1280
-or 32..1056). Each tier runs on a CPU model without the next tier's feature (neon: Cortex-A53,
-no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray instruction traps. The
-assembly holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which
-run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT nor SMMLA in the neon
-files."""
+Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
+toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
+built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
+random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0; K
+256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature (neon:
+Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray instruction
+traps. The assembly holds each tier's instruction: SDOT in the dotprod files (not the K-quant
+GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMULL / SMLAL and neither SDOT nor SMMLA in
+the neon files."""
 
 from __future__ import annotations
 
@@ -31,9 +30,6 @@ def _stems(t: str) -> dict[str, list[str]]:
         return {"neon": [f"{t}_gemv_1x1_neon", f"{t}_gemm_1x1_neon"],
                 "dotprod": [f"{t}_gemv_1x1_dotprod", f"{t}_gemm_1x1_dotprod"],
                 "i8mm": [f"{t}_gemm_2x2_i8mm"]}
-    if t == "q80":  # no neon or i8mm Q8_0 kernel: those tiers run the scalar / dotprod ones
-        return {"neon": [], "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
-                "i8mm": []}
     return {"neon": [f"{t}_gemv_1x4_neon", f"{t}_gemm_4x4_neon"],
             "dotprod": [f"{t}_gemv_1x4_dotprod", f"{t}_gemm_1x4_dotprod"],
             "i8mm": [f"{t}_gemm_8x2_i8mm"]}
@@ -77,7 +73,6 @@ def built(toolchain, tmp_path_factory):  # noqa: F811
         *[f"csrc/kernels/{t}/{t}_gemv_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
         *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c"
           for t in ("q40", "q41", "q50", "q51", "q80")],
-        "csrc/kernels/legacy/q80_gemv_1x1_scalar.c",
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     exe = tmp / "kquant_arm_test"

@@ -139,7 +139,8 @@ static const if_kernel_table g_tiers[] = {
      .q40_gemv = &if_k_q40_gemv_1x4_neon, .q41_gemv = &if_k_q41_gemv_1x4_neon,
      .q50_gemv = &if_k_q50_gemv_1x4_neon, .q51_gemv = &if_k_q51_gemv_1x4_neon,
      .q40_gemm = &if_k_q40_gemm_4x4_neon, .q41_gemm = &if_k_q41_gemm_4x4_neon,
-     .q50_gemm = &if_k_q50_gemm_4x4_neon, .q51_gemm = &if_k_q51_gemm_4x4_neon},
+     .q50_gemm = &if_k_q50_gemm_4x4_neon, .q51_gemm = &if_k_q51_gemm_4x4_neon,
+     .q80_gemv = &if_k_q80_gemv_1x4_neon, .q80_gemm = &if_k_q80_gemm_4x4_neon},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar,
@@ -176,7 +177,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_8x2_i8mm, .q51_gemm = &if_k_q51_gemm_8x2_i8mm,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x4_dotprod, .iq4xs_gemv = &if_k_iq4xs_gemv_1x4_dotprod,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod,
-     .q80_gemv = &if_k_q80_gemv_1x4_dotprod, .q80_gemm = &if_k_q80_gemm_1x4_dotprod},
+     .q80_gemv = &if_k_q80_gemv_1x4_dotprod, .q80_gemm = &if_k_q80_gemm_8x2_i8mm},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,

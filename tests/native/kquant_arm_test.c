@@ -30,7 +30,7 @@ static const char *TIER[NTIER] = {"neon", "dotprod", "i8mm"};
 static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
     {&if_k_q4k_gemv_1x1_neon, &if_k_q6k_gemv_1x1_neon, &if_k_q5k_gemv_1x1_neon,
      &if_k_q40_gemv_1x4_neon, &if_k_q41_gemv_1x4_neon, &if_k_q50_gemv_1x4_neon,
-     &if_k_q51_gemv_1x4_neon, &if_k_q80_gemv_1x1_scalar},
+     &if_k_q51_gemv_1x4_neon, &if_k_q80_gemv_1x4_neon},
     {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
      &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
      &if_k_q51_gemv_1x4_dotprod, &if_k_q80_gemv_1x4_dotprod},
@@ -40,13 +40,13 @@ static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
 static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
     {&if_k_q4k_gemm_1x1_neon, &if_k_q6k_gemm_1x1_neon, &if_k_q5k_gemm_1x1_neon,
      &if_k_q40_gemm_4x4_neon, &if_k_q41_gemm_4x4_neon, &if_k_q50_gemm_4x4_neon,
-     &if_k_q51_gemm_4x4_neon, &if_k_q80_gemm_1x1_scalar},
+     &if_k_q51_gemm_4x4_neon, &if_k_q80_gemm_4x4_neon},
     {&if_k_q4k_gemm_1x1_dotprod, &if_k_q6k_gemm_1x1_dotprod, &if_k_q5k_gemm_1x1_dotprod,
      &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
      &if_k_q51_gemm_1x4_dotprod, &if_k_q80_gemm_1x4_dotprod},
     {&if_k_q4k_gemm_2x2_i8mm, &if_k_q6k_gemm_2x2_i8mm, &if_k_q5k_gemm_2x2_i8mm,
      &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
-     &if_k_q51_gemm_8x2_i8mm, &if_k_q80_gemm_1x4_dotprod}};
+     &if_k_q51_gemm_8x2_i8mm, &if_k_q80_gemm_8x2_i8mm}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
     &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
     &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
