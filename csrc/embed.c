@@ -27,12 +27,12 @@ static int kq_check(const if_matrix *w, size_t rows, size_t cols, const char *na
                     size_t errlen) {
     const int t = w->ggml_type;
     const int legacy = t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 ||
-                       t == IF_GGML_Q5_1 || t == IF_GGML_IQ4_NL;
+                       t == IF_GGML_Q5_1 || t == IF_GGML_Q8_0 || t == IF_GGML_IQ4_NL;
     if (t != IF_GGML_Q4_K && t != IF_GGML_Q5_K && t != IF_GGML_Q6_K && !legacy &&
         t != IF_GGML_IQ4_XS) {
         const char *tn = if_ggml_type_name(t);
-        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, "
-            "Q4_K, Q5_K, Q6_K and IQ4_XS have kernels)", name, t, tn ? tn : "unknown");
+        ERR("%s: GGML type %d (%s) cannot run in place (only Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+            "IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS have kernels)", name, t, tn ? tn : "unknown");
         return 0;
     }
     const size_t qb = legacy ? IF_QL : IF_QK;

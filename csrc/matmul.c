@@ -158,6 +158,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_ma
         return k->iq4nl_gemv ? k->iq4nl_gemv : &if_k_iq4nl_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_IQ4_XS)
         return k->iq4xs_gemv ? k->iq4xs_gemv : &if_k_iq4xs_gemv_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q8_0) return k->q80_gemv ? k->q80_gemv : &if_k_q80_gemv_1x1_scalar;
     return k->q6k_gemv ? k->q6k_gemv : &if_k_q6k_gemv_1x1_scalar;
 }
 /* ... its GEMM. */
@@ -172,13 +173,15 @@ static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_ma
         return k->iq4nl_gemm ? k->iq4nl_gemm : &if_k_iq4nl_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_IQ4_XS)
         return k->iq4xs_gemm ? k->iq4xs_gemm : &if_k_iq4xs_gemm_1x1_scalar;
+    if (w->ggml_type == IF_GGML_Q8_0) return k->q80_gemm ? k->q80_gemm : &if_k_q80_gemm_1x1_scalar;
     return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
 }
 /* The values per activation scale of w's kernels: 32 for the legacy blocks (L8), 256 (K8). */
 static size_t kq_qb(const if_matrix *w) {
     const int t = w->ggml_type;
     if (t == IF_GGML_IQ4_NL) return IF_QL; /* IQ4_NL: L8 too */
-    return t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 || t == IF_GGML_Q5_1
+    return t == IF_GGML_Q4_0 || t == IF_GGML_Q4_1 || t == IF_GGML_Q5_0 || t == IF_GGML_Q5_1 ||
+                   t == IF_GGML_Q8_0
                ? IF_QL
                : IF_QK;
 }

@@ -4,12 +4,13 @@ missing is a failure).
 
 - the fp32-activation path equals the float64 reference within 1e-4 of the largest |logit|;
 - greedy continuation of "The capital of France is" with the default options (the file's
-  Q5_0 / Q4_K / Q6_K matrices run in place, Q8_0 as Q8): all 20 ids equal llama.cpp 0.3.36's
-  greedy continuation of the same file; with --quant q8 (every matrix requantized) the first 9
-  do;
+  Q5_0 / Q4_K / Q6_K / Q8_0 matrices run in place, the tied Q8_0 table too): all 20 ids equal
+  llama.cpp 0.3.36's greedy continuation of the same file; with --quant q8 (every matrix
+  requantized) the first 9 do;
 - chunked prefill over a prompt longer than the 512-position window equals token by token bit
   for bit, at several chunk sizes, in windowed and global layers alike;
-- the tied 262,144-row classifier runs on the Q8 kernels (the file's Q8_0 table as it is).
+- under --quant q8 the tied 262,144-row classifier runs on the Q8 kernels (the file's Q8_0 table
+  as it is).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from isaforge.types import Q8Tensor
 
 PROMPT = "The capital of France is"
 PROMPT_IDS = [2, 818, 5279, 529, 7001, 563]  # llama.cpp's tokenize(add_bos=True) too
-# greedy, no repetition penalty, default options (Q5_0, Q4_K, Q6_K in place): " the capital of
+# greedy, no repetition penalty, default options (Q5_0, Q4_K, Q6_K, Q8_0 in place): " the capital of
 # the country of France. It is the largest city in France. It is the capital", llama.cpp's 20
 # ids exactly
 GREEDY_20 = [506, 5279, 529, 506, 2891, 529, 7001, 236761, 1030, 563, 506, 7488, 3207, 528, 7001,

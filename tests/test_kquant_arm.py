@@ -1,16 +1,15 @@
 """The Arm K-quant and legacy-block kernels of the neon, dotprod, i8mm and sme2 tiers (Q4_K,
-Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1; GEMV and GEMM) under qemu-aarch64 with the cached aarch64
-toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each kernel
-built with only its tier's manifest flags, compares them with the scalar kernels bit for bit on
-random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row past 0;
-K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
+Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; GEMV and GEMM) under qemu-aarch64 with the cached
+aarch64 toolchain (the tests/test_arm_emulated.py fixture): tests/native/kquant_arm_test.c, each
+kernel built with only its tier's manifest flags, compares them with the scalar kernels bit for
+bit on random and extreme blocks (GEMV, and GEMM at M 1, 2, 5, 11; N 1, 2, 10, 19 from a row
+past 0; K 256..1280 or 32..1056). Each tier runs on a CPU model without the next tier's feature
 (neon: Cortex-A53, no dotprod; dotprod: Cortex-A76, no i8mm; i8mm: Neoverse-N2), so a stray
 instruction traps; the sme2 GEMMs run on `max` at 128-, 256- and 512-bit streaming vector
 lengths (tiles of 4, 8 and 16 rows; there the largest M and N are 37 and 41 for several tiles
-and a tail at each). The assembly
-holds each tier's instruction: SDOT in the dotprod files (not the K-quant GEMMs, which run the
-GEMV), SMMLA in the i8mm GEMMs, SMOPA in the sme2 GEMMs, SMULL / SMLAL and neither SDOT nor
-SMMLA in the neon files."""
+and a tail at each). The assembly holds each tier's instruction: SDOT in the dotprod files (not
+the K-quant GEMMs, which run the GEMV), SMMLA in the i8mm GEMMs, SMOPA in the sme2 GEMMs, SMULL /
+SMLAL and neither SDOT nor SMMLA in the neon files."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ import pytest
 from test_arm_emulated import _sme_cpu, toolchain  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
-TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
+TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51", "q80")
 # the types with an SME2 GEMM of their own
 SME2 = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
 
@@ -83,7 +82,8 @@ def built(toolchain, tmp_path_factory):  # noqa: F811
     scalar = [str(REPO / p) for p in (
         *[f"csrc/kernels/{t}/{t}_gemm_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
         *[f"csrc/kernels/{t}/{t}_gemv_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
-        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c" for t in ("q40", "q41", "q50", "q51")],
+        *[f"csrc/kernels/legacy/{t}_gemm_1x1_scalar.c"
+          for t in ("q40", "q41", "q50", "q51", "q80")],
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     abi = tmp / "sme_abi.o"  # the SME ABI routines the streaming kernels call
@@ -103,8 +103,8 @@ def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, run):  # n
     r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", cpu, str(exe), tier],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    # 7 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
-    assert int(r.stdout.split()[-3]) == 7 * 4 * 3 * 2 * 5, r.stdout
+    # 8 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
+    assert int(r.stdout.split()[-3]) == 8 * 4 * 3 * 2 * 5, r.stdout
 
 
 @pytest.mark.parametrize("tier", list(TIERS))

@@ -436,7 +436,8 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     assert all(s.K % 256 == 0 for s in kq)
     gemms = kquant_shapes("smollm2-135m", [64])
     assert {(s.op, s.M) for s in gemms if s.M > 1} == {(op, 64) for op in (
-        "q4k_gemm", "q5k_gemm", "q6k_gemm", "q40_gemm", "q41_gemm", "q50_gemm", "q51_gemm")}
+        "q4k_gemm", "q5k_gemm", "q6k_gemm", "q40_gemm", "q41_gemm", "q50_gemm", "q51_gemm",
+        "q80_gemm")}
     assert Shape("q4k_gemv", "w", 1, 40, 512).bytes(256) == 40 * 2 * 144 + 512 + 8 + 64 + 160
 
 

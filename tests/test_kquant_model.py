@@ -37,7 +37,7 @@ TOKS = [3, 17, 5, 38, 0, 22, 9, 9, 31, 2, 14]
 SHAPES = {"attn_q": (C.dim, C.dim), "attn_k": (C.kv_dim, C.dim), "attn_v": (C.kv_dim, C.dim),
           "attn_output": (C.dim, C.dim), "ffn_gate": (C.hidden_dim, C.dim),
           "ffn_down": (C.dim, C.hidden_dim), "ffn_up": (C.hidden_dim, C.dim)}
-# the random file's matrices that are not K-quants (Q8_0 as q8, Q5_0 in place on the legacy
+# the random file's matrices that are not K-quants (Q8_0 and Q5_0 in place on the legacy
 # kernels)
 OTHER = {"blk.0.attn_v.weight": "Q8_0", "blk.1.ffn_gate.weight": "Q5_0"}
 
@@ -138,7 +138,7 @@ def greedy(eng: Engine, prompt: list[int], n: int) -> tuple[list[int], np.ndarra
     return toks, logits
 
 
-def test_auto_holds_kquants_in_place_and_the_rest_as_q8(random_kq: Path) -> None:
+def test_auto_holds_kquant_and_legacy_blocks_in_place(random_kq: Path) -> None:
     m = read_gguf(random_kq, quant="auto")
     w = m.weights
     for i in range(C.n_layers):
@@ -147,7 +147,7 @@ def test_auto_holds_kquants_in_place_and_the_rest_as_q8(random_kq: Path) -> None
                 continue
             t = getattr(w, f)[i]
             name = f"blk.{i}.{n}.weight"
-            assert isinstance(t, KQTensor) == (OTHER.get(name) != "Q8_0"), name
+            assert isinstance(t, KQTensor), name
             if isinstance(t, KQTensor):  # a view of the file's bytes, no copy
                 assert t.raw.base is not None and not t.raw.flags.owndata
     assert w.tok_embeddings is w.wcls and w.wcls.type_name == "Q6_K"
@@ -286,8 +286,8 @@ def test_bad_in_place_matrices_are_clear_errors(random_kq: Path) -> None:
         w.wq[0] = KQTensor(good.raw[:-1], good.type_id, *good.shape)
         with pytest.raises(ValueError, match=r"layer 0 wq.*\d+ bytes"):
             Engine(m, threads=1)
-        w.wq[0] = KQTensor(good.raw, 8, *good.shape)  # Q8_0 cannot run in place
-        with pytest.raises(ValueError, match=r"Q8_0.*in-place"):
+        w.wq[0] = KQTensor(good.raw, 10, *good.shape)  # Q2_K cannot run in place
+        with pytest.raises(ValueError, match=r"Q2_K.*in-place"):
             Engine(m, threads=1)
         w.wq[0] = KQTensor(good.raw, good.type_id, good.shape[0] * 2, good.shape[1] // 2)
         with pytest.raises(ValueError, match=r"Q4_K|Q6_K"):
@@ -305,7 +305,8 @@ def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
     assert q["stored"] == "Q4_K" and q["resident"] == "Q4_K in place"
     assert q["decode"].startswith("q4k_gemv_") and q["prefill"].startswith("q4k_gemm_")
     v = mats["layers.0.wv"]
-    assert v["stored"] == "Q8_0" and v["resident"].startswith("Q8")
+    assert v["stored"] == "Q8_0" and v["resident"] == "Q8_0 in place"
+    assert v["decode"].startswith("q80_gemv_") and v["prefill"].startswith("q80_gemm_")
     assert mats["layers.1.w1"]["stored"] == "Q5_0"
     assert mats["wcls"]["decode"].startswith("q6k_gemv_")
     assert mats["tok_embeddings"]["resident"] == "the classifier's (tied)"

@@ -1,5 +1,6 @@
-"""The legacy-block kernels (q40_*, q41_*, q50_*, q51_*) on GGUF's Q4_0 / Q4_1 / Q5_0 / Q5_1
-blocks of 32 as stored, with L8 activations (the Q8 rule per 32 values plus int16 sums of 16):
+"""The legacy-block kernels (q40_*, q41_*, q50_*, q51_*, q80_*) on GGUF's Q4_0 / Q4_1 / Q5_0 /
+Q5_1 / Q8_0 blocks of 32 as stored, with L8 activations (the Q8 rule per 32 values plus int16
+sums of 16):
 the scalar kernels against a numpy model of isaforge.h's arithmetic (exact integer sums per
 block, then the float step in block order), the integers they multiply against
 gguf.quants.dequantize, every other tier against scalar bit for bit on a shape grid with row
@@ -24,8 +25,9 @@ from isaforge.quant.ggml import KQTensor, _legacy_integers
 from isaforge.reference import kq_matmul, quantize_k8
 
 # type -> (GGML id, block bytes, offset of the minimum (None: a zero point instead))
-TYPES = {"q4_0": (2, 18, None), "q4_1": (3, 20, 2), "q5_0": (6, 22, None), "q5_1": (7, 24, 2)}
-ZERO = {"q4_0": 8, "q5_0": 16}
+TYPES = {"q4_0": (2, 18, None), "q4_1": (3, 20, 2), "q5_0": (6, 22, None), "q5_1": (7, 24, 2),
+         "q8_0": (8, 34, None)}
+ZERO = {"q4_0": 8, "q5_0": 16, "q8_0": 0}  # Q8_0's values are signed: no zero point
 M_SET = [1, 2, 3, 17]
 N_SET = [1, 3, 7, 8, 9, 15, 16, 17, 33]
 K_SET = [32, 96, 640, 2048]
@@ -38,11 +40,12 @@ def f16_bits(v) -> np.ndarray:
 
 def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
     """Random blocks (every byte pattern is valid) with finite f16 d (and m): powers of two
-    when pow2 (every product order exact), every value and scale at its extreme when extreme."""
+    when pow2 (every product order exact), every value and scale at its extreme when extreme
+    (Q8_0: -128, the value VPDPBUSD's + 128 maps to 0 and VPSIGNB's |q| to 128)."""
     _, bb, mo = TYPES[typ]
     b = rng.integers(0, 256, (n_blocks, bb), dtype=np.uint8)
     if extreme:
-        b[:] = 0xFF
+        b[:] = 0x80 if typ == "q8_0" else 0xFF
     if pow2:
         d = 2.0 ** rng.integers(-20, -2, (n_blocks, 2))
     else:
@@ -115,6 +118,8 @@ def test_integers_rebuild_gguf_dequantize(typ):
     want = gguf.quants.dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType(tid))
     want = want.reshape(64, 32)
     d, m, u = _legacy_integers(blocks, typ.upper())
+    if typ == "q8_0":
+        assert u.min() >= -128 and u.max() <= 127 and (u < 0).any()
     if m is None:
         got = d[:, None] * (u - ZERO[typ]).astype(np.float32)
     else:
@@ -241,14 +246,17 @@ def test_bad_shapes_refused():
     with pytest.raises(ValueError, match="too small"):
         _bench.kq_gemm("q5_1", z, np.ones(1, np.float32), np.zeros(2, np.int16), 1,
                        np.zeros(23, np.uint8), 1, 32, np.zeros(1, np.float32), "scalar")
-    with pytest.raises(ValueError, match="unknown K-quant type"):
+    with pytest.raises(ValueError, match="too small"):
         _bench.kq_gemm("q8_0", z, np.ones(1, np.float32), np.zeros(2, np.int16), 1,
+                       np.zeros(33, np.uint8), 1, 32, np.zeros(1, np.float32), "scalar")
+    with pytest.raises(ValueError, match="unknown K-quant type"):
+        _bench.kq_gemm("q8_1", z, np.ones(1, np.float32), np.zeros(2, np.int16), 1,
                        np.zeros(34, np.uint8), 1, 32, np.zeros(1, np.float32), "scalar")
 
 
 GUARD_SCRIPT = GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
-for typ, bb in (("q4_0", 18), ("q4_1", 20), ("q5_0", 22), ("q5_1", 24)):
+for typ, bb in (("q4_0", 18), ("q4_1", 20), ("q5_0", 22), ("q5_1", 24), ("q8_0", 34)):
     for (M, N, K) in [(1, 17, 32), (3, 15, 96), (17, 1, 640), (1, 33, 2048), (2, 8, 32)]:
         nb = K // 32
         x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
@@ -276,10 +284,12 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
-    """isaforge bench kernels' q40_gemv .. q51_gemv and q40_gemm .. q51_gemm cases: weight bytes
-    are the blocks, every tier passes the bit-for-bit gate, a group size other than 32 is
-    refused, and the model shapes take every matrix whose rows are whole blocks of 32."""
-    for op, bb in (("q40_gemv", 18), ("q41_gemv", 20), ("q50_gemv", 22), ("q51_gemv", 24)):
+    """isaforge bench kernels' q40_gemv .. q51_gemv, q40_gemm .. q51_gemm, q80_gemv and q80_gemm
+    cases: weight bytes are the blocks, every tier passes the bit-for-bit gate, a group size
+    other than 32 is refused, and the model shapes take every matrix whose rows are whole blocks
+    of 32."""
+    for op, bb in (("q40_gemv", 18), ("q41_gemv", 20), ("q50_gemv", 22), ("q51_gemv", 24),
+                   ("q80_gemv", 34)):
         case = _bench.Case(op, 1, 40, 640, 32, 2)
         assert case.weight_bytes == 40 * 20 * bb
         for tier in ["scalar", *TIERS]:
@@ -287,7 +297,8 @@ def test_bench_cases_gate_and_count_the_file_bytes():
             assert case.time(tier, 1) > 0
         with pytest.raises(ValueError, match="gs = 32"):
             _bench.Case(op, 1, 40, 512, 256, 1)
-    for op, bb in (("q40_gemm", 18), ("q41_gemm", 20), ("q50_gemm", 22), ("q51_gemm", 24)):
+    for op, bb in (("q40_gemm", 18), ("q41_gemm", 20), ("q50_gemm", 22), ("q51_gemm", 24),
+                   ("q80_gemm", 34)):
         case = _bench.Case(op, 19, 40, 640, 32, 2)
         assert case.weight_bytes == 40 * 20 * bb
         for tier in ["scalar", *TIERS]:
@@ -296,7 +307,8 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     from isaforge.bench.kernels import Shape, kquant_shapes
 
     ops = {s.op for s in kquant_shapes("smollm2-135m", [64])}
-    assert {"q40_gemv", "q41_gemv", "q50_gemv", "q51_gemv", "q40_gemm", "q51_gemm"} <= ops
+    assert {"q40_gemv", "q41_gemv", "q50_gemv", "q51_gemv", "q40_gemm", "q51_gemm",
+            "q80_gemv", "q80_gemm"} <= ops
     assert Shape("q40_gemv", "w", 1, 40, 640).bytes(32) == 40 * 20 * 18 + 640 + 80 + 80 + 160
 
 
@@ -308,16 +320,18 @@ def test_bench_cases_gate_and_count_the_file_bytes():
                                                  ("avx512_vnni", "1x16", "vpdpbusd", "%zmm")])
 def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_path):
     """Each x86 legacy GEMV, compiled with only its manifest group's flags, forms its products
-    by its ISA's instruction on its vector width (512-bit under AVX512-VNNI), prefetches the
-    tiles ahead, and the AVX2 body holds no VNNI instruction."""
+    by its ISA's instruction on its vector width (512-bit under AVX512-VNNI; Q8_0's 8-row body
+    256-bit on every tier), prefetches the tiles ahead, and the AVX2 body holds no VNNI
+    instruction (Q8_0's applies q's sign to x by VPSIGNB: no saturation)."""
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo / "csrc"))
     import manifest
 
     m = manifest.read()
     (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
-    for typ in ("q40", "q41", "q50", "q51"):
-        stem = f"{typ}_gemv_{tile}_{isa}"
+    for typ in ("q40", "q41", "q50", "q51", "q80"):
+        t, r = ("1x8", "%ymm") if typ == "q80" else (tile, reg)
+        stem = f"{typ}_gemv_{t}_{isa}"
         group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
         obj = tmp_path / f"{stem}.o"
         subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
@@ -326,10 +340,12 @@ def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_pat
                         "-o", str(obj)], check=True)
         asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
                              check=True).stdout.lower().splitlines()
-        assert any(ins in x and reg in x for x in asm), stem
+        assert any(ins in x and r in x for x in asm), stem
         assert any("prefetcht1" in x for x in asm), stem
         if isa == "avx2":
             assert not any("vpdp" in x for x in asm), stem
+        if isa == "avx2" and typ == "q80":
+            assert any("vpsignb" in x for x in asm), stem
 
 
 @pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
@@ -341,14 +357,15 @@ def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_pat
 def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_path):
     """Each x86 legacy GEMM, compiled with only its manifest group's flags, forms its products
     by its ISA's instruction on the tile's full-width registers (16 rows per zmm on AVX-512),
-    and the AVX2 body holds no VNNI instruction."""
+    the AVX2 body holds no VNNI instruction, and AVX2's Q8_0 GEMM applies the signs by
+    VPSIGNB."""
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo / "csrc"))
     import manifest
 
     m = manifest.read()
     (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
-    for typ in ("q40", "q41", "q50", "q51"):
+    for typ in ("q40", "q41", "q50", "q51", "q80"):
         name = f"{typ}_{stem}"
         group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == name)
         obj = tmp_path / f"{name}.o"
@@ -361,3 +378,5 @@ def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_pat
         assert any(ins in x and reg in x for x in asm), name
         if stem.endswith("avx2"):
             assert not any("vpdp" in x for x in asm), name
+        if stem.endswith("avx2") and typ == "q80":  # signed values: |q| times x with q's sign
+            assert any("vpsignb" in x for x in asm), name

@@ -1,7 +1,8 @@
-"""Whole models whose Q4_0 / Q4_1 / Q5_0 / Q5_1 matrices run in place (`--quant auto`): tiny
-GGUF files (random legacy blocks written with the gguf package: one mixing Q5_0, Q8_0, Q4_K and
-Q6_K layers as Gemma 3's Q4_K_M does, one of all four legacy types at rows of 160 and 288 values
-with a tied Q4_0 token table; and a Q4_0 and a Q5_1 written by llama.cpp's quantizer through
+"""Whole models whose Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 matrices run in place (`--quant auto`):
+tiny GGUF files (random legacy blocks written with the gguf package: one mixing Q5_0, Q8_0, Q4_K
+and Q6_K layers as Gemma 3's Q4_K_M does, one of all four legacy types at rows of 160 and 288
+values with a tied Q4_0 token table, one all Q8_0 (quantized by gguf) with a tied Q8_0 token
+table; and a Q4_0, a Q5_1 and a Q8_0 written by llama.cpp's quantizer through
 llama-cpp-python). Identity across tiers, threads and prefill chunking; logits within a stated
 bound of the float64 reference on gguf's dequantized weights; the token table's rows equal to
 gguf's dequantization; `isaforge info` naming the blocks and their kernels."""
@@ -16,11 +17,13 @@ import numpy as np
 import pytest
 
 from conftest import cli
+from isaforge import _native
 from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import KQTensor
+from isaforge.quant.mapped import MappedQ8
 from isaforge.reference import Reference
-from isaforge.runtime.engine import Engine, select_kernel
+from isaforge.runtime.engine import Engine, _route_q80, matrix_kernels, runtime_info, select_kernel
 from isaforge.types import Config, Weights
 from test_gguf import base_kv, write_gguf
 from test_kquant_model import SUPPORTED, C, greedy, kq_blocks, llama_cpp_quantized
@@ -66,8 +69,12 @@ def write_file(path: Path, c: Config, kind, table: str, seed: int) -> Path:
     t = {"output_norm.weight": rng.uniform(0.5, 1.5, c.dim).astype(np.float32),
          "token_embd.weight": np.zeros((c.vocab_size, c.dim), np.float32)}
     make = {**{k: legacy_blocks for k in LEGACY}, "Q4_K": kq_blocks, "Q6_K": kq_blocks}
-    raw = {"token_embd.weight": (make[table](rng, table, c.vocab_size, c.dim), table)}
     types = {}
+    if table == "Q8_0":  # quantized from floats by gguf
+        t["token_embd.weight"] = rng.standard_normal((c.vocab_size, c.dim)).astype(np.float32)
+        raw, types["token_embd.weight"] = {}, "Q8_0"
+    else:
+        raw = {"token_embd.weight": (make[table](rng, table, c.vocab_size, c.dim), table)}
     shapes = {"attn_q": (c.dim, c.dim), "attn_k": (c.kv_dim, c.dim), "attn_v": (c.kv_dim, c.dim),
               "attn_output": (c.dim, c.dim), "ffn_gate": (c.hidden_dim, c.dim),
               "ffn_down": (c.dim, c.hidden_dim), "ffn_up": (c.hidden_dim, c.dim)}
@@ -98,6 +105,17 @@ def legacy(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def q8_0(tmp_path_factory) -> Path:
+    return write_file(tmp_path_factory.mktemp("q80") / "q80.gguf", CL,
+                      lambda i, j, n: "Q8_0", "Q8_0", 23)
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_q8_0(tmp_path_factory) -> Path:
+    return llama_cpp_quantized(tmp_path_factory.mktemp("q80_llama"), "Q8_0")
+
+
+@pytest.fixture(scope="module")
 def llama_cpp_q4_0(tmp_path_factory) -> Path:
     return llama_cpp_quantized(tmp_path_factory.mktemp("q40_llama"), "Q4_0")
 
@@ -108,6 +126,7 @@ def llama_cpp_q5_1(tmp_path_factory) -> Path:
 
 
 FILES = ["mix", "legacy", "llama_cpp_q4_0", "llama_cpp_q5_1"]
+Q8_0_FILES = ["q8_0", "llama_cpp_q8_0"]
 
 
 def in_place(w: Weights) -> set[str]:
@@ -115,13 +134,15 @@ def in_place(w: Weights) -> set[str]:
         {w.wcls.type_name} if isinstance(w.wcls, KQTensor) else set())
 
 
-@pytest.mark.parametrize("which, kinds", [("mix", {"Q5_0", "Q4_K", "Q6_K"}),
+@pytest.mark.parametrize("which, kinds", [("mix", {"Q5_0", "Q4_K", "Q6_K", "Q8_0"}),
                                           ("legacy", set(LEGACY)),
+                                          ("q8_0", {"Q8_0"}),
                                           ("llama_cpp_q4_0", {"Q4_0"}),
-                                          ("llama_cpp_q5_1", {"Q5_1"})])
+                                          ("llama_cpp_q5_1", {"Q5_1"}),
+                                          ("llama_cpp_q8_0", {"Q8_0"})])
 def test_auto_holds_legacy_blocks_in_place(which: str, kinds: set, request) -> None:
-    """Under auto every legacy and K-quant matrix is a view of the file's blocks (no copy), the
-    rest (Q8_0, F32) as Q8; under q8 none is in place."""
+    """Under auto every legacy (Q8_0 too) and K-quant matrix is a view of the file's blocks (no
+    copy), the rest (F32) as Q8; under q8 none is in place."""
     path = request.getfixturevalue(which)
     w = read_gguf(path, quant="auto").weights
     assert kinds <= in_place(w) <= kinds | {"Q6_K", "Q4_K"}
@@ -130,11 +151,11 @@ def test_auto_holds_legacy_blocks_in_place(which: str, kinds: set, request) -> N
             if isinstance(t, KQTensor):
                 assert t.raw.base is not None and not t.raw.flags.owndata
     if which == "mix":
-        assert not isinstance(w.wv[0], KQTensor)  # Q8_0: the Q8 kernels
+        assert isinstance(w.wv[0], KQTensor) and w.wv[0].type_name == "Q8_0"
     assert not in_place(read_gguf(path, quant="q8").weights)
 
 
-@pytest.mark.parametrize("which", FILES)
+@pytest.mark.parametrize("which", FILES + Q8_0_FILES)
 def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
     """T = 0 tokens and every position's logits, bit for bit: every supported tier, 1 and 2
     threads, prefill in one chunk, in chunks of 3, and token by token."""
@@ -229,7 +250,8 @@ def test_info_lists_legacy_blocks_in_place(legacy: Path, mix: Path) -> None:
         assert x["decode"].startswith(f"{code}_gemv_") and x["prefill"].startswith(f"{code}_gemm_")
     assert mats["wcls"]["decode"].startswith("q40_gemv_")
     text = cli("info", str(mix), "--quant", "auto").stdout.decode()
-    assert "Q5_0 -> Q5_0 in place: q50_gemv_" in text and "Q8_0 -> Q8 g32" in text
+    assert "Q5_0 -> Q5_0 in place: q50_gemv_" in text
+    assert "Q8_0 -> Q8_0 in place: q80_gemv_" in text
 
 
 def test_bad_legacy_matrices_are_clear_errors(legacy: Path) -> None:
@@ -246,3 +268,83 @@ def test_bad_legacy_matrices_are_clear_errors(legacy: Path) -> None:
     finally:
         w.wq[0] = good
     Engine(m, threads=1)
+
+
+@pytest.mark.parametrize("which", Q8_0_FILES)
+def test_q8_0_in_place_logits(which: str, request) -> None:
+    """Q8_0 in place: the C logits within 1e-5 of the largest |logit| of reference.py's model of
+    the same arithmetic in float32 (q80's matmul bits; the norms' and attention's sums in
+    another order); against the q8 load, which reads the same int8 values and scales through
+    the Q8 kernels (another float order per block, nothing else), within 1e-3 of it and the
+    same top token at every position."""
+    path = request.getfixturevalue(which)
+    m = with_context(read_gguf(path, quant="auto"), len(TOKS))
+    assert {t.type_name for t in m.weights.wq} == {"Q8_0"}
+    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
+    spec = Reference(m.config, m.weights, np.float32).logits(TOKS)
+    q8 = Engine(with_context(read_gguf(path, quant="q8"), len(TOKS)), threads=2).prefill(
+        TOKS, all_logits=True)
+    scale = np.abs(spec).max()
+    assert np.abs(got - spec).max() <= 1e-5 * scale
+    assert np.abs(got - q8).max() <= 1e-3 * scale
+    assert (got.argmax(axis=1) == q8.argmax(axis=1)).all()
+
+
+def test_q8_0_token_rows_and_classifier(q8_0: Path) -> None:
+    """The tied Q8_0 table runs in place: the lookup's rows are gguf's values and the classifier
+    runs on the q80 kernels."""
+    m = read_gguf(q8_0, quant="auto")
+    w = m.weights
+    assert isinstance(w.wcls, KQTensor) and w.wcls.type_name == "Q8_0"
+    assert w.tok_embeddings is w.wcls
+    r = gguf.GGUFReader(str(q8_0))
+    t = next(x for x in r.tensors if x.name == "token_embd.weight")
+    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(CL.vocab_size, CL.dim)
+    eng = Engine(m, threads=1)
+    ids = [0, 39, 5, 5, 17]
+    assert np.array_equal(eng.embed(ids), want[ids].astype(np.float32))
+    assert eng.kernels["prefill"]["q80_in_place"]
+    assert matrix_kernels(w.wcls, eng.kernels)[1].startswith("q80_gemv_")
+
+
+def test_q8_0_on_a_packed_tier_takes_the_q8_path(q8_0: Path) -> None:
+    """A tier whose Q8 GEMM reads packed tiles (AMX: q80_in_place false) gets the Q8_0 matrices
+    as MappedQ8 (the core converts and packs them, as before), the tied table with its
+    classifier; the model then equals the q8 load bit for bit, and info names the Q8 kernels.
+    No AMX is needed: the routing reads the tables' flag."""
+    m = with_context(read_gguf(q8_0, quant="auto"), len(TOKS))
+    kernels = runtime_info()
+    assert kernels["prefill"]["q80_in_place"]  # no AMX tier is chosen here
+    packed = {p: {**kernels[p], "q80_in_place": False} for p in ("decode", "prefill")}
+    assert matrix_kernels(m.weights.wv[0], packed) == (
+        "Q8 g32", packed["decode"]["q8_decode"], packed["prefill"]["q8_gemm"])
+    _route_q80(m.weights, packed)
+    w = m.weights
+    assert all(isinstance(t, MappedQ8) for t in w.wq + w.wv + w.w2)
+    assert isinstance(w.wcls, MappedQ8) and w.tok_embeddings is w.wcls
+    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
+    q8 = Engine(with_context(read_gguf(q8_0, quant="q8"), len(TOKS)), threads=2).prefill(
+        TOKS, all_logits=True)
+    assert np.array_equal(got.view(np.uint32), q8.view(np.uint32))
+
+
+def test_info_lists_q8_0_in_place(q8_0: Path) -> None:
+    r = cli("info", str(q8_0), "--quant", "auto", "--json")
+    assert r.returncode == 0, r.stderr
+    mats = {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
+    for name in ("layers.0.wq", "layers.1.w2", "wcls"):
+        x = mats[name]
+        assert x["stored"] == "Q8_0" and x["resident"] == "Q8_0 in place", x
+        assert x["decode"].startswith("q80_gemv_") and x["prefill"].startswith("q80_gemm_"), x
+
+
+def test_only_the_amx_tier_keeps_q8_0_packed() -> None:
+    """if_table_q80_in_place over every compiled tier (supported here or not): false exactly for
+    a tier whose Q8 GEMM is AMX, so Q8_0 runs in place on every other tier."""
+    tiers = _native.info()["tiers"]
+    packed = {t["name"] for t in tiers if not t["q80_in_place"]}
+    assert packed == ({"amx"} & {t["name"] for t in tiers})
+    for t in tiers:
+        if t["supported"]:
+            select_kernel(t["name"])
+            assert runtime_info()["prefill"]["q80_in_place"] == t["q80_in_place"], t["name"]

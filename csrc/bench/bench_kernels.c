@@ -81,10 +81,11 @@ void ifb_case_free(ifb_case *c) {
 static int is_q4(ifb_op op) { return op == IFB_Q4_GEMV || op == IFB_Q4_GEMM; }
 static int is_kq_gemm(ifb_op op) {
     return op == IFB_Q4K_GEMM || op == IFB_Q5K_GEMM || op == IFB_Q6K_GEMM ||
-           (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM);
+           (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM) || op == IFB_Q80_GEMM;
 }
 static int is_legacy(ifb_op op) {
-    return (op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV) || (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM);
+    return (op >= IFB_Q40_GEMV && op <= IFB_Q51_GEMV) ||
+           (op >= IFB_Q40_GEMM && op <= IFB_Q51_GEMM) || op == IFB_Q80_GEMV || op == IFB_Q80_GEMM;
 }
 static int is_iq4(ifb_op op) { return op == IFB_IQ4NL_GEMV || op == IFB_IQ4XS_GEMV; }
 static int is_kq(ifb_op op) {
@@ -102,6 +103,7 @@ static size_t kq_block(ifb_op op) {
     case IFB_Q51_GEMV: case IFB_Q51_GEMM: return IF_Q51_BLOCK_BYTES;
     case IFB_IQ4NL_GEMV: return IF_IQ4NL_BLOCK_BYTES;
     case IFB_IQ4XS_GEMV: return IF_IQ4XS_BLOCK_BYTES;
+    case IFB_Q80_GEMV: case IFB_Q80_GEMM: return IF_Q80_BLOCK_BYTES;
     default: return IF_Q6K_BLOCK_BYTES;
     }
 }
@@ -240,6 +242,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     if (c->op == IFB_Q51_GEMV) return t->q51_gemv ? t->q51_gemv : s->q51_gemv;
     if (c->op == IFB_IQ4NL_GEMV) return t->iq4nl_gemv ? t->iq4nl_gemv : s->iq4nl_gemv;
     if (c->op == IFB_IQ4XS_GEMV) return t->iq4xs_gemv ? t->iq4xs_gemv : s->iq4xs_gemv;
+    if (c->op == IFB_Q80_GEMV) return t->q80_gemv ? t->q80_gemv : s->q80_gemv;
     return t->q6k_gemv ? t->q6k_gemv : s->q6k_gemv;
 }
 /* ... and its GEMM. */
@@ -251,6 +254,7 @@ static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_ta
     if (c->op == IFB_Q41_GEMM) return t->q41_gemm ? t->q41_gemm : s->q41_gemm;
     if (c->op == IFB_Q50_GEMM) return t->q50_gemm ? t->q50_gemm : s->q50_gemm;
     if (c->op == IFB_Q51_GEMM) return t->q51_gemm ? t->q51_gemm : s->q51_gemm;
+    if (c->op == IFB_Q80_GEMM) return t->q80_gemm ? t->q80_gemm : s->q80_gemm;
     return t->q6k_gemm ? t->q6k_gemm : s->q6k_gemm;
 }
 
@@ -287,6 +291,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q51_GEMV:
     case IFB_IQ4NL_GEMV:
     case IFB_IQ4XS_GEMV:
+    case IFB_Q80_GEMV:
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum, (const uint8_t *)c->w[i], 0, c->N, c->K);
@@ -299,6 +304,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q50_GEMM:
     case IFB_Q51_GEMM:
     case IFB_Q6K_GEMM:
+    case IFB_Q80_GEMM:
         kq_gemm_of(c, t)->run(out, c->N, c->xq, c->xs, c->xsum, c->M, (const uint8_t *)c->w[i],
                               0, c->N, c->K);
         break;
@@ -325,6 +331,7 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q51_GEMV:
     case IFB_IQ4NL_GEMV:
     case IFB_IQ4XS_GEMV:
+    case IFB_Q80_GEMV:
     case IFB_Q6K_GEMV: return kq_gemv_of(c, t)->name;
     case IFB_Q4K_GEMM:
     case IFB_Q5K_GEMM:
@@ -332,7 +339,8 @@ static const char *kernel_name(const ifb_case *c, const if_kernel_table *t) {
     case IFB_Q41_GEMM:
     case IFB_Q50_GEMM:
     case IFB_Q51_GEMM:
-    case IFB_Q6K_GEMM: return kq_gemm_of(c, t)->name;
+    case IFB_Q6K_GEMM:
+    case IFB_Q80_GEMM: return kq_gemm_of(c, t)->name;
     default: return t->quantize->name;
     }
 }

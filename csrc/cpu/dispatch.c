@@ -37,6 +37,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_1x1_scalar, .q51_gemm = &if_k_q51_gemm_1x1_scalar,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x1_scalar, .iq4xs_gemv = &if_k_iq4xs_gemv_1x1_scalar,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x1_scalar, .iq4xs_gemm = &if_k_iq4xs_gemm_1x1_scalar,
+     .q80_gemv = &if_k_q80_gemv_1x1_scalar, .q80_gemm = &if_k_q80_gemm_1x1_scalar,
      .k8_quantize = &if_k_k8_quantize_1x1_scalar},
 #if defined(IF_X86_TIERS)
     {.tier = "avx2", .q8_gemv = &if_k_q8_gemv_1x8_avx2, .q8_gemm = &if_k_q8_gemm_4x16_avx2,
@@ -55,6 +56,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_4x8_avx2, .q51_gemm = &if_k_q51_gemm_4x8_avx2,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx2, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx2,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx2, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx2,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx2, .q80_gemm = &if_k_q80_gemm_4x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
@@ -72,6 +74,7 @@ static const if_kernel_table g_tiers[] = {
      .q50_gemm = &if_k_q50_gemm_4x8_avx_vnni, .q51_gemm = &if_k_q51_gemm_4x8_avx_vnni,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx_vnni, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx_vnni, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_4x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
     {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
@@ -91,6 +94,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
      .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
+     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
@@ -114,6 +119,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
      .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
+     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
+     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx512},
 #endif
 #if defined(IF_ARM_TIERS)
@@ -132,7 +139,8 @@ static const if_kernel_table g_tiers[] = {
      .q40_gemv = &if_k_q40_gemv_1x4_neon, .q41_gemv = &if_k_q41_gemv_1x4_neon,
      .q50_gemv = &if_k_q50_gemv_1x4_neon, .q51_gemv = &if_k_q51_gemv_1x4_neon,
      .q40_gemm = &if_k_q40_gemm_4x4_neon, .q41_gemm = &if_k_q41_gemm_4x4_neon,
-     .q50_gemm = &if_k_q50_gemm_4x4_neon, .q51_gemm = &if_k_q51_gemm_4x4_neon},
+     .q50_gemm = &if_k_q50_gemm_4x4_neon, .q51_gemm = &if_k_q51_gemm_4x4_neon,
+     .q80_gemv = &if_k_q80_gemv_1x4_neon, .q80_gemm = &if_k_q80_gemm_4x4_neon},
     {.tier = "dotprod", .q8_gemv = &if_k_q8_gemv_1x4_dotprod,
      .q8_gemm = &if_k_q8_gemm_4x4_dotprod, .quantize = &if_k_q8_quantize_1x1_neon,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar,
@@ -149,7 +157,8 @@ static const if_kernel_table g_tiers[] = {
      .q40_gemm = &if_k_q40_gemm_1x4_dotprod, .q41_gemm = &if_k_q41_gemm_1x4_dotprod,
      .q50_gemm = &if_k_q50_gemm_1x4_dotprod, .q51_gemm = &if_k_q51_gemm_1x4_dotprod,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x4_dotprod, .iq4xs_gemv = &if_k_iq4xs_gemv_1x4_dotprod,
-     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod},
+     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod,
+     .q80_gemv = &if_k_q80_gemv_1x4_dotprod, .q80_gemm = &if_k_q80_gemm_1x4_dotprod},
     /* i8mm is a prefill ISA; decode runs the dotprod GEMV (SMMLA wastes half its work at
      * M = 1) */
     {.tier = "i8mm", .q8_gemv = &if_k_q8_gemv_1x4_dotprod, .q8_gemm = &if_k_q8_gemm_2x4_i8mm,
@@ -167,7 +176,8 @@ static const if_kernel_table g_tiers[] = {
      .q40_gemm = &if_k_q40_gemm_8x2_i8mm, .q41_gemm = &if_k_q41_gemm_8x2_i8mm,
      .q50_gemm = &if_k_q50_gemm_8x2_i8mm, .q51_gemm = &if_k_q51_gemm_8x2_i8mm,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x4_dotprod, .iq4xs_gemv = &if_k_iq4xs_gemv_1x4_dotprod,
-     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod},
+     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod,
+     .q80_gemv = &if_k_q80_gemv_1x4_dotprod, .q80_gemm = &if_k_q80_gemm_8x2_i8mm},
     /* SME2: SMOPA outer products into ZA at any streaming vector length; the int8 KV cache
      * gets the SMOPA attention (bounded, not exact) */
     {.tier = "sme2", .q8_gemv = &if_k_q8_gemv_1xvl_sme2, .q8_gemm = &if_k_q8_gemm_vlxvl_sme2,
@@ -185,7 +195,8 @@ static const if_kernel_table g_tiers[] = {
      .q40_gemm = &if_k_q40_gemm_vlxvl_sme2, .q41_gemm = &if_k_q41_gemm_vlxvl_sme2,
      .q50_gemm = &if_k_q50_gemm_vlxvl_sme2, .q51_gemm = &if_k_q51_gemm_vlxvl_sme2,
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x4_dotprod, .iq4xs_gemv = &if_k_iq4xs_gemv_1x4_dotprod,
-     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod},
+     .iq4nl_gemm = &if_k_iq4nl_gemm_1x4_dotprod, .iq4xs_gemm = &if_k_iq4xs_gemm_1x4_dotprod,
+     .q80_gemv = &if_k_q80_gemv_1x4_dotprod, .q80_gemm = &if_k_q80_gemm_1x4_dotprod},
 #endif
 };
 #define N_TIERS (sizeof g_tiers / sizeof g_tiers[0])
@@ -213,7 +224,12 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->iq4xs_gemv ? t->iq4xs_gemv->requires : 0) |
            (t->iq4nl_gemm ? t->iq4nl_gemm->requires : 0) |
            (t->iq4xs_gemm ? t->iq4xs_gemm->requires : 0) |
+           (t->q80_gemv ? t->q80_gemv->requires : 0) | (t->q80_gemm ? t->q80_gemm->requires : 0) |
            (t->k8_quantize ? t->k8_quantize->requires : 0);
+}
+
+int if_table_q80_in_place(const if_kernel_table *t) {
+    return !(t->q8_gemm->requires & (IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8));
 }
 
 int if_table_decodes_packed(const if_kernel_table *t) {

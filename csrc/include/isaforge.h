@@ -261,24 +261,26 @@ typedef void (*if_kq_gemv_fn)(float *out, const int8_t *xq, const float *xd,
 typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const float *xd,
                               const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                               size_t n1, size_t K);
-/* ---- Legacy blocks read as stored: GGUF Q4_0, Q4_1, Q5_0 and Q5_1 blocks of IF_QL = 32 ----
- * w: (N, K / 32) blocks, row-major, the file's bytes unchanged; the kernels are
- * if_kq_gemv_kernel / if_kq_gemm_kernel (q40_*, q41_*, q50_*, q51_*). Q4_0 (18 bytes): f16 d,
- * qs[16]; Q4_1 (20): f16 d, f16 m, qs[16]; Q5_0 (22): f16 d, qh[4], qs[16]; Q5_1 (24): f16 d,
- * f16 m, qh[4], qs[16]. Value j (0..31) has the unsigned u = the low nibble of qs[j] (j < 16)
- * or the high one of qs[j - 16], plus (five-bit types) bit j of the little-endian qh word as
- * bit 4; value = d * (u - 8) (Q4_0), d * (u - 16) (Q5_0), d * u + m (Q4_1, Q5_1).
- * Activations (L8): the K8 form with one scale per 32 values (the Q8 rule, if_quantize_fn at
- * gs = 32), xd (K / 32), xsum the int16 sum of each 16 xq (K / 16). Per output and block b, in
- * integers: dot = sum_j u_j xq_j, xs = xsum[2b] + xsum[2b + 1]; then blocks in order from
- * acc = 0: Q4_0 / Q5_0 acc = acc + (d * xd[b]) * (float)(dot - z * xs), z = 8 / 16;
- * Q4_1 / Q5_1 acc = (acc + (d * xd[b]) * (float)dot) + (m * xd[b]) * (float)xs.
- * K is a multiple of 32. */
+/* ---- Legacy blocks read as stored: GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 blocks of IF_QL = 32 ----
+ * w: (N, K / 32) blocks, row-major, the file's bytes unchanged, K a multiple of 32; the kernels
+ * are if_kq_gemv_kernel / if_kq_gemm_kernel (q40_*, q41_*, q50_*, q51_*, q80_*). Q4_0 (18
+ * bytes): f16 d, qs[16]; Q4_1 (20): f16 d, f16 m, qs[16]; Q5_0 (22): f16 d, qh[4], qs[16]; Q5_1
+ * (24): f16 d, f16 m, qh[4], qs[16]; Q8_0 (34): f16 d, int8 qs[32]. Value j (0..31) has the
+ * unsigned u = the low nibble of qs[j] (j < 16) or the high one of qs[j - 16], plus (five-bit
+ * types) bit j of the little-endian qh word as bit 4; value = d * (u - 8) (Q4_0), d * (u - 16)
+ * (Q5_0), d * u + m (Q4_1, Q5_1), d * qs[j] (Q8_0, signed). Activations (L8): the K8 form with
+ * one scale per 32 values (the Q8 rule, if_quantize_fn at gs = 32: xq in [-127, 127]), xd
+ * (K / 32), xsum the int16 sum of each 16 xq (K / 16). Per output and block b, in integers:
+ * dot = sum_j u_j xq_j (Q8_0: qs_j), xs = xsum[2b] + xsum[2b + 1]; then blocks in order from
+ * acc = 0: Q4_0 / Q5_0 acc = acc + (d * xd[b]) * (float)(dot - z * xs), z = 8 / 16; Q8_0
+ * acc = acc + (d * xd[b]) * (float)dot; Q4_1 / Q5_1 acc = (acc + (d * xd[b]) * (float)dot) +
+ * (m * xd[b]) * (float)xs. */
 #define IF_QL 32
 #define IF_Q40_BLOCK_BYTES 18
 #define IF_Q41_BLOCK_BYTES 20
 #define IF_Q50_BLOCK_BYTES 22
 #define IF_Q51_BLOCK_BYTES 24
+#define IF_Q80_BLOCK_BYTES 34
 /* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
  * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
  * if_kq_gemm_kernel (iq4nl_*, iq4xs_*). Level k (0..15) of the nibble table: -127, -104, -83,
@@ -293,8 +295,7 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
  * acc = acc + (d * xd[b]) * (float)dot (IQ4_NL) or (float)sumi (IQ4_XS). */
 #define IF_IQ4NL_BLOCK_BYTES 18
 #define IF_IQ4XS_BLOCK_BYTES 136
-/* K-quant kernels of one weight type (q4k_*, q5k_*, q6k_* or a legacy q40_* ... q51_*, by the
- * file name). */
+/* K-quant kernels of one weight type (q4k_*, q5k_*, q6k_*, legacy q40_* ... q80_*, by file name) */
 typedef struct if_kq_gemv_kernel {
     const char *name;
     uint32_t requires;
@@ -372,9 +373,9 @@ typedef struct if_kernel_table {
     const if_hadamard_kernel *hadamard; /* activation rotation of 4-bit matrices (likewise) */
     /* K-quant matmuls on the file's blocks and their activation quantizer (NULL: scalar) */
     const if_kq_gemv_kernel *q4k_gemv, *q5k_gemv, *q6k_gemv;
-    const if_kq_gemv_kernel *q40_gemv, *q41_gemv, *q50_gemv, *q51_gemv; /* legacy blocks */
+    const if_kq_gemv_kernel *q40_gemv, *q41_gemv, *q50_gemv, *q51_gemv, *q80_gemv; /* legacy */
     const if_kq_gemm_kernel *q4k_gemm, *q5k_gemm, *q6k_gemm;
-    const if_kq_gemm_kernel *q40_gemm, *q41_gemm, *q50_gemm, *q51_gemm;
+    const if_kq_gemm_kernel *q40_gemm, *q41_gemm, *q50_gemm, *q51_gemm, *q80_gemm;
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
@@ -404,6 +405,8 @@ uint32_t if_table_requires(const if_kernel_table *t);
 /* 1 if a model running tier t for decode and prefill decodes from the packed copy (t's GEMM
  * packs, declares decode_packed and can unpack): its row-major int8 is then never read. */
 int if_table_decodes_packed(const if_kernel_table *t);
+/* 1 if tier t runs GGUF Q8_0 in place (q80_*), 0 if packed Q8 (its AMX GEMM reads packed tiles) */
+int if_table_q80_in_place(const if_kernel_table *t);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
 const char *if_cpu_notes(void);
 

@@ -41,7 +41,9 @@ typedef enum ifb_op {
     IFB_Q40_GEMM = 17, /* the legacy-block GEMMs (M activation rows in one call) */
     IFB_Q41_GEMM = 18,
     IFB_Q50_GEMM = 19,
-    IFB_Q51_GEMM = 20
+    IFB_Q51_GEMM = 20,
+    IFB_Q80_GEMV = 21, /* Q8_0 on the file's blocks (gs must be 32): GEMV, and GEMM (M rows) */
+    IFB_Q80_GEMM = 22
 } ifb_op;
 
 /* One timing case: an op at one shape with its inputs (deterministic pseudo-random data) and

@@ -45,6 +45,30 @@ IFY_INLINE __m256i ifly_u(ifl_type t, const uint8_t *blk) {
     return u;
 }
 
+/* Q8_0's 32 values as the product's weight operand (ifly_u80), that product (ifly_dot80) and
+ * the zero point it leaves (IFLY_Z80, subtracted times the block's activation sum). VNNI:
+ * value + 128 (the sign bit flipped), VPDPBUSD never saturates, IFLY_Z80 = 128 (exact in
+ * int32). Plain AVX2: VPMADDUBSW would saturate (255 * 127 * 2 > 32767), so the values stay
+ * signed and the product is |q| times x with q's sign (VPSIGNB twice: at most 2 * 128 * 127
+ * per pair for the Q8 rule's |x| <= 127), IFLY_Z80 = 0. */
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#define IFLY_Z80 128
+IFY_INLINE __m256i ifly_u80(const uint8_t *blk) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+    return _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+}
+IFY_INLINE __m256i ifly_dot80(__m256i u, __m256i x) { return ifly_dot(u, x); }
+#else
+#define IFLY_Z80 0
+IFY_INLINE __m256i ifly_u80(const uint8_t *blk) {
+    return _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+}
+IFY_INLINE __m256i ifly_dot80(__m256i u, __m256i x) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(x, u));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+#endif
+
 /* One activation row against the tile's 8 rows (rows[r], nb blocks each): out[0..nr). */
 IFY_INLINE void ifly_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[8],
                           const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,

@@ -1,4 +1,4 @@
-/* legacy_common.h - GGUF's legacy blocks of 32 values (Q4_0, Q4_1, Q5_0, Q5_1) as the legacy
+/* legacy_common.h - GGUF's legacy blocks of 32 values (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as the legacy
  * kernels read them in place (see isaforge.h, "Legacy blocks read as stored"): the field
  * offsets of each type and the scalar row, the reference every tier equals bit for bit. */
 #ifndef IF_LEGACY_COMMON_H
@@ -17,6 +17,9 @@ typedef struct ifl_type {
 #define IFL_Q41 ((ifl_type){IF_Q41_BLOCK_BYTES, 1, 0, 4})
 #define IFL_Q50 ((ifl_type){IF_Q50_BLOCK_BYTES, 0, 2, 6})
 #define IFL_Q51 ((ifl_type){IF_Q51_BLOCK_BYTES, 1, 4, 8})
+/* Q8_0 for the x86 GEMM body (legacy_gemm_x86.h, signed values at byte 2); ifl_row does not
+ * read it: the scalar Q8_0 kernels are ifl_row_q80's. */
+#define IFL_Q80 ((ifl_type){IF_Q80_BLOCK_BYTES, 0, 0, 2})
 
 /* The unsigned value j (0..31) of a block: nibble j % 16 of byte j % 16 (low for j < 16), with
  * bit j of the little-endian qh word as bit 4 for the five-bit types. */
@@ -65,6 +68,33 @@ static inline void ifl_gemm_scalar(ifl_type t, float *out, size_t ldo, const int
     for (size_t m = 0; m < M; m++)
         ifl_gemv_scalar(t, out + m * ldo, xq + m * K, xd + m * (K / IF_QL), xsum + m * (K / 16), w,
                         n0, n1, K);
+}
+
+/* Q8_0 (34 bytes: f16 d, 32 int8 values). One row's dot product with one L8 activation row:
+ * per block dot = sum_j q_j xq_j (int32, exact: at most 32 * 128 * 127), then
+ * acc = acc + (d * xd[b]) * (float)dot, Q4_0's float step with no zero point. */
+static inline float ifl_row_q80(const uint8_t *row, const int8_t *xq, const float *xd, size_t nb) {
+    float acc = 0.0f;
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + b * IF_Q80_BLOCK_BYTES;
+        const int8_t *x = xq + b * IF_QL;
+        int32_t dot = 0;
+        for (size_t j = 0; j < IF_QL; j++) dot += (int32_t)(int8_t)blk[2 + j] * x[j];
+        acc = acc + (ifk_f16(blk) * xd[b]) * (float)dot;
+    }
+    return acc;
+}
+static inline void ifl_gemv_q80_scalar(float *out, const int8_t *xq, const float *xd,
+                                       const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QL;
+    for (size_t n = n0; n < n1; n++)
+        out[n] = ifl_row_q80(w + n * nb * IF_Q80_BLOCK_BYTES, xq, xd, nb);
+}
+static inline void ifl_gemm_q80_scalar(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                                       size_t M, const uint8_t *w, size_t n0, size_t n1,
+                                       size_t K) {
+    for (size_t m = 0; m < M; m++)
+        ifl_gemv_q80_scalar(out + m * ldo, xq + m * K, xd + m * (K / IF_QL), w, n0, n1, K);
 }
 
 #endif

@@ -16,7 +16,9 @@
  *
  * A type plugs in with its value expansion (a small inline function below, passed to
  * iflg_gemm with the type's zero point): the body reads the f16 scale at byte 0 of a block and,
- * when t.min, the f16 minimum at byte 2. */
+ * when t.min, the f16 minimum at byte 2. Q8_0's values are signed 8-bit (iflg_s8): VNNI takes
+ * them + 128 with z = 128; AVX2 keeps them signed and forms each product as |q| times x with
+ * q's sign (VPSIGNB), one VPMADDUBSW per int16 sum. */
 #ifndef IF_LEGACY_GEMM_X86_H
 #define IF_LEGACY_GEMM_X86_H
 
@@ -39,6 +41,7 @@ typedef __m512i iflg_vi;
 typedef __m512 iflg_vf;
 typedef __mmask16 iflg_mask;
 #define iflg_and _mm512_and_si512
+#define iflg_xor _mm512_xor_si512
 #define iflg_srli16 _mm512_srli_epi16
 #define iflg_srli32 _mm512_srli_epi32
 #define iflg_set1_8 _mm512_set1_epi8
@@ -58,6 +61,7 @@ typedef __m256i iflg_vi;
 typedef __m256 iflg_vf;
 typedef __m256i iflg_mask;
 #define iflg_and _mm256_and_si256
+#define iflg_xor _mm256_xor_si256
 #define iflg_srli16 _mm256_srli_epi16
 #define iflg_srli32 _mm256_srli_epi32
 #define iflg_set1_8 _mm256_set1_epi8
@@ -146,6 +150,29 @@ IFLG_INLINE void iflg_u5(ifl_type t, const uint8_t *const rows[IFLG_NR], size_t 
     }
 }
 
+/* Q8_0 is the one type whose values are signed bytes (34-byte blocks, no minimum, no qh). */
+#define IFLG_S8(t) ((t).bb == IF_Q80_BLOCK_BYTES)
+/* Its zero point: VPDPBUSD takes value + 128 (0..255, exact in int32, 128 xs subtracted);
+ * VPMADDUBSW would saturate on that (2 * 255 * 127 > 32767), so AVX2 keeps the signed values. */
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#define IFLG_Z80 128
+#else
+#define IFLG_Z80 0
+#endif
+
+/* The 8-bit values (Q8_0): value j is byte j of qs, so vectors 0-3 are the first 16 bytes'
+ * dwords and 4-7 the last 16's; + 128 (the sign bit flipped) under VNNI. */
+IFLG_INLINE void iflg_s8(ifl_type t, const uint8_t *const rows[IFLG_NR], size_t off,
+                         iflg_vi v[8]) {
+    iflg_col4(rows, off + t.qs, v);
+    iflg_col4(rows, off + t.qs + 16, v + 4);
+#if IFLG_Z80
+    const iflg_vi flip = iflg_set1_8((char)0x80);
+    IFLG_UNROLL
+    for (int k = 0; k < 8; k++) v[k] = iflg_xor(v[k], flip);
+#endif
+}
+
 /* f16 bits in the low half of each dword -> floats, exactly as ifk_f16 (VCVTPH2PS under
  * AVX-512; without F16C the magnitude moved into a float's fields and scaled by 2^112, exact
  * for normals and subnormals, exponent 31 forced to 255). */
@@ -167,7 +194,8 @@ IFLG_INLINE iflg_vf iflg_f16(iflg_vi x) {
 /* Per activation row i: dot[i] += the block's products, 8 value vectors W against x[i]'s 32
  * bytes (4 at a time, broadcast). AVX2: VPMADDUBSW pairs summed in int16 over g vectors (2g
  * products of at most vmax * 128, vmax 15 for 4 bits (g = 8), 31 for 5 (g = 4): below 2^15),
- * then VPMADDWD against ones into int32. */
+ * then VPMADDWD against ones into int32; g = 0: signed values (Q8_0), |w| times x with w's sign
+ * (VPSIGNB; a pair at most 2 * 128 * 127 for the Q8 rule's |x| <= 127), each into int32. */
 IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], const iflg_vi W[8],
                            const int8_t *const x[IFLG_MR]) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
@@ -189,6 +217,19 @@ IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], cons
     }
 #else
     const __m256i ones = _mm256_set1_epi16(1);
+    if (g == 0) {
+        IFLG_UNROLL
+        for (int k = 0; k < 8; k++) {
+            const __m256i w = W[k], aw = _mm256_abs_epi8(w); /* -128 -> 0x80: 128 unsigned */
+            IFLG_UNROLL
+            for (int i = 0; i < mr; i++) {
+                const __m256i xs = _mm256_sign_epi8(iflg_set1_32(iflg_ld32(x[i] + 4 * k)), w);
+                dot[i] = _mm256_add_epi32(dot[i],
+                                          _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+            }
+        }
+        return;
+    }
     IFLG_UNROLL
     for (int k0 = 0; k0 < 8; k0 += g) {
         __m256i p[IFLG_MR];
@@ -286,7 +327,7 @@ IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span 
             dot[i] = t.min ? iflg_zero() : iflg_set1_32(xs[i][b]);
             x[i] = xp[i] + b * IF_QL;
         }
-        iflg_dots(mr, t.qh ? 4 : 8, dot, S->w[b], x);
+        iflg_dots(mr, IFLG_S8(t) ? 0 : t.qh ? 4 : 8, dot, S->w[b], x);
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
             const iflg_vf xdb = iflg_set1f(xdl[i][b]);

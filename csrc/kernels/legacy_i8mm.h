@@ -4,7 +4,8 @@
  * for the 4 activation-row pairs, each pair's 32 bytes likewise, and 4 SMMLAs give the exact
  * 2x2 int32 tile of block dots [x0.w0, x0.w1, x1.w0, x1.w1]; the float step is the scalar
  * kernel's, lane-wise and in its order. Tails: activation rows past M repeat the last one and
- * an odd last weight row pairs with itself (computed, not stored). */
+ * an odd last weight row pairs with itself (computed, not stored). Q8_0's signed values go to
+ * SMMLA as stored (exact in int32) with no zero point. */
 #ifndef IF_LEGACY_I8MM_H
 #define IF_LEGACY_I8MM_H
 
@@ -25,7 +26,7 @@ static inline void iflm_tile(ifl_type t, float *out, size_t ldo, size_t mr, int 
                              const uint8_t *r0, const uint8_t *r1, const int8_t *xq,
                              const float *xd, const int16_t *xsum, size_t K) {
     const size_t nb = K / IF_QL;
-    const int32_t z = t.qh ? 16 : 8;
+    const int32_t z = IFLS_S8(t) ? 0 : t.qh ? 16 : 8;
     float32x4_t acc[4];
     size_t ra[4], rb[4]; /* the activation rows of pair i */
     for (size_t i = 0; i < 4; i++) {

@@ -92,4 +92,48 @@ static inline void ifln_gemm(ifl_type t, float *out, size_t ldo, const int8_t *x
     }
 }
 
+/* Q8_0: the 32 int8 values as they are (SDOT is signed x signed), one row against an
+ * activation row in 4-row tiles as ifln_tile, no zero point. */
+static inline void ifln_tile80(float *out, size_t nr, const uint8_t *const rows[4],
+                               const int8_t *xq, const float *xd, size_t nb) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (size_t b = 0; b < nb; b++) {
+        const int8x16_t x0 = vld1q_s8(xq + b * IF_QL), x1 = vld1q_s8(xq + b * IF_QL + 16);
+        int32x4_t p[4];
+        float d[4];
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *blk = rows[r] + b * IF_Q80_BLOCK_BYTES;
+            const int8x16_t lo = vld1q_s8((const int8_t *)(blk + 2));
+            const int8x16_t hi = vld1q_s8((const int8_t *)(blk + 18));
+            p[r] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, x0), hi, x1);
+            d[r] = ifk_f16(blk);
+        }
+        const int32x4_t dot = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+        acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(d), vdupq_n_f32(xd[b])),
+                                       vcvtq_f32_s32(dot)));
+    }
+    ifln_store(out, acc, nr);
+}
+
+static inline void ifln_gemv80(float *out, const int8_t *xq, const float *xd, const uint8_t *w,
+                               size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QL;
+    for (size_t n = n0; n < n1; n += 4) {
+        const uint8_t *rows[4];
+        const size_t nr = ifln_rows(rows, w, nb * IF_Q80_BLOCK_BYTES, n, n1);
+        ifln_tile80(out + n, nr, rows, xq, xd, nb);
+    }
+}
+
+static inline void ifln_gemm80(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                               size_t M, const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QL;
+    for (size_t n = n0; n < n1; n += 4) {
+        const uint8_t *rows[4];
+        const size_t nr = ifln_rows(rows, w, nb * IF_Q80_BLOCK_BYTES, n, n1);
+        for (size_t m = 0; m < M; m++)
+            ifln_tile80(out + m * ldo + n, nr, rows, xq + m * K, xd + m * nb, nb);
+    }
+}
+
 #endif

@@ -5,15 +5,26 @@
  * times the activations through SMULL / SMLAL2 into int16 lanes, 4 products a lane
  * (4 * 31 * 128 = 15872 < 32768: exact), SADALP into int32; the 4 rows' vectors reduced
  * together by pairwise adds (lane r = row r's dot), the float step the scalar kernel's,
- * lane-wise and in its order. */
+ * lane-wise and in its order. Q8_0's values are signed bytes as stored (up to 128 * 127 a
+ * product), so its int16 lanes take 2 products each before SADALP (2 * 128 * 127 < 32768) and
+ * it has no zero point. */
 #ifndef IF_LEGACY_SMULL_H
 #define IF_LEGACY_SMULL_H
 
 #include "kquant_neon.h"
 #include "legacy_common.h"
 
-/* A block's values 0..15 (lo) and 16..31 (hi), bit 4 from qh for the five-bit types. */
+/* Q8_0 is the one type whose values are signed bytes (34-byte blocks, no minimum, no qh). */
+#define IFLS_S8(t) ((t).bb == IF_Q80_BLOCK_BYTES)
+
+/* A block's values 0..15 (lo) and 16..31 (hi), bit 4 from qh for the five-bit types; Q8_0's
+ * signed bytes as stored. */
 static inline void ifls_u(ifl_type t, const uint8_t *blk, int8x16_t *lo, int8x16_t *hi) {
+    if (IFLS_S8(t)) {
+        *lo = vld1q_s8((const int8_t *)(blk + t.qs));
+        *hi = vld1q_s8((const int8_t *)(blk + t.qs + 16));
+        return;
+    }
     const uint8x16_t q = vld1q_u8(blk + t.qs), m4 = vdupq_n_u8(15);
     uint8x16_t l = vandq_u8(q, m4), h = vshrq_n_u8(q, 4);
     if (t.qh) {
@@ -36,7 +47,7 @@ ifls_tile(ifl_type t, int MR, float *out, size_t ldo, size_t mr, size_t nr,
           const uint8_t *const rows[4], const int8_t *xq, const float *xd, const int16_t *xsum,
           size_t K) {
     const size_t nb = K / IF_QL;
-    const int32_t z = t.qh ? 16 : 8;
+    const int32_t z = IFLS_S8(t) ? 0 : t.qh ? 16 : 8;
     float32x4_t acc[4];
     size_t ar[4]; /* activation row of slot i */
     for (int i = 0; i < MR; i++) {
@@ -57,7 +68,9 @@ ifls_tile(ifl_type t, int MR, float *out, size_t ldo, size_t mr, size_t nr,
             const int8_t *x = xq + ar[i] * K + b * IF_QL;
             const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
             int32x4_t p[4];
-            for (int r = 0; r < 4; r++) p[r] = ifkn_dot32(vdupq_n_s32(0), lo[r], x0, hi[r], x1);
+            for (int r = 0; r < 4; r++)
+                p[r] = IFLS_S8(t) ? ifkn_dot16(ifkn_dot16(vdupq_n_s32(0), lo[r], x0), hi[r], x1)
+                                  : ifkn_dot32(vdupq_n_s32(0), lo[r], x0, hi[r], x1);
             int32x4_t dot = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
             const int16_t *s = xsum + ar[i] * (K / 16) + 2 * b;
             const int32_t xs = (int32_t)s[0] + s[1];

@@ -73,12 +73,14 @@ static int Case_init(CaseObject *self, PyObject *args, PyObject *kw) {
     else if (strcmp(op, "q41_gemm") == 0) o = IFB_Q41_GEMM;
     else if (strcmp(op, "q50_gemm") == 0) o = IFB_Q50_GEMM;
     else if (strcmp(op, "q51_gemm") == 0) o = IFB_Q51_GEMM;
+    else if (strcmp(op, "q80_gemv") == 0) o = IFB_Q80_GEMV;
+    else if (strcmp(op, "q80_gemm") == 0) o = IFB_Q80_GEMM;
     else {
         PyErr_Format(PyExc_ValueError,
                      "unknown op '%s' (q8_gemv, q8_gemm, quantize, q4_gemv, q4_gemm, q4k_gemv, "
                      "q5k_gemv, q6k_gemv, q4k_gemm, q5k_gemm, q6k_gemm, q40_gemv, q41_gemv, "
                      "q50_gemv, q51_gemv, iq4nl_gemv, iq4xs_gemv, q40_gemm, q41_gemm, q50_gemm, "
-                     "q51_gemm)", op);
+                     "q51_gemm, q80_gemv, q80_gemm)", op);
         return -1;
     }
     if (M < 0 || N < 0 || K < 0 || gs < 0 || copies < 0) {
@@ -594,7 +596,7 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
  * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
 static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
-                                        "iq4_nl", "iq4_xs"};
+                                        "iq4_nl", "iq4_xs", "q8_0"};
 
 /* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
 static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
@@ -603,20 +605,22 @@ static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **
 #define PICK(f) (t->f ? t->f : t0->f)
     const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
                                       PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
-                                      PICK(q51_gemv), PICK(iq4nl_gemv), PICK(iq4xs_gemv)};
+                                      PICK(q51_gemv), PICK(iq4nl_gemv), PICK(iq4xs_gemv),
+                                      PICK(q80_gemv)};
     const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
                                       PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
-                                      PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm)};
+                                      PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm),
+                                      PICK(q80_gemm)};
 #undef PICK
     *gv = gvs[ti];
     *gm = gms[ti];
 }
 
 static int kq_type(const char *type) {
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 10; i++)
         if (strcmp(type, kq_names[i]) == 0) return i;
     PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
-                 "q5_0, q5_1, iq4_nl, iq4_xs)", type);
+                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0)", type);
     return -1;
 }
 
@@ -649,7 +653,8 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
         return NULL;
     static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
-                                 IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES};
+                                 IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES,
+                                 IF_Q80_BLOCK_BYTES};
     const int ti = kq_type(type);
     if (ti < 0) return NULL;
     const size_t qb = ti >= 3 && ti != 8 ? IF_QL : IF_QK; /* values per activation scale */

@@ -216,6 +216,7 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"q41_gemv", t->q41_gemv ? t->q41_gemv->name : "q41_gemv_1x1_scalar"},
         {"q50_gemv", t->q50_gemv ? t->q50_gemv->name : "q50_gemv_1x1_scalar"},
         {"q51_gemv", t->q51_gemv ? t->q51_gemv->name : "q51_gemv_1x1_scalar"},
+        {"q80_gemv", t->q80_gemv ? t->q80_gemv->name : "q80_gemv_1x1_scalar"},
         {"q40_gemm", t->q40_gemm ? t->q40_gemm->name : "q40_gemm_1x1_scalar"},
         {"q41_gemm", t->q41_gemm ? t->q41_gemm->name : "q41_gemm_1x1_scalar"},
         {"q50_gemm", t->q50_gemm ? t->q50_gemm->name : "q50_gemm_1x1_scalar"},
@@ -224,6 +225,7 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"iq4xs_gemv", t->iq4xs_gemv ? t->iq4xs_gemv->name : "iq4xs_gemv_1x1_scalar"},
         {"iq4nl_gemm", t->iq4nl_gemm ? t->iq4nl_gemm->name : "iq4nl_gemm_1x1_scalar"},
         {"iq4xs_gemm", t->iq4xs_gemm ? t->iq4xs_gemm->name : "iq4xs_gemm_1x1_scalar"},
+        {"q80_gemm", t->q80_gemm ? t->q80_gemm->name : "q80_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *v = PyUnicode_FromString(names[i][1]);
@@ -237,6 +239,10 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
 PyObject *ifpy_table_dict(const if_kernel_table *t) {
     PyObject *d = table_dict(t);
     if (d && kq_names(d, t) < 0) Py_CLEAR(d);
+    /* whether GGUF Q8_0 matrices run in place (q80_*) or as packed Q8 on this tier */
+    if (d && PyDict_SetItemString(d, "q80_in_place",
+                                  if_table_q80_in_place(t) ? Py_True : Py_False) < 0)
+        Py_CLEAR(d);
     return d;
 }
 
@@ -275,8 +281,10 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256];
         int ok = if_tier_supported(i, mask, why, sizeof why);
-        PyObject *t = Py_BuildValue("{s:s,s:O,s:s}", "name", if_tier_name(i), "supported",
-                                    ok ? Py_True : Py_False, "reason", why);
+        /* q80_in_place: whether GGUF Q8_0 runs in place on the tier (if_table_q80_in_place) */
+        PyObject *t = Py_BuildValue("{s:s,s:O,s:s,s:O}", "name", if_tier_name(i), "supported",
+                                    ok ? Py_True : Py_False, "reason", why, "q80_in_place",
+                                    if_table_q80_in_place(if_tier_table(i)) ? Py_True : Py_False);
         if (!t || PyList_Append(tiers, t) != 0) {
             Py_XDECREF(t);
             Py_DECREF(tiers);

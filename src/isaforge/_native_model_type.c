@@ -36,7 +36,7 @@ static int parse_raw_matrix(ModelObject *self, PyObject *spec, if_matrix *w, con
         (dtype == IF_KQ && type != IF_GGML_Q4_K && type != IF_GGML_Q5_K &&
          type != IF_GGML_Q6_K && type != IF_GGML_Q4_0 && type != IF_GGML_Q4_1 &&
          type != IF_GGML_Q5_0 && type != IF_GGML_Q5_1 && type != IF_GGML_IQ4_NL &&
-         type != IF_GGML_IQ4_XS)) {
+         type != IF_GGML_IQ4_XS && type != IF_GGML_Q8_0)) {
         PyErr_Format(PyExc_ValueError, "%s: GGML type %d (%s) cannot be a (%zd, %zd) %s matrix",
                      what, type, name ? name : "unknown", rows, cols,
                      dtype == IF_KQ ? "in-place" : "converted");

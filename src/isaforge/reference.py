@@ -186,8 +186,9 @@ def kq_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> 
 def _legacy_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor) -> np.ndarray:
     """isaforge.h's legacy-block arithmetic (L8 activations, one scale per 32): per output row
     and block b, dot = sum_j u_j xq_j and xs = the block's activation sum (exact integers), then
-    in float32, blocks in order from 0: Q4_0 / Q5_0 acc = acc + (d * xd[b]) * (dot - z xs), z =
-    8 / 16; Q4_1 / Q5_1 acc = (acc + (d * xd[b]) * dot) + (m * xd[b]) * xs."""
+    in float32, blocks in order from 0: Q4_0 / Q5_0 / Q8_0 acc = acc + (d * xd[b]) *
+    (dot - z xs), z = 8 / 16 / 0 (Q8_0's values are signed); Q4_1 / Q5_1 acc = (acc +
+    (d * xd[b]) * dot) + (m * xd[b]) * xs."""
     n, nb = w.shape[0], w.cols // 32
     x = np.asarray(xq).astype(np.int64).reshape(nb, 32)
     xs = np.asarray(xsum).astype(np.int64).reshape(nb, 2).sum(axis=1)
@@ -197,7 +198,7 @@ def _legacy_matmul(xq: np.ndarray, xd: np.ndarray, xsum: np.ndarray, w: KQTensor
     xd = np.asarray(xd, np.float32)
     acc = np.zeros(n, np.float32)
     if m is None:
-        z = 16 if w.type_name == "Q5_0" else 8
+        z = {"Q4_0": 8, "Q5_0": 16, "Q8_0": 0}[w.type_name]
         sumi = (dot - z * xs[None, :]).astype(np.float32)
         for b in range(nb):
             acc = acc + (d[:, b] * xd[b]) * sumi[:, b]

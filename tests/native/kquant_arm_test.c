@@ -1,11 +1,11 @@
 /* kquant_arm_test.c - one Arm tier's K-quant and legacy-block GEMVs and GEMMs against the
  * scalar ones, bit for bit, run under qemu-aarch64 by tests/test_kquant_arm.py with the tier as
  * its argument (neon, dotprod, i8mm or sme2): random Q4_K / Q6_K / Q5_K and Q4_0 / Q4_1 / Q5_0 /
- * Q5_1 blocks and activations, and every value, scale and activation at its largest magnitude,
- * over row counts (odd ones: the tiles' tails), row lengths and a row range starting past 0;
- * the GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and tails; sme2: 37 rows and N up to
- * 41). Outputs outside the range keep their fill. Prints "runs R bad B" and exits 1 on a
- * difference. */
+ * Q5_1 / Q8_0 blocks and activations, and every value, scale and activation at its largest
+ * magnitude (Q8_0's values -128), over row counts (odd ones: the tiles' tails), row lengths and
+ * a row range starting past 0; the GEMMs at 1, 2, 5 and 11 activation rows (whole tiles and
+ * tails; sme2: 37 rows and N up to 41). Outputs outside the range keep their fill. Prints
+ * "runs R bad B" and exits 1 on a difference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,45 +20,45 @@ static uint8_t rnd(void) {
     return (uint8_t)(st >> 24);
 }
 
-/* typ 0: Q4_K, 1: Q6_K, 2: Q5_K, 3..6: Q4_0, Q4_1, Q5_0, Q5_1 (values per block QB) */
-#define NT 7
-static const size_t BB[NT] = {144, 210, 176, 18, 20, 22, 24};
-static const size_t QB[NT] = {256, 256, 256, 32, 32, 32, 32};
-static const char *NAME[NT] = {"q4_k", "q6_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1"};
+/* typ 0: Q4_K, 1: Q6_K, 2: Q5_K, 3..7: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (values per block QB) */
+#define NT 8
+static const size_t BB[NT] = {144, 210, 176, 18, 20, 22, 24, 34};
+static const size_t QB[NT] = {256, 256, 256, 32, 32, 32, 32, 32};
+static const char *NAME[NT] = {"q4_k", "q6_k", "q5_k", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0"};
 /* Per tier (0 neon, 1 dotprod, 2 i8mm, 3 sme2: the i8mm and sme2 tiers decode with the dotprod
- * GEMVs). */
+ * GEMVs; sme2 runs Q8_0's prefill on the dotprod GEMM). */
 #define NTIER 4
 static const char *TIER[NTIER] = {"neon", "dotprod", "i8mm", "sme2"};
 static const if_kq_gemv_kernel *const GV[NTIER][NT] = {
     {&if_k_q4k_gemv_1x1_neon, &if_k_q6k_gemv_1x1_neon, &if_k_q5k_gemv_1x1_neon,
      &if_k_q40_gemv_1x4_neon, &if_k_q41_gemv_1x4_neon, &if_k_q50_gemv_1x4_neon,
-     &if_k_q51_gemv_1x4_neon},
+     &if_k_q51_gemv_1x4_neon, &if_k_q80_gemv_1x4_neon},
     {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
      &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
-     &if_k_q51_gemv_1x4_dotprod},
+     &if_k_q51_gemv_1x4_dotprod, &if_k_q80_gemv_1x4_dotprod},
     {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
      &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
-     &if_k_q51_gemv_1x4_dotprod},
+     &if_k_q51_gemv_1x4_dotprod, &if_k_q80_gemv_1x4_dotprod},
     {&if_k_q4k_gemv_1x1_dotprod, &if_k_q6k_gemv_1x1_dotprod, &if_k_q5k_gemv_1x1_dotprod,
      &if_k_q40_gemv_1x4_dotprod, &if_k_q41_gemv_1x4_dotprod, &if_k_q50_gemv_1x4_dotprod,
-     &if_k_q51_gemv_1x4_dotprod}};
+     &if_k_q51_gemv_1x4_dotprod, &if_k_q80_gemv_1x4_dotprod}};
 static const if_kq_gemm_kernel *const GM[NTIER][NT] = {
     {&if_k_q4k_gemm_1x1_neon, &if_k_q6k_gemm_1x1_neon, &if_k_q5k_gemm_1x1_neon,
      &if_k_q40_gemm_4x4_neon, &if_k_q41_gemm_4x4_neon, &if_k_q50_gemm_4x4_neon,
-     &if_k_q51_gemm_4x4_neon},
+     &if_k_q51_gemm_4x4_neon, &if_k_q80_gemm_4x4_neon},
     {&if_k_q4k_gemm_1x1_dotprod, &if_k_q6k_gemm_1x1_dotprod, &if_k_q5k_gemm_1x1_dotprod,
      &if_k_q40_gemm_1x4_dotprod, &if_k_q41_gemm_1x4_dotprod, &if_k_q50_gemm_1x4_dotprod,
-     &if_k_q51_gemm_1x4_dotprod},
+     &if_k_q51_gemm_1x4_dotprod, &if_k_q80_gemm_1x4_dotprod},
     {&if_k_q4k_gemm_2x2_i8mm, &if_k_q6k_gemm_2x2_i8mm, &if_k_q5k_gemm_2x2_i8mm,
      &if_k_q40_gemm_8x2_i8mm, &if_k_q41_gemm_8x2_i8mm, &if_k_q50_gemm_8x2_i8mm,
-     &if_k_q51_gemm_8x2_i8mm},
+     &if_k_q51_gemm_8x2_i8mm, &if_k_q80_gemm_8x2_i8mm},
     {&if_k_q4k_gemm_vlxvl_sme2, &if_k_q6k_gemm_vlxvl_sme2, &if_k_q5k_gemm_vlxvl_sme2,
      &if_k_q40_gemm_vlxvl_sme2, &if_k_q41_gemm_vlxvl_sme2, &if_k_q50_gemm_vlxvl_sme2,
-     &if_k_q51_gemm_vlxvl_sme2}};
+     &if_k_q51_gemm_vlxvl_sme2, &if_k_q80_gemm_1x4_dotprod}};
 static const if_kq_gemm_kernel *const SCALAR[NT] = {
     &if_k_q4k_gemm_1x1_scalar, &if_k_q6k_gemm_1x1_scalar, &if_k_q5k_gemm_1x1_scalar,
     &if_k_q40_gemm_1x1_scalar, &if_k_q41_gemm_1x1_scalar, &if_k_q50_gemm_1x1_scalar,
-    &if_k_q51_gemm_1x1_scalar};
+    &if_k_q51_gemm_1x1_scalar, &if_k_q80_gemm_1x1_scalar};
 
 int main(int argc, char **argv) {
     int tier = -1;
@@ -86,7 +86,8 @@ int main(int argc, char **argv) {
                         int16_t *xs = malloc(M * K / 16 * sizeof(int16_t));
                         float *a = malloc(M * N * sizeof(float)), *b = malloc(M * N * sizeof(float));
                         if (!w || !x || !xd || !xs || !a || !b) return 2;
-                        for (size_t i = 0; i < wb; i++) w[i] = ext ? 0xFF : rnd();
+                        const uint8_t big = typ == 7 ? 0x80 : 0xFF; /* Q8_0: -128 */
+                        for (size_t i = 0; i < wb; i++) w[i] = ext ? big : rnd();
                         for (size_t o = 0; o < wb; o += bb) {
                             if (typ == 1 && ext) memset(w + o + 192, 0x80, 16); /* scales -128 */
                             uint8_t *d = w + o + (typ == 1 ? 208 : 0);

@@ -20,16 +20,17 @@ SHAPE_MODELS = ("smollm2-135m",)
 Q8_OPS, Q4_OPS = ("q8_gemv", "q8_gemm", "quantize"), ("q4_gemv", "q4_gemm")
 OPS = Q8_OPS + Q4_OPS
 # The kernels on GGUF blocks as stored: K-quants Q4_K / Q5_K / Q6_K (bytes per 256 values, K8
-# activations, gs 256; GEMVs and GEMMs) and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1 ones (bytes
-# per 32 values, L8 activations, gs 32); asked for by name (--ops), at the model's shapes.
+# activations, gs 256; GEMVs and GEMMs) and the legacy Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 ones
+# (bytes per 32 values, L8 activations, gs 32); asked for by name (--ops), at the model's shapes.
 KQ_BLOCK_BYTES = {"q4k_gemv": 144, "q5k_gemv": 176, "q6k_gemv": 210,
                   "q4k_gemm": 144, "q5k_gemm": 176, "q6k_gemm": 210, "q40_gemv": 18,
                   "q41_gemv": 20, "q50_gemv": 22, "q51_gemv": 24, "q40_gemm": 18,
-                  "q41_gemm": 20, "q50_gemm": 22, "q51_gemm": 24}
+                  "q41_gemm": 20, "q50_gemm": 22, "q51_gemm": 24, "q80_gemv": 34,
+                  "q80_gemm": 34}
 # ... and the IQ4 GEMVs: IQ4_NL per 32 values (L8, gs 32), IQ4_XS per 256 (K8, gs 256)
 KQ_BLOCK_BYTES.update({"iq4nl_gemv": 18, "iq4xs_gemv": 136})
 KQ_OPS = tuple(KQ_BLOCK_BYTES)
-KQ_VALUES = {op: 32 if op.startswith(("q40", "q41", "q50", "q51", "iq4nl")) else 256
+KQ_VALUES = {op: 32 if op.startswith(("q40", "q41", "q50", "q51", "q80", "iq4nl")) else 256
              for op in KQ_OPS}
 # The 4-bit formats people run, each with its own group size and codebook: CQ4 as
 # `--quant cq4` writes it (GS 64, Lloyd-Max levels at +-63) and GGUF Q4_0 (GS 32, -8..7).

@@ -275,8 +275,9 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
                     kind=t.name.lower())
 
 
-# The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE)
-LEGACY_NATIVE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
+# The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE;
+# Q8_0 except on a tier whose Q8 GEMM is AMX: runtime.engine.q80_packed)
+LEGACY_NATIVE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K") + LEGACY_NATIVE
 # IQ4_NL (blocks of 32, L8 activations) and IQ4_XS (256, K8) run in place too (IQ4_NATIVE)
 IQ4_NATIVE = ("IQ4_NL", "IQ4_XS")
@@ -285,8 +286,8 @@ KQ_NATIVE += IQ4_NATIVE
 
 @dataclass
 class KQTensor:
-    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1, or IQ4_NL, IQ4_XS) matrix run in
-    place: `raw` is a view of the file's blocks ((rows, cols / block) blocks, row-major,
+    """A Q4_K, Q5_K, Q6_K (or legacy Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, or IQ4_NL, IQ4_XS) matrix
+    run in place: `raw` is a view of the file's blocks ((rows, cols / block) blocks, row-major,
     unchanged), the one resident copy. The C core reads it through the K-quant, legacy or IQ4
     kernels (isaforge.h, "K-quants read as stored", "Legacy blocks read as stored", "IQ4 blocks
     read as stored"); dequantize() gives ggml's float32 values."""
@@ -349,7 +350,10 @@ class KQTensor:
 def _legacy_integers(b: np.ndarray, name: str) -> tuple:
     """A legacy type's (d, m, u) per block (nb of them): d float32 (nb,), m float32 (nb,) for
     Q4_1 / Q5_1 else None, u int64 (nb, 32) unsigned (Q4: 0..15; Q5: 0..31, bit j of the
-    little-endian qh word as bit 4 of value j)."""
+    little-endian qh word as bit 4 of value j), Q8_0's signed int8 values as they are."""
+    if name == "Q8_0":
+        return _f16(b, 0)[:, 0], None, np.ascontiguousarray(b[:, 2:34]).view(np.int8).astype(
+            np.int64)
     mins = name in ("Q4_1", "Q5_1")
     qh_at = {"Q5_0": 2, "Q5_1": 4}.get(name)
     qs_at = {"Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "Q5_1": 8}[name]

@@ -1,0 +1,13 @@
+/* Q8_0 GEMV, avx_vnni (legacy_q80_avx2.h's body; the products by VPDPBUSD on value + 128, VEX). */
+#include "../legacy_q80_avx2.h"
+
+void if_q80_gemv_1x8_avx_vnni(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                              const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    ifly_gemv80(out, xq, xd, xsum, w, n0, n1, K);
+}
+
+const if_kq_gemv_kernel if_k_q80_gemv_1x8_avx_vnni = {.name = "q80_gemv_1x8_avx_vnni",
+                                                      .requires = IF_FEATS_AVX2 | IF_FEAT_AVX_VNNI,
+                                                      .mr = 1,
+                                                      .nr = 8,
+                                                      .run = if_q80_gemv_1x8_avx_vnni};
