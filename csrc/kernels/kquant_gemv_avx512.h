@@ -47,7 +47,8 @@ IFZ_INLINE __m512i ifkz_spread2(int i0, int j0, int i1, int j1, int i2, int j2, 
 IFZ_INLINE __m512i ifkz_dp2(__m512i acc, __m512i u, __m512i x, __m512i v, __m512i y,
                             __m512i idx, __m512i sc16) {
     const __m512i z = _mm512_setzero_si512();
-    const __m512i pq = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, u, x), _mm512_dpbusd_epi32(z, v, y));
+    const __m512i pq =
+        _mm512_packs_epi32(_mm512_dpbusd_epi32(z, u, x), _mm512_dpbusd_epi32(z, v, y));
     return _mm512_dpwssd_epi32(acc, pq, _mm512_permutexvar_epi16(idx, sc16));
 }
 

@@ -2,8 +2,9 @@
  * (q5k_gemv_1x16_avx512_vnni.c) on the file's 176-byte blocks, with each value's bit 4 from
  * qh: the 32 qh bytes loaded twice into one register (one copy per 256-bit half, whose two
  * sub-blocks differ), then per 64-byte nibble operand VPTESTMB against the two sub-blocks'
- * bits and a masked VPADDB of 16. Values 0..31 against int8 activations keep VPMADDUBSW's
- * pairs within 2 * 31 * 128; the scales, mins and float step are Q4_K's. */
+ * bits and a masked VPADDB of 16. Values 0..31 against int8 activations keep VPDPBUSD's
+ * dwords within 4 * 31 * 128 < 2^15 (VPACKSSDW exact); the scales, mins and float step are
+ * Q4_K's. */
 #include "../kquant_gemv_avx512.h"
 
 void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
@@ -11,7 +12,8 @@ void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                                   size_t K) {
     const size_t nb = K / IF_QK, rowbytes = nb * IF_Q5K_BLOCK_BYTES;
     const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3), pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
+    const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3);
+    const __m512i pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
     for (size_t n = n0; n < n1; n += 16) {
         const uint8_t *rows[16];
         const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
@@ -32,8 +34,9 @@ void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                 _mm256_castsi256_si128(_mm256_madd_epi16(s16, _mm256_set1_epi16(1))),
                 _mm256_extracti128_si256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), 1));
             ifkz_tree16 tr;
-            __m512i prev = _mm512_setzero_si512(), mz[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
-                                    _mm512_setzero_si512(), _mm512_setzero_si512()};
+            __m512i prev = _mm512_setzero_si512();
+            __m512i mz[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                             _mm512_setzero_si512(), _mm512_setzero_si512()};
             _Alignas(64) uint32_t dm[16];
             IFZ_UNROLL
             for (int r = 0; r < 16; r++) {
@@ -53,8 +56,9 @@ void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                 const __m512i ub_lo = ifkz_q5bit(_mm512_and_si512(qb, m4), qh2, 4, 6);
                 const __m512i ub_hi =
                     ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), qh2, 5, 7);
-                const __m512i a = ifkz_dp2(ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16),
-                                           ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16);
+                const __m512i a0 =
+                    ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16);
+                const __m512i a = ifkz_dp2(a0, ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16);
                 ifkz_tree_add(&tr, r, a, &prev);
             }
             const __m512i sumi = ifkz_tree_sum(&tr);
@@ -63,8 +67,8 @@ void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
             const __m512 xdb = _mm512_set1_ps(xd[b]);
             const __m512i dmv = _mm512_load_si512(dm);
             const __m512 t1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dmv)), xdb);
-            const __m512 t2 =
-                _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dmv, 16))), xdb);
+            const __m256i mhv = _mm512_cvtepi32_epi16(_mm512_srli_epi32(dmv, 16));
+            const __m512 t2 = _mm512_mul_ps(_mm512_cvtph_ps(mhv), xdb);
             acc = _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(sumi))),
                                 _mm512_mul_ps(t2, _mm512_cvtepi32_ps(summ)));
         }
