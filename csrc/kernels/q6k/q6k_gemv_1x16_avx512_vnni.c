@@ -7,7 +7,7 @@
  * of the unsigned values u = q + 32, then VPDPWSSD with its int8 scale spread by VPERMW. The
  * 32 * sum(x) part of u is taken off per row with one VPMADDWD of the 16 scales and the
  * activations' 16-value sums. Then, lane = row, acc = acc + (d * xd) * sumi. */
-#include "../kquant_avx512.h"
+#include "../kquant_gemv_avx512.h"
 
 void if_q6k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                                   const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
@@ -23,9 +23,9 @@ void if_q6k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
         const uint8_t *rows[16];
         const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
         __m512 acc = _mm512_setzero_ps();
-        const uint8_t *next = w + (n + 32) * rowbytes;
+        const uint8_t *next = w + (n + IFKZ_GEMV_PF_ROWS) * rowbytes;
         for (size_t b = 0; b < nb; b++) {
-            ifkz_prefetch(next + b * 16 * IF_Q6K_BLOCK_BYTES, 16 * IF_Q6K_BLOCK_BYTES);
+            ifkz_gemv_prefetch(next + b * 16 * IF_Q6K_BLOCK_BYTES, 16 * IF_Q6K_BLOCK_BYTES);
             const int8_t *x = xq + b * IF_QK;
             const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
             const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
