@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import select
+import shlex
 import signal
 import statistics
 import subprocess
@@ -291,7 +292,10 @@ def measure(size: str, typ: str, a) -> dict:
                  "shape": asdict(SHAPES[size]), "type": typ, "file": path.name,
                  "file_bytes": path.stat().st_size,
                  "created": created, "loadavg_start": loadavg(), "reps": a.reps,
-                 "threads": a.threads, "start_threads": top, "failures": []}
+                 "threads": a.threads, "start_threads": top, "failures": [],
+                 # rows of earlier runs stay in the file, so each row names its own command
+                 "command": "python3 benchmarks/scale.py "
+                            + " ".join(shlex.quote(x) for x in sys.argv[1:])}
     info = gguf_info(path)
     row["params"] = info.params
     bpt = {"llama.cpp": info.weight_bytes_per_token}

@@ -103,3 +103,18 @@ def test_the_readme_block_comes_from_scale_results_where_a_machine_has_them(tmp_
     assert src is not None and src[1] == "e2e"
     update_pages(root)
     assert f"benchmarks/results/{src[0]}/e2e.json" in (root / "README.md").read_text()
+
+
+def test_regen_command_lists_each_rows_command_once():
+    """A file keeps rows of earlier runs: the regenerate line names every command that made a
+    row, in row order, once each, and the file's last command for rows that name none."""
+    d = doc()
+    base = d["rows"][0]
+    d["rows"] = [dict(base, command="python3 benchmarks/scale.py --sizes 1b --reps 2"),
+                 dict(base, command="python3 benchmarks/scale.py --sizes 1b --reps 2"),
+                 dict(base, command="python3 benchmarks/scale.py --sizes 8b --only-start "
+                                    "--conditions quiet"),
+                 dict(base)]
+    assert regen_command(d) == ("python3 benchmarks/scale.py --sizes 1b --reps 2; "
+                                "python3 benchmarks/scale.py --sizes 8b --only-start; "
+                                "python3 benchmarks/scale.py --sizes 1b --reps 3")

@@ -42,10 +42,9 @@ def bench_tests(doc: dict) -> tuple[str, str, int]:
             int(depth.group(1)) if depth else 4096)
 
 
-def regen_command(doc: dict) -> str:
-    """The recorded scale.py command as one reruns it: without --conditions and --out (the
+def _regen_one(command: str) -> str:
+    """One recorded scale.py command as one reruns it: without --conditions and --out (the
     results go to this machine's folder)."""
-    command = (doc.get("provenance") or {}).get("command") or doc.get("command") or SCRIPT
     try:
         words = shlex.split(command)
     except ValueError:
@@ -59,6 +58,15 @@ def regen_command(doc: dict) -> str:
             out.append(words[i])
         i += 1
     return " ".join(shlex.quote(w) for w in out)
+
+
+def regen_command(doc: dict) -> str:
+    """The scale.py commands that made the file's rows, in row order (a file keeps rows of other
+    sizes and types from earlier runs, each row naming its own command), joined by "; "; the
+    file's last command where rows name none."""
+    last = (doc.get("provenance") or {}).get("command") or doc.get("command") or SCRIPT
+    commands = list(dict.fromkeys(r.get("command") or last for r in doc.get("rows", [])))
+    return "; ".join(_regen_one(c) for c in commands or [last])
 
 
 def _threads(doc: dict) -> list[int]:
