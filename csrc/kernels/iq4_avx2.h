@@ -1,6 +1,6 @@
 /* iq4_avx2.h - the x86 IQ4_NL and IQ4_XS GEMV and GEMM bodies (iq4/ *_avx2.c, *_avx_vnni.c,
  * *_avx512_vnni.c): one source compiled per ISA, 8-row tiles on the file's blocks as
- * legacy_avx2.h (IQ4_NL) and kquant_avx2.h (IQ4_XS) lay them out. A nibble becomes its level
+ * legacy_gemv_x86.h (IQ4_NL) and kquant_avx2.h (IQ4_XS) read them. A nibble becomes its level
  * by VPSHUFB from the 16-entry table. The levels are signed (-127..113), so:
  *  - under VNNI (AVX-VNNI, AVX512-VNNI): VPDPBUSD of level + 128 (0..241, unsigned) against
  *    the activations, then 128 * (the activation sum, from the int16 sums) off each block's

@@ -1,13 +1,44 @@
 /* legacy_q80_avx2.h - the x86 Q8_0 GEMV body (legacy/q80_gemv_*_avx2.c, *_avx_vnni.c,
- * *_avx512_vnni.c; the GEMMs are legacy_gemm_x86.h's) on the file's 34-byte blocks:
- * legacy_avx2.h's structure (a tile of 8 rows, one activation vector per block for the 8 rows,
- * ifky_net8's lane-per-row reduction, the 8 f16 scales in one vector, the tile two ahead
- * prefetched) with Q8_0's value expansion and product (ifly_u80, ifly_dot80, IFLY_Z80); the
- * float step is the scalar kernel's, lane-wise. */
+ * *_avx512_vnni.c; the GEMMs are legacy_gemm_x86.h's) on the file's 34-byte blocks: a tile of
+ * 8 rows, one activation vector per block for the 8 rows, ifky_net8's lane-per-row reduction,
+ * the 8 f16 scales in one vector, the tile two ahead prefetched, with Q8_0's value expansion
+ * and product (ifly_u80, ifly_dot80, IFLY_Z80); the float step is the scalar kernel's,
+ * lane-wise. */
 #ifndef IF_LEGACY_Q80_AVX2_H
 #define IF_LEGACY_Q80_AVX2_H
 
-#include "legacy_avx2.h"
+#include "kquant_avx2.h"
+#include "legacy_common.h"
+
+/* Q8_0's 32 values as the product's weight operand (ifly_u80), that product (ifly_dot80) and
+ * the zero point it leaves (IFLY_Z80, subtracted times the block's activation sum). VNNI:
+ * value + 128 (the sign bit flipped), VPDPBUSD never saturates, IFLY_Z80 = 128 (exact in
+ * int32). Plain AVX2: VPMADDUBSW would saturate (255 * 127 * 2 > 32767), so the values stay
+ * signed and the product is |q| times x with q's sign (VPSIGNB twice: at most 2 * 128 * 127
+ * per pair for the Q8 rule's |x| <= 127), IFLY_Z80 = 0. */
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#define IFLY_Z80 128
+IFY_INLINE __m256i ifly_u80(const uint8_t *blk) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+    return _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+}
+IFY_INLINE __m256i ifly_dot80(__m256i u, __m256i x) {
+#if defined(__AVX512VNNI__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
+#else
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, x);
+#endif
+}
+#else
+#define IFLY_Z80 0
+IFY_INLINE __m256i ifly_u80(const uint8_t *blk) {
+    return _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+}
+IFY_INLINE __m256i ifly_dot80(__m256i u, __m256i x) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(x, u));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+#endif
 
 /* The tile's 8 block dots (lane r = row r's, the zero point removed) of block b. */
 IFY_INLINE __m256i ifly_dots80(const __m256i u[8], __m256i x, int32_t xs) {
