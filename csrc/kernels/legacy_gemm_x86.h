@@ -301,36 +301,35 @@ typedef struct iflg_span {
 } iflg_span;
 
 /* mr activation rows (from m0) over the span's nbs blocks from b0: the running sums from out
- * (0 at the first span), the blocks in order, back to out. The rows' activations, scales and
- * sums of the span are copied to the stack first, so the block loop addresses them all from
- * one index. */
+ * (0 at the first span), the blocks in order, back to out. The rows' block sums of the span go
+ * to the stack first (as -z xs, or as floats with a minimum). */
 IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span *S, float *out,
                            size_t ldo, const int8_t *xq, const float *xd, const int16_t *xsum,
                            size_t K, size_t b0, size_t nbs, iflg_mask om) {
     const size_t nb = K / IF_QL;
-    _Alignas(64) int8_t xp[IFLG_MR][IFLG_SB * IF_QL];
     _Alignas(64) int32_t xs[IFLG_MR][IFLG_SB + IFLG_NR]; /* -z xs, or (float)xs */
-    _Alignas(64) float xdl[IFLG_MR][IFLG_SB];
     iflg_vf acc[IFLG_MR];
     IFLG_UNROLL
     for (int i = 0; i < mr; i++) {
-        memcpy(xp[i], xq + i * K + b0 * IF_QL, nbs * IF_QL);
-        memcpy(xdl[i], xd + i * nb + b0, nbs * sizeof(float));
         iflg_xs(xs[i], xsum + i * (K / 16) + 2 * b0, nbs, t.min, z);
         acc[i] = b0 ? iflg_loadf(out + i * ldo, om) : iflg_zerof();
     }
+    /* The activations are read where they are (row i at i K bytes from the span's start): a
+     * copy to the stack per tile cost a fifth of the time at K = 576. */
+    const int8_t *xb = xq + b0 * IF_QL;
+    const float *xdb0 = xd + b0;
     for (size_t b = 0; b < nbs; b++) {
         iflg_vi dot[IFLG_MR];
         const int8_t *x[IFLG_MR];
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
             dot[i] = t.min ? iflg_zero() : iflg_set1_32(xs[i][b]);
-            x[i] = xp[i] + b * IF_QL;
+            x[i] = xb + i * K + b * IF_QL;
         }
         iflg_dots(mr, IFLG_S8(t) ? 0 : t.qh ? 4 : 8, dot, S->w[b], x);
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
-            const iflg_vf xdb = iflg_set1f(xdl[i][b]);
+            const iflg_vf xdb = iflg_set1f(xdb0[i * nb + b]);
             acc[i] = iflg_addf(acc[i], iflg_mulf(iflg_mulf(S->d[b], xdb), iflg_cvt(dot[i])));
             if (t.min) {
                 float xf;
