@@ -17,6 +17,23 @@
 #include "../kernels/kernels.h"
 #include "cpu.h"
 
+/* The AVX-512 kernels the avx512_vnni and amx tiers share: the element-wise ops, attention on
+ * float caches, every block type's GEMV, and the GEMMs AMX has no kernel of its own for. */
+#define IF_AVX512_SHARED                                                                          \
+    .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,              \
+    .attn = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,                   \
+    .geglu = &if_k_f32_geglu_1x1_avx512, .hadamard = &if_k_f32_hadamard_1x1_avx2,                 \
+    .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,    \
+    .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q40_gemv = &if_k_q40_gemv_1x16_avx512_vnni,    \
+    .q41_gemv = &if_k_q41_gemv_1x16_avx512_vnni, .q50_gemv = &if_k_q50_gemv_1x16_avx512_vnni,    \
+    .q51_gemv = &if_k_q51_gemv_1x16_avx512_vnni, .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni,    \
+    .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni, .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni,    \
+    .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni, \
+    .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                               \
+    .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                               \
+    .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,  \
+    .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
+
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
  * kernel it runs, decode and prefill alike (a tier needs its kernels' features). Adding a
  * kernel to a tier is one line here. */
@@ -76,52 +93,21 @@ static const if_kernel_table g_tiers[] = {
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx_vnni, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx_vnni,
      .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_4x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2},
-    {.tier = "avx512_vnni", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
-     .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .quantize = &if_k_q8_quantize_1x1_avx512,
-     .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx512,
-     .attn_i8 = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,
-     .geglu = &if_k_f32_geglu_1x1_avx512,
+    {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
+     .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2,
-     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_8x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_8x16_avx512_vnni,
-     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_8x16_avx512_vnni,
-     .q40_gemv = &if_k_q40_gemv_1x16_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x16_avx512_vnni,
-     .q50_gemv = &if_k_q50_gemv_1x16_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x16_avx512_vnni,
-     .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni, .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni,
-     .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni, .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni,
-     .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,
-     .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
-     .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
-     .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
-     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
-     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
+     .q5k_gemm = &if_k_q5k_gemm_8x16_avx512_vnni},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
-     * the matrix-engine attention (bounded, not exact), float caches the exact one. 4-bit:
-     * the AVX-512 VNNI kernels until an AMX 4-bit GEMM exists (the GEMM decodes from its packed
-     * copy, decode_packed). */
-    {.tier = "amx", .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni, .q8_gemm = &if_k_q8_gemm_16x16_amx,
-     .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,
-     .attn = &if_k_f32_attn_16x64_avx512, .attn_i8 = &if_k_i8_attn_16x64_amx,
-     .swiglu = &if_k_f32_swiglu_1x1_avx512,
-     .geglu = &if_k_f32_geglu_1x1_avx512,
+     * the matrix-engine attention (bounded, not exact), float caches the exact one. Q8, CQ4
+     * and the K-quants have AMX GEMMs (the CQ4 one decodes from its packed copy,
+     * decode_packed); the legacy and IQ4 blocks (and Q8_0 held as stored) run the AVX-512 VNNI
+     * GEMMs. */
+    {.tier = "amx", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
+     .q8_gemm = &if_k_q8_gemm_16x16_amx, .attn_i8 = &if_k_i8_attn_16x64_amx,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
-     .hadamard = &if_k_f32_hadamard_1x1_avx2,
-     .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_16x16_amx, .q6k_gemm = &if_k_q6k_gemm_16x16_amx,
-     .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q5k_gemm = &if_k_q5k_gemm_16x16_amx,
-     .q40_gemv = &if_k_q40_gemv_1x16_avx512_vnni, .q41_gemv = &if_k_q41_gemv_1x16_avx512_vnni,
-     .q50_gemv = &if_k_q50_gemv_1x16_avx512_vnni, .q51_gemv = &if_k_q51_gemv_1x16_avx512_vnni,
-     .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni, .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni,
-     .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni, .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni,
-     .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,
-     .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,
-     .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,
-     .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni,
-     .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,
-     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni,
-     .k8_quantize = &if_k_k8_quantize_1x1_avx512},
+     .q5k_gemm = &if_k_q5k_gemm_16x16_amx},
 #endif
 #if defined(IF_ARM_TIERS)
     /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the
