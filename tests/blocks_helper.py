@@ -8,6 +8,7 @@ under qemu (tests/test_*_arm.py) the cross compiler's flags."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -15,12 +16,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 
-from conftest import GUARDED_PRELUDE, REPO
+from conftest import GUARDED_PRELUDE, REPO, cli
 from isaforge import _bench, _native
-from isaforge.reference import quantize_k8
+from isaforge.formats import with_context
+from isaforge.formats.gguf import read_gguf
+from isaforge.quant.ggml import KQTensor
+from isaforge.reference import Reference, quantize_k8
+from isaforge.runtime.engine import Engine, select_kernel
+from isaforge.types import Config, Weights
+from test_gguf import float_tensors, weights_from, write_gguf
 
 # ---- kernels ----
 
@@ -198,3 +206,162 @@ def x86_object_asm(m, stem: str, tmp: Path) -> list[str]:
                     str(REPO / src), "-o", str(obj)], check=True)
     return subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
                           check=True).stdout.lower().splitlines()
+
+
+# ---- whole models ----
+
+SUPPORTED = [t["name"] for t in _native.info()["tiers"] if t["supported"]]
+# rows of whole 256-value blocks, so every block type fits every matrix
+C = Config(dim=256, hidden_dim=512, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=40,
+           seq_len=64, shared_classifier=True, rope_theta=5000.0,
+           norm_eps=float(np.float32(1e-5)))
+KV = {"llama.embedding_length": C.dim, "llama.feed_forward_length": C.hidden_dim,
+      "llama.context_length": C.seq_len, "llama.rope.dimension_count": C.head_size}
+TOKS = [3, 17, 5, 38, 0, 22, 9, 9, 31, 2, 14]
+ROW_IDS = [0, 39, 5, 5, 17]  # token table rows read back: the last, and one twice
+# Weights' matrix fields and their GGUF tensor names
+NAMES = {"wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output", "w1": "ffn_gate",
+         "w2": "ffn_down", "w3": "ffn_up"}
+
+
+@pytest.fixture(autouse=True)
+def restore_dispatch():
+    """Automatic kernel choice again after each test that selects a tier."""
+    yield
+    select_kernel(None)
+
+
+def layer_shapes(c: Config) -> dict[str, tuple[int, int]]:
+    """Each layer matrix's GGUF name and (rows, columns) under c."""
+    return {"attn_q": (c.dim, c.dim), "attn_k": (c.kv_dim, c.dim), "attn_v": (c.kv_dim, c.dim),
+            "attn_output": (c.dim, c.dim), "ffn_gate": (c.hidden_dim, c.dim),
+            "ffn_down": (c.dim, c.hidden_dim), "ffn_up": (c.hidden_dim, c.dim)}
+
+
+def kq_blocks(rng, typ: str, rows: int, cols: int) -> np.ndarray:
+    """Random (rows, cols / 256 blocks) of `typ` (every byte pattern is a valid block) with
+    f16 scales that give weights of about 1 / sqrt(cols)."""
+    nb = rows * cols // 256
+    if typ in ("Q4_K", "Q5_K"):  # Q5_K: values up to 31, so half Q4_K's d
+        b = rng.integers(0, 256, (nb, 144 if typ == "Q4_K" else 176), dtype=np.uint8)
+        lo, hi = (0.5e-4, 2e-4) if typ == "Q4_K" else (0.25e-4, 1e-4)
+        b[:, 0:2] = rng.uniform(lo, hi, (nb, 1)).astype("<f2").view(np.uint8)
+        b[:, 2:4] = rng.uniform(0, 2e-4, (nb, 1)).astype("<f2").view(np.uint8)
+    else:
+        b = rng.integers(0, 256, (nb, 210), dtype=np.uint8)
+        b[:, 208:210] = rng.uniform(1e-5, 5e-5, (nb, 1)).astype("<f2").view(np.uint8)
+    return b.reshape(rows, -1)  # the writer reads the shape from the bytes per row
+
+
+def llama_cpp_quantized(d: Path, ftype: str) -> Path:
+    """The float model of test_gguf's kind at C's shapes quantized by llama.cpp
+    (llama-cpp-python of the system python3) to LLAMA_FTYPE_MOSTLY_<ftype>."""
+    src = write_gguf(d / "f32.gguf", float_tensors(C), kv=KV)
+    out = d / f"{ftype.lower()}.gguf"
+    code = ("import ctypes, sys, llama_cpp as l; p = l.llama_model_quantize_default_params(); "
+            f"p.ftype = l.LLAMA_FTYPE_MOSTLY_{ftype}; "
+            "sys.exit(l.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), "
+            "ctypes.byref(p)))")
+    try:
+        r = subprocess.run(["python3", "-c", code, str(src), str(out)], capture_output=True,
+                           timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"llama-cpp-python's quantizer not runnable: {e}")
+    if r.returncode != 0 or not out.is_file():
+        pytest.skip(f"llama-cpp-python's quantizer unavailable: {r.stderr[-300:]!r}")
+    return out
+
+
+def in_place(w: Weights) -> set[str]:
+    """The GGML types of the matrices (the classifier too) held as the file's blocks."""
+    return {t.type_name for f in NAMES for t in getattr(w, f) if isinstance(t, KQTensor)} | (
+        {w.wcls.type_name} if isinstance(w.wcls, KQTensor) else set())
+
+
+def greedy(eng: Engine, prompt: list[int], n: int) -> tuple[list[int], np.ndarray]:
+    """n T = 0 tokens after prompt, and the prompt's logits at every position."""
+    logits = eng.prefill(prompt, 0, all_logits=True).copy()
+    last, toks = logits[-1].copy(), []
+    for i in range(n):
+        toks.append(int(np.argmax(last)))
+        last = eng.forward(toks[-1], len(prompt) + i).copy()
+    return toks, logits
+
+
+def assert_identical_across_tiers(m) -> None:
+    """T = 0 tokens and every position's logits of TOKS, bit for bit: every supported tier, 1
+    and 2 threads, prefill in one chunk, in chunks of 3, and token by token."""
+    base = None
+    for tier in SUPPORTED:
+        select_kernel(tier)
+        for threads in (1, 2):
+            eng = Engine(m, threads=threads)
+            assert eng.kernels["prefill"]["tier"] == tier
+            toks, logits = greedy(eng, TOKS, 8)
+            chunked = Engine(m, threads=threads, ubatch=3).prefill(TOKS, all_logits=True)
+            single = Engine(m, threads=threads)
+            steps = np.stack([single.forward(t, i).copy() for i, t in enumerate(TOKS)])
+            assert np.array_equal(chunked, logits), (tier, threads)
+            assert np.array_equal(steps, logits), (tier, threads)
+            if base is None:
+                base = (toks, logits)
+            assert toks == base[0], (tier, threads)
+            assert np.array_equal(logits, base[1]), (tier, threads)
+    assert np.isfinite(base[1]).all() and np.abs(base[1]).max() > 0
+
+
+def all_logits(path: Path, quant: str):
+    """The file loaded under quant with a context of len(TOKS), and its logits at every
+    position of TOKS (2 threads)."""
+    m = with_context(read_gguf(path, quant=quant), len(TOKS))
+    return m, Engine(m, threads=2).prefill(TOKS, all_logits=True)
+
+
+def dequantized(path: Path, c: Config) -> Weights:
+    """The file's weights as gguf.quants.dequantize gives them (float32), laid out for
+    Reference."""
+    r = gguf.GGUFReader(str(path))
+    t = {x.name: gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32).reshape(
+        [int(d) for d in reversed(x.shape)]) for x in r.tensors}
+    return weights_from(t, c)
+
+
+def spec_gap(got: np.ndarray, m) -> np.ndarray:
+    """Per position, the largest |got - spec| against the nearer of reference.py's models of
+    the same arithmetic run in float32 and in float64."""
+    specs = [Reference(m.config, m.weights, dt).logits(TOKS) for dt in (np.float32, np.float64)]
+    # each spec sums the norms and attention in its own float order (float32 through numpy's
+    # BLAS, whose order differs between CPUs), so an activation within rounding of a
+    # quantization boundary can round the other way in one of them and move every later
+    # logit of its position; each position must match one of the two
+    return np.minimum(*(np.abs(got - s).max(axis=1) for s in specs))
+
+
+def gguf_token_rows(path: Path, c: Config) -> np.ndarray:
+    """Rows ROW_IDS of the file's token table as gguf.quants.dequantize gives them."""
+    r = gguf.GGUFReader(str(path))
+    t = next(x for x in r.tensors if x.name == "token_embd.weight")
+    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(c.vocab_size, c.dim)
+    return want[ROW_IDS].astype(np.float32)
+
+
+def assert_refused(m, field: str, cases) -> None:
+    """Each (matrix, pattern) of cases as layer 0's `field`: the engine refuses the model with
+    a ValueError matching pattern; with the file's matrix back it builds."""
+    mats = getattr(m.weights, field)
+    good = mats[0]
+    try:
+        for t, pattern in cases:
+            mats[0] = t
+            with pytest.raises(ValueError, match=pattern):
+                Engine(m, threads=1)
+    finally:
+        mats[0] = good
+    Engine(m, threads=1)
+
+
+def info_matrices(path: Path) -> dict[str, dict]:
+    """`isaforge info --quant auto --json`'s matrices of the file, by name."""
+    r = cli("info", str(path), "--quant", "auto", "--json")
+    assert r.returncode == 0, r.stderr
+    return {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
