@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -196,16 +197,52 @@ x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
                               reason="x86-64 only")
 
 
+def kernel_file(m, stem: str) -> tuple[str, str]:
+    """(manifest group, source path) of the kernel file named `stem`."""
+    return next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
+
+
 def x86_object_asm(m, stem: str, tmp: Path) -> list[str]:
     """The lower-case disassembly lines of kernel file `stem` compiled with only its manifest
     group's flags (m from manifest_and_header(tmp))."""
-    group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
+    group, src = kernel_file(m, stem)
     obj = tmp / f"{stem}.o"
     subprocess.run([CC, "-std=c11", "-O3", "-ffp-contract=off", "-DIF_X86_TIERS=1",
                     *m.groups[group].flags, f"-I{REPO / 'csrc/include'}", f"-I{tmp}", "-c",
                     str(REPO / src), "-o", str(obj)], check=True)
     return subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
                           check=True).stdout.lower().splitlines()
+
+
+def arm_cc(toolchain, tmp: Path) -> list[str]:
+    """Zig's clang for static aarch64 musl with the kernels' C standard, float contract,
+    define and include folders (tmp: the one holding if_kernel_decls.h)."""
+    return [*shlex.split(toolchain["ISAFORGE_ZIG_CC"]), "-std=c11", "-O3", "-ffp-contract=off",
+            "-DIF_ARM_TIERS=1", "-target", "aarch64-linux-musl", f"-I{REPO / 'csrc/include'}",
+            f"-I{tmp}", f"-I{REPO / 'csrc/kernels'}"]
+
+
+def arm_flags(m, group: str) -> list[str]:
+    """A manifest group's flags for Zig's clang (its own where they differ from gcc's)."""
+    return m.groups[group].zigflags or m.groups[group].flags
+
+
+def arm_compile(cc: list[str], flags: list[str], m, stem: str, tmp: Path,
+                asm: bool = False) -> str:
+    """Kernel file `stem` compiled by cc with flags to tmp/<stem>.o (and, when asm, its
+    assembly to tmp/<stem>.s); the object's path."""
+    src = REPO / kernel_file(m, stem)[1]
+    obj = tmp / f"{stem}.o"
+    subprocess.run([*cc, *flags, "-c", str(src), "-o", str(obj)], check=True)
+    if asm:
+        subprocess.run([*cc, *flags, "-S", str(src), "-o", str(tmp / f"{stem}.s")], check=True)
+    return str(obj)
+
+
+def assert_driver_clean(r: subprocess.CompletedProcess, runs: int) -> None:
+    """A tests/native driver's run under qemu exited 0 and printed `runs <runs> bad 0` last."""
+    assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
+    assert int(r.stdout.split()[-3]) == runs, r.stdout
 
 
 # ---- whole models ----
