@@ -164,10 +164,10 @@ def check_tier(typ, x, xd, xs, w, M, N, K, ref, tier):
 '''
 
 
-def assert_guard_script_passes(script: str) -> None:
-    """Run a guard-page script over scalar and every SIMD tier (a read past an operand's end
-    faults the subprocess); it must print ok."""
-    r = subprocess.run([sys.executable, "-c", script, ",".join(["scalar", *SIMD_TIERS])],
+def assert_guard_script_passes(script: str, tiers) -> None:
+    """Run a guard-page script over scalar and tiers (a read past an operand's end faults the
+    subprocess); it must print ok."""
+    r = subprocess.run([sys.executable, "-c", script, ",".join(["scalar", *tiers])],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
 

@@ -369,7 +369,7 @@ print("ok")
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    assert_guard_script_passes(GUARD_SCRIPT)
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
