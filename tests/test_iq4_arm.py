@@ -6,38 +6,23 @@ or 256..1280) on a Cortex-A76 model (dotprod); the GEMVs' assembly holds SDOT an
 
 from __future__ import annotations
 
-import shlex
 import subprocess
-import sys
-from pathlib import Path
 
+from blocks_helper import arm_cc, arm_compile, arm_flags, assert_driver_clean, manifest_and_header
+from conftest import REPO
 from test_arm_emulated import toolchain  # noqa: F401
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_dotprod_iq4_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  # noqa: F811
-    sys.path.insert(0, str(REPO / "csrc"))
-    import manifest
-
-    m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
-    zig = shlex.split(toolchain["ISAFORGE_ZIG_CC"])
-    common = ["-std=c11", "-O3", "-ffp-contract=off", "-DIF_ARM_TIERS=1", "-target",
-              "aarch64-linux-musl", f"-I{REPO / 'csrc/include'}", f"-I{tmp_path}",
-              f"-I{REPO / 'csrc/kernels'}"]
-    dot = m.groups["dotprod"].zigflags or m.groups["dotprod"].flags
+    m = manifest_and_header(tmp_path)
+    cc = arm_cc(toolchain, tmp_path)
+    dot = arm_flags(m, "dotprod")
     objs = []
     for stem in [f"{t}_{op}_1x4_dotprod" for t in ("iq4nl", "iq4xs") for op in ("gemv", "gemm")]:
-        src = next(p for _, p, _ in m.kernels if Path(p).stem == stem)
-        obj = tmp_path / f"{stem}.o"
-        subprocess.run([*zig, *common, *dot, "-c", str(REPO / src), "-o", str(obj)], check=True)
-        objs.append(str(obj))
-        if "gemv" in stem:  # the design's instructions: TBL lookup, SDOT products
-            asm = tmp_path / f"{stem}.s"
-            subprocess.run([*zig, *common, *dot, "-S", str(REPO / src), "-o", str(asm)],
-                           check=True)
-            lines = [x.strip() for x in asm.read_text().splitlines()]
+        # the GEMVs' assembly: the design's instructions, TBL lookup and SDOT products
+        objs.append(arm_compile(cc, dot, m, stem, tmp_path, asm="gemv" in stem))
+        if "gemv" in stem:
+            lines = [x.strip() for x in (tmp_path / f"{stem}.s").read_text().splitlines()]
             assert any(x.startswith("sdot") for x in lines), stem
             assert any(x.startswith("tbl") for x in lines), stem
     scalar = [str(REPO / p) for p in (
@@ -45,9 +30,8 @@ def test_dotprod_iq4_kernels_equal_scalar_under_qemu(toolchain, tmp_path):  # no
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     exe = tmp_path / "iq4_arm_test"
-    subprocess.run([*zig, *common, "-mcpu=generic", str(REPO / "tests/native/iq4_arm_test.c"),
+    subprocess.run([*cc, "-mcpu=generic", str(REPO / "tests/native/iq4_arm_test.c"),
                     *objs, *scalar, "-lm", "-o", str(exe)], check=True)
     r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", "cortex-a76", str(exe)],
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    assert int(r.stdout.split()[-3]) == 2 * 7 * 3 * 2 * 2, r.stdout
+    assert_driver_clean(r, 2 * 7 * 3 * 2 * 2)

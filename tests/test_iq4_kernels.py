@@ -7,32 +7,40 @@ guard pages, the bench cases, and the instructions each x86 object is built from
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import gguf
 import numpy as np
 import pytest
 
-from conftest import GUARDED_PRELUDE
-from isaforge import _bench, _native
+from blocks_helper import (
+    KQ_GUARDED_PRELUDE,
+    SIMD_TIERS,
+    SPECIAL_F16,
+    activations,
+    assert_bench_case_gates,
+    assert_bits_equal,
+    assert_guard_script_passes,
+    assert_special_scales_equal_scalar,
+    block_scales,
+    f16_bits,
+    l8_rows,
+    manifest_and_header,
+    needs_cc_and_objdump,
+    one_hot,
+    run,
+    tier_failures,
+    x86_object_asm,
+    x86_only,
+)
+from isaforge import _bench
 from isaforge.quant.ggml import KVALUES_IQ4NL, KQTensor, _iq4_integers
-from isaforge.reference import kq_matmul, quantize_k8
+from isaforge.reference import kq_matmul
 
 # type -> (GGML id, block bytes, values per block)
 TYPES = {"iq4_nl": (20, 18, 32), "iq4_xs": (23, 136, 256)}
 M_SET = [1, 2, 3, 17]
 N_SET = [1, 3, 7, 8, 9, 15, 16, 17, 33]
 K_SET = {"iq4_nl": [32, 96, 640, 2048], "iq4_xs": [256, 768, 2048]}
-TIERS = [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
-
-
-def f16_bits(v) -> np.ndarray:
-    return np.asarray(v, np.float16).view(np.uint8).reshape(-1, 2)
+TIERS = SIMD_TIERS
 
 
 def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
@@ -40,10 +48,7 @@ def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
     (every product order exact), levels -127 and scales at their extreme when extreme."""
     _, bb, _ = TYPES[typ]
     b = rng.integers(0, 256, (n_blocks, bb), dtype=np.uint8)
-    if pow2:
-        d = 2.0 ** rng.integers(-20, -6, n_blocks)
-    else:
-        d = rng.uniform(-1, 1, n_blocks) * 10.0 ** rng.integers(-6, 1, n_blocks)
+    d = block_scales(rng, n_blocks, pow2, -6)
     if extreme:  # nibble 0 (-127) everywhere; IQ4_XS: every ls 0 (scale -32)
         b[:, 2:] = 0
         d[:] = 60000.0
@@ -72,29 +77,10 @@ def model(typ, xq, xd, blocks, N):
     return acc
 
 
-def run(typ, xq, xd, xsum, blocks, N, tier, gemm=False):
-    M, K = xq.shape
-    out = np.full((M, N), np.nan, np.float32)
-    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, tier, gemm)
-    return out
-
-
-def quantize(x, qb):
-    """L8 (qb 32) or K8 (qb 256) rows of x (M, K): reference.quantize_k8 per row."""
-    parts = [quantize_k8(r, qb) for r in x]
-    return tuple(np.stack([p[i] for p in parts]) for i in range(3))
-
-
 def make_case(rng, typ, M, N, K, extreme=False):
+    """L8 (IQ4_NL) or K8 (IQ4_XS) activations, at 127 when extreme, and N rows of blocks."""
     qb = TYPES[typ][2]
-    x = (rng.normal(size=(M, K)) * 10.0 ** rng.integers(-3, 3, (M, 1))).astype(np.float32)
-    x[0, :qb] = 0.0  # a zero block: scale 0, q 0
-    if K >= 2 * qb:
-        x[0, qb:2 * qb] = np.where(np.arange(qb) % 2, 1.0, -1.0)  # all +-127
-    xq, xd, xsum = quantize(x, qb)
-    if extreme:
-        xq[:] = 127
-        xsum = xq.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    xq, xd, xsum = activations(rng, M, K, qb, lambda x: l8_rows(x, qb), 127 if extreme else None)
     return xq, xd, xsum, make_blocks(rng, typ, N * K // qb, extreme=extreme).reshape(N, -1)
 
 
@@ -136,9 +122,7 @@ def test_kernel_weights_equal_gguf_dequantize(typ):
     N, K = 5, 2 * qb
     blocks = make_blocks(rng, typ, N * K // qb, pow2=True).reshape(N, -1)
     want = gguf.quants.dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType(tid))
-    xq = np.eye(K, dtype=np.int8)
-    xd = np.ones((K, K // qb), np.float32)
-    xsum = xq.reshape(K, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    xq, xd, xsum = one_hot(K, qb)
     for tier in ["scalar", *TIERS]:
         got = run(typ, xq, xd, xsum, blocks, N, tier, gemm=True)
         assert np.array_equal(got.T, want.reshape(N, K)), tier
@@ -154,9 +138,7 @@ def test_scalar_equals_model_and_reference(typ):
         w = KQTensor(blocks.reshape(-1), tid, N, K)
         ref = np.stack([kq_matmul(xq[m], xd[m], xsum[m], w) for m in range(M)])
         assert np.array_equal(ref.view(np.uint32), want.view(np.uint32)), (M, N, K)
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, N, "scalar", gemm)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K, gemm)
+        assert_bits_equal(want, typ, xq, xd, xsum, blocks, N, ["scalar"], where=(M, N, K))
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -167,10 +149,7 @@ def test_extremes_fit_int32(typ):
     xq, xd, xsum, blocks = make_case(rng, typ, 2, 17, 2048, extreme=True)
     want = model(typ, xq, xd, blocks, 17)
     assert np.isfinite(want).all()
-    for tier in ["scalar", *TIERS]:
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, 17, tier, gemm)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, gemm)
+    assert_bits_equal(want, typ, xq, xd, xsum, blocks, 17, ["scalar", *TIERS])
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -180,38 +159,19 @@ def test_special_block_scales_equal_scalar_bits(typ):
     rng = np.random.default_rng(8)
     _, _, qb = TYPES[typ]
     N, K = 19, 2048
-    specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
-                         0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
     blocks = make_blocks(rng, typ, N * K // qb)
-    pick = specials[rng.integers(0, len(specials), blocks.shape[0])]
+    pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), blocks.shape[0])]
     some = rng.random(blocks.shape[0]) < (0.12 if qb == 32 else 0.2)
     blocks[some, 0:2] = pick[some, None].copy().view(np.uint8)
     blocks = blocks.reshape(N, -1)
-    xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32), qb)
-    want = run(typ, xq, xd, xsum, blocks, N, "scalar")
-    nan = np.isnan(want)
-    assert nan.any() and np.isinf(want).any() and np.isfinite(want).any()
-    for tier in TIERS:
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, N, tier, gemm)
-            assert np.array_equal(np.isnan(got), nan), tier
-            assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+    xq, xd, xsum = l8_rows(rng.normal(size=(2, K)).astype(np.float32), qb)
+    assert_special_scales_equal_scalar(typ, xq, xd, xsum, blocks, N, TIERS)
 
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_tiers_equal_scalar_bits(typ):
     rng = np.random.default_rng(6 + TYPES[typ][0])
-    failures = []
-    for K in K_SET[typ]:
-        for N in N_SET:
-            for M in M_SET:
-                xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
-                want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
-                for tier in TIERS:
-                    for gemm in (False, True):
-                        got = run(typ, xq, xd, xsum, blocks, N, tier, gemm).view(np.uint32)
-                        if not np.array_equal(got, want):
-                            failures.append((tier, gemm, M, N, K))
+    failures = tier_failures(make_case, rng, typ, K_SET[typ], N_SET, M_SET, TIERS)
     assert not failures, failures[:10]
 
 
@@ -228,32 +188,21 @@ def test_bad_shapes_refused():
                        np.zeros(135, np.uint8), 1, 256, np.zeros(1, np.float32), "scalar")
 
 
-GUARD_SCRIPT = GUARDED_PRELUDE + '''
+GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
 for typ, bb, qb in (("iq4_nl", 18, 32), ("iq4_xs", 136, 256)):
     for (M, N, K) in [(1, 17, qb), (3, 15, 3 * qb), (17, 1, 2048), (1, 33, 2048), (2, 8, qb)]:
-        nb = K // qb
-        x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
-        xd = guarded((M, nb), np.float32); xd[:] = rng.uniform(0, 1, (M, nb))
-        xs = guarded((M, K // 16), np.int16)
-        xs[:] = x.reshape(M, -1, 16).astype(np.int16).sum(axis=2)
-        w = guarded((N, nb * bb), np.uint8); w[:] = rng.integers(0, 256, (N, nb * bb))
+        x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
         w.reshape(-1, bb)[:, 0:2] = np.frombuffer(np.float16([0.01]).tobytes(), np.uint8)
-        ref = np.empty((M, N), np.float32)
-        _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, ref, "scalar")
+        ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         for tier in sys.argv[1].split(","):
-            for gemm in (False, True):
-                out = guarded((M, N), np.float32)
-                _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, out, tier, gemm)
-                assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K)
+            check_tier(typ, x, xd, xs, w, M, N, K, ref, tier)
 print("ok")
 '''
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
@@ -263,9 +212,7 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     for op, bb, qb in (("iq4nl_gemv", 18, 32), ("iq4xs_gemv", 136, 256)):
         case = _bench.Case(op, 1, 40, 1280, qb, 2)
         assert case.weight_bytes == 40 * (1280 // qb) * bb
-        for tier in ["scalar", *TIERS]:
-            assert case.check(tier) is None, (op, tier)
-            assert case.time(tier, 1) > 0
+        assert_bench_case_gates(case, op, TIERS)
         with pytest.raises(ValueError, match=f"gs = {qb}"):
             _bench.Case(op, 1, 40, 512, 288 - qb, 1)
     from isaforge.bench.kernels import kquant_shapes
@@ -274,9 +221,8 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     assert {"iq4nl_gemv", "iq4xs_gemv"} <= ops
 
 
-@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
-                    reason="needs a C compiler and objdump")
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@needs_cc_and_objdump
+@x86_only
 @pytest.mark.parametrize("isa, nl, xs", [("avx2", "vpmaddubsw", "vpmaddwd"),
                                          ("avx_vnni", "vpdpbusd", "vpmulld"),
                                          ("avx512_vnni", "vpdpbusd", "vpmulld")])
@@ -285,22 +231,10 @@ def test_simd_objects_use_the_designed_instructions(isa, nl, xs, tmp_path):
     VPSHUFB and forms its products by its ISA's instruction on 256-bit registers (VPDPBUSD of
     level + 128 under VNNI, IQ4_XS's scales then by VPMULLD; VPMADDUBSW + VPMADDWD on AVX2),
     prefetches the tiles ahead, and the AVX2 body holds no VNNI instruction."""
-    repo = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(repo / "csrc"))
-    import manifest
-
-    m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    m = manifest_and_header(tmp_path)
     for typ, ins in (("iq4nl", nl), ("iq4xs", xs)):
         stem = f"{typ}_gemv_1x8_{isa}"
-        group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
-        obj = tmp_path / f"{stem}.o"
-        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
-                        "-DIF_X86_TIERS=1", *m.groups[group].flags,
-                        f"-I{repo / 'csrc/include'}", f"-I{tmp_path}", "-c", str(repo / src),
-                        "-o", str(obj)], check=True)
-        asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
-                             check=True).stdout.lower().splitlines()
+        asm = x86_object_asm(m, stem, tmp_path)
         assert any(ins in x and "%ymm" in x for x in asm), stem
         if isa != "avx2":
             assert any("vpdpbusd" in x and "%ymm" in x for x in asm), stem

@@ -9,36 +9,41 @@ table's rows equal to gguf's dequantization; `isaforge info` naming the kernels.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
+from blocks_helper import (
+    NAMES,
+    ROW_IDS,
+    TOKS,
+    C,
+    all_logits,
+    assert_identical_across_tiers,
+    assert_refused,
+    dequantized,
+    gguf_token_rows,
+    in_place,
+    info_matrices,
+    layer_shapes,
+    llama_cpp_quantized,
+    restore_dispatch,  # noqa: F401 (an autouse fixture)
+)
 from conftest import cli
-from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import KQTensor
 from isaforge.reference import Reference
-from isaforge.runtime.engine import Engine, select_kernel, weight_bytes
+from isaforge.runtime.engine import Engine, weight_bytes
 from isaforge.types import Config
 from test_gguf import base_kv, write_gguf
-from test_kquant_model import SUPPORTED, C, greedy, llama_cpp_quantized
-from test_legacy_model import NAMES, dequantized
 
 # rows that are not whole 256-value blocks: IQ4_NL only
 CL = Config(dim=160, hidden_dim=288, n_layers=2, n_heads=2, n_kv_heads=1, vocab_size=40,
             seq_len=64, shared_classifier=True, rope_theta=5000.0,
             norm_eps=float(np.float32(1e-5)))
-TOKS = [3, 17, 5, 38, 0, 22, 9, 9, 31, 2, 14]
 IQ4 = ("IQ4_NL", "IQ4_XS")
-
-
-@pytest.fixture(autouse=True)
-def _restore_dispatch():
-    yield
-    select_kernel(None)
 
 
 def iq4_blocks(rng, typ: str, rows: int, cols: int) -> np.ndarray:
@@ -58,9 +63,7 @@ def write_file(path: Path, c: Config, kind, table: str, seed: int) -> Path:
     t = {"output_norm.weight": rng.uniform(0.5, 1.5, c.dim).astype(np.float32),
          "token_embd.weight": np.zeros((c.vocab_size, c.dim), np.float32)}
     raw = {"token_embd.weight": (iq4_blocks(rng, table, c.vocab_size, c.dim), table)}
-    shapes = {"attn_q": (c.dim, c.dim), "attn_k": (c.kv_dim, c.dim), "attn_v": (c.kv_dim, c.dim),
-              "attn_output": (c.dim, c.dim), "ffn_gate": (c.hidden_dim, c.dim),
-              "ffn_down": (c.dim, c.hidden_dim), "ffn_up": (c.hidden_dim, c.dim)}
+    shapes = layer_shapes(c)
     for i in range(c.n_layers):
         for n in ("attn_norm", "ffn_norm"):
             t[f"blk.{i}.{n}.weight"] = rng.uniform(0.5, 1.5, c.dim).astype(np.float32)
@@ -97,11 +100,6 @@ def llama_cpp_iq4_xs(tmp_path_factory) -> Path:
 FILES = ["mixed", "nl_odd", "llama_cpp_iq4_nl", "llama_cpp_iq4_xs"]
 
 
-def in_place(w) -> set[str]:
-    return {t.type_name for f in NAMES for t in getattr(w, f) if isinstance(t, KQTensor)} | (
-        {w.wcls.type_name} if isinstance(w.wcls, KQTensor) else set())
-
-
 def file_bytes(path: Path, types) -> int:
     """The bytes of the file's tensors of the given GGML types."""
     r = gguf.GGUFReader(str(path))
@@ -133,24 +131,7 @@ def test_auto_holds_iq4_in_place_one_copy(which: str, kinds: set, request) -> No
 def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
     """T = 0 tokens and every position's logits, bit for bit: every supported tier, 1 and 2
     threads, prefill in one chunk, in chunks of 3, and token by token."""
-    m = read_gguf(request.getfixturevalue(which), quant="auto")
-    base = None
-    for tier in SUPPORTED:
-        select_kernel(tier)
-        for threads in (1, 2):
-            eng = Engine(m, threads=threads)
-            assert eng.kernels["prefill"]["tier"] == tier
-            toks, logits = greedy(eng, TOKS, 8)
-            chunked = Engine(m, threads=threads, ubatch=3).prefill(TOKS, all_logits=True)
-            single = Engine(m, threads=threads)
-            steps = np.stack([single.forward(t, i).copy() for i, t in enumerate(TOKS)])
-            assert np.array_equal(chunked, logits), (tier, threads)
-            assert np.array_equal(steps, logits), (tier, threads)
-            if base is None:
-                base = (toks, logits)
-            assert toks == base[0], (tier, threads)
-            assert np.array_equal(logits, base[1]), (tier, threads)
-    assert np.isfinite(base[1]).all() and np.abs(base[1]).max() > 0
+    assert_identical_across_tiers(read_gguf(request.getfixturevalue(which), quant="auto"))
 
 
 @pytest.mark.parametrize("which", FILES)
@@ -164,13 +145,10 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     per 256: IQ4_XS, and the Q6_K classifier of llama.cpp's files) are coarser than the q8
     load's (mixed 1.5 %, llama.cpp's 1.9 % and 2.0 %)."""
     path = request.getfixturevalue(which)
-    m = with_context(read_gguf(path, quant="auto"), len(TOKS))
-    c = m.config
-    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
-    spec = Reference(c, m.weights, np.float32).logits(TOKS)
-    exact = Reference(c, dequantized(path, c)).logits(TOKS)
-    q8 = Engine(with_context(read_gguf(path), len(TOKS)), threads=2).prefill(
-        TOKS, all_logits=True)
+    m, got = all_logits(path, "auto")
+    spec = Reference(m.config, m.weights, np.float32).logits(TOKS)
+    exact = Reference(m.config, dequantized(path, m.config)).logits(TOKS)
+    q8 = all_logits(path, "q8")[1]
     scale = np.abs(exact).max()
     assert np.abs(got - spec).max() <= 1e-5 * scale
     assert np.abs(got - exact).max() <= 5e-2 * scale
@@ -185,19 +163,14 @@ def test_token_rows_equal_gguf_dequantize(which: str, typ: str, c: Config, reque
     path = request.getfixturevalue(which)
     m = read_gguf(path, quant="auto")
     assert m.weights.wcls.type_name == typ and m.weights.tok_embeddings is m.weights.wcls
-    r = gguf.GGUFReader(str(path))
-    t = next(x for x in r.tensors if x.name == "token_embd.weight")
-    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(c.vocab_size, c.dim)
+    want = gguf_token_rows(path, c)
     eng = Engine(m, threads=1)
-    ids = [0, 39, 5, 5, 17]
-    assert np.array_equal(eng.embed(ids), want[ids].astype(np.float32))
-    assert np.array_equal(m.weights.wcls.rows(ids), want[ids].astype(np.float32))
+    assert np.array_equal(eng.embed(ROW_IDS), want)
+    assert np.array_equal(m.weights.wcls.rows(ROW_IDS), want)
 
 
 def test_info_lists_iq4_in_place_and_kernels(mixed: Path) -> None:
-    r = cli("info", str(mixed), "--quant", "auto", "--json")
-    assert r.returncode == 0, r.stderr
-    mats = {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
+    mats = info_matrices(mixed)
     for f, j in (("wq", 0), ("wk", 1), ("wv", 2), ("wo", 3)):  # layer 0 alternates the types
         typ = IQ4[j % 2]
         code = typ.lower().replace("_", "")
@@ -212,16 +185,9 @@ def test_info_lists_iq4_in_place_and_kernels(mixed: Path) -> None:
 
 def test_bad_iq4_matrices_are_clear_errors(mixed: Path) -> None:
     m = read_gguf(mixed, quant="auto")
-    w = m.weights
-    good = w.wk[0]  # IQ4_XS (128, 256)
+    good = m.weights.wk[0]  # IQ4_XS (128, 256)
     assert good.type_name == "IQ4_XS"
-    try:
-        w.wk[0] = KQTensor(good.raw[:-1], good.type_id, *good.shape)
-        with pytest.raises(ValueError, match=r"layer 0 wk.*\d+ bytes"):
-            Engine(m, threads=1)
-        w.wk[0] = KQTensor(good.raw, good.type_id, good.shape[0] * 2, good.shape[1] // 2)
-        with pytest.raises(ValueError, match=r"IQ4_XS\) cannot be a \(256, 128\)"):
-            Engine(m, threads=1)
-    finally:
-        w.wk[0] = good
-    Engine(m, threads=1)
+    assert_refused(m, "wk", [
+        (KQTensor(good.raw[:-1], good.type_id, *good.shape), r"layer 0 wk.*\d+ bytes"),
+        (KQTensor(good.raw, good.type_id, good.shape[0] * 2, good.shape[1] // 2),
+         r"IQ4_XS\) cannot be a \(256, 128\)")])

@@ -13,16 +13,14 @@ SMLAL and neither SDOT nor SMMLA in the neon files."""
 
 from __future__ import annotations
 
-import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from blocks_helper import arm_cc, arm_compile, arm_flags, assert_driver_clean, manifest_and_header
+from conftest import REPO
 from test_arm_emulated import _sme_cpu, toolchain  # noqa: F401
 
-REPO = Path(__file__).resolve().parent.parent
 TYPES = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51", "q80")
 # the types with an SME2 GEMM of their own
 SME2 = ("q4k", "q5k", "q6k", "q40", "q41", "q50", "q51")
@@ -55,30 +53,15 @@ INSNS = {"neon": (("smull", "smlal"), ("sdot", "smmla", "usmmla")),
 
 @pytest.fixture(scope="module")
 def built(toolchain, tmp_path_factory):  # noqa: F811
-    sys.path.insert(0, str(REPO / "csrc"))
-    import manifest
-
     tmp = tmp_path_factory.mktemp("kquant_arm")
-    m = manifest.read()
-    (tmp / "if_kernel_decls.h").write_text(manifest.header(m))
-    zig = shlex.split(toolchain["ISAFORGE_ZIG_CC"])
-    common = ["-std=c11", "-O3", "-ffp-contract=off", "-DIF_ARM_TIERS=1", "-target",
-              "aarch64-linux-musl", f"-I{REPO / 'csrc/include'}", f"-I{tmp}",
-              f"-I{REPO / 'csrc/kernels'}"]
+    m = manifest_and_header(tmp)
+    cc = arm_cc(toolchain, tmp)
     objs, asm = [], {}
     for tier in TIERS:
-        flags = m.groups[tier].zigflags or m.groups[tier].flags
         for t in TYPES:
             for stem in _stems(t)[tier]:
-                src = next(p for _, p, _ in m.kernels if Path(p).stem == stem)
-                obj = tmp / f"{stem}.o"
-                subprocess.run([*zig, *common, *flags, "-c", str(REPO / src), "-o", str(obj)],
-                               check=True)
-                objs.append(str(obj))
-                s = tmp / f"{stem}.s"
-                subprocess.run([*zig, *common, *flags, "-S", str(REPO / src), "-o", str(s)],
-                               check=True)
-                asm[stem] = s.read_text().lower().splitlines()
+                objs.append(arm_compile(cc, arm_flags(m, tier), m, stem, tmp, asm=True))
+                asm[stem] = (tmp / f"{stem}.s").read_text().lower().splitlines()
     scalar = [str(REPO / p) for p in (
         *[f"csrc/kernels/{t}/{t}_gemm_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
         *[f"csrc/kernels/{t}/{t}_gemv_1x1_scalar.c" for t in ("q4k", "q5k", "q6k")],
@@ -87,11 +70,11 @@ def built(toolchain, tmp_path_factory):  # noqa: F811
         "csrc/kernels/quantize/k8_quantize_1x1_scalar.c",
         "csrc/kernels/quantize/q8_quantize_1x1_scalar.c")]
     abi = tmp / "sme_abi.o"  # the SME ABI routines the streaming kernels call
-    subprocess.run([*zig, *common, *(m.groups["sme2"].zigflags or m.groups["sme2"].flags), "-c",
-                    str(REPO / "csrc/kernels/sme_abi.c"), "-o", str(abi)], check=True)
+    subprocess.run([*cc, *arm_flags(m, "sme2"), "-c", str(REPO / "csrc/kernels/sme_abi.c"), "-o",
+                    str(abi)], check=True)
     objs.append(str(abi))
     exe = tmp / "kquant_arm_test"
-    subprocess.run([*zig, *common, "-mcpu=generic", str(REPO / "tests/native/kquant_arm_test.c"),
+    subprocess.run([*cc, "-mcpu=generic", str(REPO / "tests/native/kquant_arm_test.c"),
                     *objs, *scalar, "-lm", "-o", str(exe)], check=True)
     return exe, asm
 
@@ -102,9 +85,7 @@ def test_arm_kquant_kernels_equal_scalar_under_qemu(toolchain, built, run):  # n
     tier, cpu = RUNS[run]
     r = subprocess.run([toolchain["ISAFORGE_QEMU_AARCH64"], "-cpu", cpu, str(exe), tier],
                        capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0 and r.stdout.strip().endswith("bad 0"), r.stdout[-2000:]
-    # 8 types x 4 N x 3 K x 2 fills x (GEMV + 4 GEMM M)
-    assert int(r.stdout.split()[-3]) == 8 * 4 * 3 * 2 * 5, r.stdout
+    assert_driver_clean(r, 8 * 4 * 3 * 2 * 5)  # 8 types x 4 N x 3 K x 2 fills x (GEMV + 4 M)
 
 
 @pytest.mark.parametrize("tier", list(TIERS))

@@ -7,16 +7,34 @@ scalar kernels bit for bit on a shape grid with row tails, extreme values and gu
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import GUARDED_PRELUDE
+from blocks_helper import (
+    KQ_GUARDED_PRELUDE,
+    SIMD_TIERS,
+    SPECIAL_F16,
+    activations,
+    assert_bench_case_gates,
+    assert_bits_equal,
+    assert_guard_script_passes,
+    assert_special_scales_equal_scalar,
+    block_scales,
+    f16_bits,
+    manifest_and_header,
+    needs_cc_and_objdump,
+    one_hot,
+    run,
+    sums16,
+    tier_failures,
+    x86_object_asm,
+    x86_only,
+)
+from conftest import REPO
 from isaforge import _bench, _native
 from isaforge.quant import ggml
 
@@ -26,10 +44,6 @@ TYPES = list(BLOCK_BYTES)
 M_SET = [1, 2, 3, 17]
 N_SET = [1, 3, 15, 16, 17, 33, 64]
 K_SET = [256, 512, 2304]
-
-
-def tiers() -> list[str]:
-    return [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
 
 
 X86_BUILD = "avx2" in [t["name"] for t in _native.info()["tiers"]]
@@ -45,12 +59,8 @@ def emulated() -> list[str]:
     return []
 
 
-TIERS = tiers() + emulated()
+TIERS = SIMD_TIERS + emulated()
 AMX_GEMMS = [t for t in ("amx", "amx_emulated") if t in TIERS]
-
-
-def f16_bits(v) -> np.ndarray:
-    return np.asarray(v, np.float16).view(np.uint8).reshape(-1, 2)
 
 
 def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
@@ -63,10 +73,7 @@ def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
         b[:] = 0xFF
         if typ == "q6_k":
             b[:, 192:208] = 0x80  # scale -128, values 63 (u - 32 = 31)
-    if pow2:
-        d = 2.0 ** rng.integers(-20, -2, (n_blocks, 2))
-    else:
-        d = rng.uniform(-1, 1, (n_blocks, 2)) * 10.0 ** rng.integers(-6, 1, (n_blocks, 2))
+    d = block_scales(rng, (n_blocks, 2), pow2, -2)
     if typ in MINS:
         b[:, 0:2], b[:, 2:4] = f16_bits(d[:, 0]), f16_bits(np.abs(d[:, 1]))
     else:
@@ -111,7 +118,7 @@ def k8_model(x: np.ndarray):
     # roundf: half away from zero
     q = np.where(d[:, :, None] != 0, np.sign(r) * np.floor(np.abs(r) + 0.5), 0).astype(np.int8)
     q = q.reshape(M, K)
-    return q, d, q.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    return q, d, sums16(q)
 
 
 def model(typ, xq, xd, xsum, blocks, N):
@@ -146,13 +153,6 @@ def model(typ, xq, xd, xsum, blocks, N):
     return acc
 
 
-def run(typ, xq, xd, xsum, blocks, N, tier, gemm=False):
-    M, K = xq.shape
-    out = np.full((M, N), np.nan, np.float32)
-    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, tier, gemm)
-    return out
-
-
 def quantize(x, tier="scalar"):
     M, K = x.shape
     q = np.empty((M, K), np.int8)
@@ -164,14 +164,8 @@ def quantize(x, tier="scalar"):
 
 
 def make_case(rng, typ, M, N, K, extreme=False):
-    x = (rng.normal(size=(M, K)) * 10.0 ** rng.integers(-3, 3, (M, 1))).astype(np.float32)
-    x[0, :256] = 0.0  # a zero block: scale 0, q 0
-    if K >= 512:
-        x[0, 256:512] = np.where(np.arange(256) % 2, 1.0, -1.0)  # all +-127
-    xq, xd, xsum = quantize(x)
-    if extreme:
-        xq[:] = -127
-        xsum = xq.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    """K8 activations by the scalar C quantizer, at -127 when extreme, and N rows of blocks."""
+    xq, xd, xsum = activations(rng, M, K, 256, quantize, -127 if extreme else None)
     blocks = make_blocks(rng, typ, N * K // 256, extreme=extreme)
     return xq, xd, xsum, blocks.reshape(N, -1)
 
@@ -216,9 +210,7 @@ def test_kernel_weights_equal_gguf_dequantize(typ):
     blocks = make_blocks(rng, typ, N * K // 256, pow2=True).reshape(N, -1)
     gtype = gguf_type(gguf, typ)
     want = gguf.quants.dequantize(blocks.reshape(-1), gtype).reshape(N, K)
-    xq = np.eye(K, dtype=np.int8)
-    xd = np.ones((K, K // 256), np.float32)
-    xsum = xq.reshape(K, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    xq, xd, xsum = one_hot(K, 256)
     got = run(typ, xq, xd, xsum, blocks, N, "scalar")
     assert np.array_equal(got.T, want)
 
@@ -243,10 +235,7 @@ def test_scalar_equals_model(typ):
     for M, N, K in [(1, 5, 256), (3, 17, 768), (2, 9, 2304)]:
         xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
         want = model(typ, xq, xd, xsum, blocks, N)
-        got = run(typ, xq, xd, xsum, blocks, N, "scalar")
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K)
-        got = run(typ, xq, xd, xsum, blocks, N, "scalar", gemm=True)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K)
+        assert_bits_equal(want, typ, xq, xd, xsum, blocks, N, ["scalar"], where=(M, N, K))
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -256,52 +245,31 @@ def test_extremes_fit_int32(typ):
     rng = np.random.default_rng(5)
     xq, xd, xsum, blocks = make_case(rng, typ, 2, 17, 2304, extreme=True)
     want = model(typ, xq, xd, xsum, blocks, 17)
-    for tier in ["scalar", *TIERS]:
-        got = run(typ, xq, xd, xsum, blocks, 17, tier)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), tier
+    assert_bits_equal(want, typ, xq, xd, xsum, blocks, 17, ["scalar", *TIERS], (False,))
 
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_special_block_scales_equal_scalar_bits(typ):
     """f16 block scales that are subnormal, zero, negative, infinite or NaN: every tier's
     conversion gives the scalar kernel's floats: the result bits equal, except that a NaN's
-    payload may differ (which NaN operand x86 passes on depends on the compiler's operand
-    order; a NaN scale is a broken file either way)."""
+    payload may differ (a NaN scale is a broken file either way)."""
     rng = np.random.default_rng(8)
     N, K = 19, 512
-    specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
-                         0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
     blocks = make_blocks(rng, typ, N * K // 256).reshape(N * K // 256, -1)
     off = 0 if typ in MINS else 208
-    pick = specials[rng.integers(0, len(specials), (blocks.shape[0], 2))]
+    pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], 2))]
     blocks[:, off:off + 2] = pick[:, :1].view(np.uint8)
     if typ in MINS:
         blocks[:, 2:4] = pick[:, 1:].view(np.uint8)
     blocks = blocks.reshape(N, -1)
     xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
-    want = run(typ, xq, xd, xsum, blocks, N, "scalar")
-    nan = np.isnan(want)
-    assert nan.any() and np.isinf(want).any() and np.isfinite(want).any()
-    for tier in TIERS:
-        got = run(typ, xq, xd, xsum, blocks, N, tier)
-        assert np.array_equal(np.isnan(got), nan), tier
-        assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+    assert_special_scales_equal_scalar(typ, xq, xd, xsum, blocks, N, TIERS, (False,))
 
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_tiers_equal_scalar_bits(typ):
     rng = np.random.default_rng(6 + len(typ))
-    failures = []
-    for K in K_SET:
-        for N in N_SET:
-            for M in M_SET:
-                xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
-                want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
-                for tier in TIERS:
-                    for gemm in (False, True):
-                        got = run(typ, xq, xd, xsum, blocks, N, tier, gemm).view(np.uint32)
-                        if not np.array_equal(got, want):
-                            failures.append((tier, gemm, M, N, K))
+    failures = tier_failures(make_case, rng, typ, K_SET, N_SET, M_SET, TIERS)
     assert not failures, failures[:10]
 
 
@@ -360,9 +328,8 @@ def test_real_file_blocks(typ):
     rng = np.random.default_rng(7)
     xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
     want = model(typ, xq, xd, xsum, blocks, N)
-    for tier in ["scalar", *TIERS]:
-        got = run(typ, xq, xd, xsum, blocks, N, tier)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, t.name)
+    assert_bits_equal(want, typ, xq, xd, xsum, blocks, N, ["scalar", *TIERS], (False,),
+                      where=(t.name,))
 
 
 def test_bad_shapes_refused():
@@ -381,26 +348,18 @@ def test_bad_shapes_refused():
                            np.zeros(1, np.float32), np.zeros(7, np.int16), "scalar")
 
 
-GUARD_SCRIPT = GUARDED_PRELUDE + '''
+GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
 for typ, bb in (("q4_k", 144), ("q5_k", 176), ("q6_k", 210)):
     for (M, N, K) in [(1, 17, 256), (3, 15, 512), (17, 1, 768), (1, 33, 2304), (2, 16, 256)]:
         nb = K // 256
-        x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
-        xd = guarded((M, nb), np.float32); xd[:] = rng.uniform(0, 1, (M, nb))
-        xs = guarded((M, K // 16), np.int16)
-        xs[:] = x.reshape(M, -1, 16).astype(np.int16).sum(axis=2)
-        w = guarded((N, nb * bb), np.uint8); w[:] = rng.integers(0, 256, (N, nb * bb))
+        x, xd, xs, w = guarded_operands(rng, M, N, K, 256, bb)
         for r in range(N * nb):  # finite f16 scales
             o = r * bb + (208 if typ == "q6_k" else 0)
             w.reshape(-1)[o:o + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
-        ref = np.empty((M, N), np.float32)
-        _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, ref, "scalar")
+        ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         for tier in sys.argv[1].split(","):
-            for gemm in (False, True):
-                out = guarded((M, N), np.float32)
-                _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, out, tier, gemm)
-                assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K)
+            check_tier(typ, x, xd, xs, w, M, N, K, ref, tier)
             xf = guarded((K,), np.float32); xf[:] = rng.normal(size=K)
             q = guarded((K,), np.int8); d = guarded((nb,), np.float32)
             s = guarded((K // 16,), np.int16)
@@ -410,9 +369,7 @@ print("ok")
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
@@ -423,9 +380,7 @@ def test_bench_cases_gate_and_count_the_file_bytes():
                    ("q4k_gemm", 144), ("q5k_gemm", 176), ("q6k_gemm", 210)):
         case = _bench.Case(op, 19 if op.endswith("gemm") else 1, 40, 512, 256, 2)
         assert case.weight_bytes == 40 * 2 * bb
-        for tier in ["scalar", *TIERS]:
-            assert case.check(tier) is None, (op, tier)
-            assert case.time(tier, 1) > 0
+        assert_bench_case_gates(case, op, TIERS)
         with pytest.raises(ValueError, match="gs = 256"):
             _bench.Case(op, 1, 40, 512, 32, 1)
     from isaforge.bench.kernels import Shape, kquant_shapes
@@ -464,28 +419,14 @@ KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register wi
 }
 
 
-@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
-                    reason="needs a C compiler and objdump")
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@needs_cc_and_objdump
+@x86_only
 @pytest.mark.parametrize("stem", list(KQ_SIMD))
 def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
     """Each x86 K-quant kernel compiled with only its manifest group's flags contains its
     product instructions on its own register width (zmm for AVX-512, ymm otherwise), and the
     AVX2 body no VNNI instruction."""
-    repo = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(repo / "csrc"))
-    import manifest
-
-    m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
-    src = next(p for g, p, _ in m.kernels if Path(p).stem == stem)
-    group = next(g for g, p, _ in m.kernels if Path(p).stem == stem)
-    obj = tmp_path / f"{stem}.o"
-    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
-                    "-DIF_X86_TIERS=1", *m.groups[group].flags, f"-I{repo / 'csrc/include'}",
-                    f"-I{tmp_path}", "-c", str(repo / src), "-o", str(obj)], check=True)
-    asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
-                         check=True).stdout.lower().splitlines()
+    asm = x86_object_asm(manifest_and_header(tmp_path), stem, tmp_path)
     reg = "%zmm" if "avx512" in stem or "amx" in stem else "%ymm"
     for ins in KQ_SIMD[stem]:  # tile products name tile registers
         r = "%tmm" if ins.startswith("tdp") else reg
@@ -537,12 +478,11 @@ def test_tile_emulator_computes_tdpbsud_and_faults_where_hardware_would(tmp_path
     operand the hardware refuses (#GP / #UD: a reserved byte, a B tile whose rows do not match
     A's width, a tile above 7, half a tile, no configuration, a repeated tile) aborts with the
     reason instead of computing."""
-    repo = Path(__file__).resolve().parent.parent
     src = tmp_path / "emu.c"
     src.write_text(EMU_DRIVER)
     exe = tmp_path / "emu"
     subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O1", "-Wall", "-Werror",
-                    f"-I{repo / 'csrc/kernels'}", str(src), "-o", str(exe)], check=True)
+                    f"-I{REPO / 'csrc/kernels'}", str(src), "-o", str(exe)], check=True)
     ok = subprocess.run([str(exe), "0"], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stdout.split() == ["-637", "0", "387", "0"], ok
     reasons = {1: "reserved byte set", 2: "TDPBSUD: a.colsb/4 != b.rows", 3: "tile >= 8",

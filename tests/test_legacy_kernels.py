@@ -8,21 +8,35 @@ tails, extreme values, special f16 scales and guard pages, and the bench cases."
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import GUARDED_PRELUDE
-from isaforge import _bench, _native
+from blocks_helper import (
+    KQ_GUARDED_PRELUDE,
+    SIMD_TIERS,
+    SPECIAL_F16,
+    activations,
+    assert_bench_case_gates,
+    assert_bits_equal,
+    assert_guard_script_passes,
+    assert_special_scales_equal_scalar,
+    block_scales,
+    f16_bits,
+    l8_rows,
+    manifest_and_header,
+    needs_cc_and_objdump,
+    one_hot,
+    run,
+    tier_failures,
+    x86_object_asm,
+    x86_only,
+)
+from isaforge import _bench
 from isaforge.quant.ggml import KQTensor, _legacy_integers
-from isaforge.reference import kq_matmul, quantize_k8
+from isaforge.reference import kq_matmul
 
 # type -> (GGML id, block bytes, offset of the minimum (None: a zero point instead))
 TYPES = {"q4_0": (2, 18, None), "q4_1": (3, 20, 2), "q5_0": (6, 22, None), "q5_1": (7, 24, 2),
@@ -31,11 +45,7 @@ ZERO = {"q4_0": 8, "q5_0": 16, "q8_0": 0}  # Q8_0's values are signed: no zero p
 M_SET = [1, 2, 3, 17]
 N_SET = [1, 3, 7, 8, 9, 15, 16, 17, 33]
 K_SET = [32, 96, 640, 2048]
-TIERS = [t["name"] for t in _native.info()["tiers"] if t["supported"] and t["name"] != "scalar"]
-
-
-def f16_bits(v) -> np.ndarray:
-    return np.asarray(v, np.float16).view(np.uint8).reshape(-1, 2)
+TIERS = SIMD_TIERS
 
 
 def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
@@ -46,10 +56,7 @@ def make_blocks(rng, typ, n_blocks, pow2=False, extreme=False) -> np.ndarray:
     b = rng.integers(0, 256, (n_blocks, bb), dtype=np.uint8)
     if extreme:
         b[:] = 0x80 if typ == "q8_0" else 0xFF
-    if pow2:
-        d = 2.0 ** rng.integers(-20, -2, (n_blocks, 2))
-    else:
-        d = rng.uniform(-1, 1, (n_blocks, 2)) * 10.0 ** rng.integers(-6, 1, (n_blocks, 2))
+    d = block_scales(rng, (n_blocks, 2), pow2, -2)
     if extreme:
         d[:] = 60000.0
     b[:, 0:2] = f16_bits(d[:, 0])
@@ -79,28 +86,14 @@ def model(typ, xq, xd, xsum, blocks, N):
     return acc
 
 
-def run(typ, xq, xd, xsum, blocks, N, tier, gemm=False):
-    M, K = xq.shape
-    out = np.full((M, N), np.nan, np.float32)
-    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, tier, gemm)
-    return out
-
-
 def quantize(x):
     """L8 rows of x (M, K): reference.quantize_k8 at 32 per row."""
-    parts = [quantize_k8(r, 32) for r in x]
-    return tuple(np.stack([p[i] for p in parts]) for i in range(3))
+    return l8_rows(x, 32)
 
 
 def make_case(rng, typ, M, N, K, extreme=False):
-    x = (rng.normal(size=(M, K)) * 10.0 ** rng.integers(-3, 3, (M, 1))).astype(np.float32)
-    x[0, :32] = 0.0  # a zero block: scale 0, q 0
-    if K >= 64:
-        x[0, 32:64] = np.where(np.arange(32) % 2, 1.0, -1.0)  # all +-127
-    xq, xd, xsum = quantize(x)
-    if extreme:
-        xq[:] = -127
-        xsum = xq.reshape(M, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    """L8 activations, at -127 when extreme, and N rows of blocks."""
+    xq, xd, xsum = activations(rng, M, K, 32, quantize, -127 if extreme else None)
     return xq, xd, xsum, make_blocks(rng, typ, N * K // 32, extreme=extreme).reshape(N, -1)
 
 
@@ -140,9 +133,7 @@ def test_kernel_weights_equal_gguf_dequantize(typ):
     tid = TYPES[typ][0]
     blocks = make_blocks(rng, typ, N * K // 32, pow2=True).reshape(N, -1)
     want = gguf.quants.dequantize(blocks.reshape(-1), gguf.GGMLQuantizationType(tid))
-    xq = np.eye(K, dtype=np.int8)
-    xd = np.ones((K, K // 32), np.float32)
-    xsum = xq.reshape(K, -1, 16).astype(np.int16).sum(axis=2).astype(np.int16)
+    xq, xd, xsum = one_hot(K, 32)
     for tier in ["scalar", *TIERS]:
         got = run(typ, xq, xd, xsum, blocks, N, tier, gemm=True)
         assert np.array_equal(got.T, want.reshape(N, K)), tier
@@ -157,9 +148,7 @@ def test_scalar_equals_model_and_reference(typ):
         w = KQTensor(blocks.reshape(-1), TYPES[typ][0], N, K)
         ref = np.stack([kq_matmul(xq[m], xd[m], xsum[m], w) for m in range(M)])
         assert np.array_equal(ref.view(np.uint32), want.view(np.uint32)), (M, N, K)
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, N, "scalar", gemm)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (M, N, K, gemm)
+        assert_bits_equal(want, typ, xq, xd, xsum, blocks, N, ["scalar"], where=(M, N, K))
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -169,10 +158,7 @@ def test_extremes_fit_int32(typ):
     rng = np.random.default_rng(5)
     xq, xd, xsum, blocks = make_case(rng, typ, 2, 17, 2048, extreme=True)
     want = model(typ, xq, xd, xsum, blocks, 17)
-    for tier in ["scalar", *TIERS]:
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, 17, tier, gemm)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, gemm)
+    assert_bits_equal(want, typ, xq, xd, xsum, blocks, 17, ["scalar", *TIERS])
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -181,41 +167,22 @@ def test_special_block_scales_equal_scalar_bits(typ):
     gives the scalar kernel's floats (the result bits equal; a NaN's payload may differ)."""
     rng = np.random.default_rng(8)
     N, K = 19, 256
-    specials = np.array([0x0001, 0x03FF, 0x0200, 0x8001, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00,
-                         0x7C01, 0x0400, 0x7BFF, 0xBC00], np.uint16)
     _, bb, mo = TYPES[typ]
     blocks = make_blocks(rng, typ, N * K // 32)
-    pick = specials[rng.integers(0, len(specials), (blocks.shape[0], 2))]
+    pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], 2))]
     some = rng.random(blocks.shape[0]) < 0.12  # a few blocks per row: some rows stay finite
     blocks[some, 0:2] = pick[some, :1].copy().view(np.uint8)
     if mo is not None:
         blocks[some, mo:mo + 2] = pick[some, 1:].copy().view(np.uint8)
     blocks = blocks.reshape(N, -1)
     xq, xd, xsum = quantize(rng.normal(size=(2, K)).astype(np.float32))
-    want = run(typ, xq, xd, xsum, blocks, N, "scalar")
-    nan = np.isnan(want)
-    assert nan.any() and np.isinf(want).any() and np.isfinite(want).any()
-    for tier in TIERS:
-        for gemm in (False, True):
-            got = run(typ, xq, xd, xsum, blocks, N, tier, gemm)
-            assert np.array_equal(np.isnan(got), nan), tier
-            assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+    assert_special_scales_equal_scalar(typ, xq, xd, xsum, blocks, N, TIERS)
 
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_tiers_equal_scalar_bits(typ):
     rng = np.random.default_rng(6 + TYPES[typ][0])
-    failures = []
-    for K in K_SET:
-        for N in N_SET:
-            for M in M_SET:
-                xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
-                want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
-                for tier in TIERS:
-                    for gemm in (False, True):
-                        got = run(typ, xq, xd, xsum, blocks, N, tier, gemm).view(np.uint32)
-                        if not np.array_equal(got, want):
-                            failures.append((tier, gemm, M, N, K))
+    failures = tier_failures(make_case, rng, typ, K_SET, N_SET, M_SET, TIERS)
     assert not failures, failures[:10]
 
 
@@ -233,9 +200,8 @@ def test_real_q4_0_file_blocks():
     blocks = blocks.view(np.uint8).reshape(N, -1)
     xq, xd, xsum = quantize(np.random.default_rng(7).normal(size=(2, K)).astype(np.float32))
     want = model("q4_0", xq, xd, xsum, blocks, N)
-    for tier in ["scalar", *TIERS]:
-        got = run("q4_0", xq, xd, xsum, blocks, N, tier)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (tier, t.name)
+    assert_bits_equal(want, "q4_0", xq, xd, xsum, blocks, N, ["scalar", *TIERS], (False,),
+                      where=(t.name,))
 
 
 def test_bad_shapes_refused():
@@ -254,33 +220,22 @@ def test_bad_shapes_refused():
                        np.zeros(34, np.uint8), 1, 32, np.zeros(1, np.float32), "scalar")
 
 
-GUARD_SCRIPT = GUARDED_PRELUDE + '''
+GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
 for typ, bb in (("q4_0", 18), ("q4_1", 20), ("q5_0", 22), ("q5_1", 24), ("q8_0", 34)):
     for (M, N, K) in [(1, 17, 32), (3, 15, 96), (17, 1, 640), (1, 33, 2048), (2, 8, 32)]:
-        nb = K // 32
-        x = guarded((M, K), np.int8); x[:] = rng.integers(-127, 128, (M, K))
-        xd = guarded((M, nb), np.float32); xd[:] = rng.uniform(0, 1, (M, nb))
-        xs = guarded((M, K // 16), np.int16)
-        xs[:] = x.reshape(M, -1, 16).astype(np.int16).sum(axis=2)
-        w = guarded((N, nb * bb), np.uint8); w[:] = rng.integers(0, 256, (N, nb * bb))
+        x, xd, xs, w = guarded_operands(rng, M, N, K, 32, bb)
         blk = w.reshape(-1, bb)
         blk[:, 0:4] = np.frombuffer(np.float16([0.01, -0.02]).tobytes(), np.uint8)
-        ref = np.empty((M, N), np.float32)
-        _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, ref, "scalar")
+        ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         for tier in sys.argv[1].split(","):
-            for gemm in (False, True):
-                out = guarded((M, N), np.float32)
-                _bench.kq_gemm(typ, x, xd, xs, M, w, N, K, out, tier, gemm)
-                assert np.array_equal(out.view(np.uint32), ref.view(np.uint32)), (tier, M, N, K)
+            check_tier(typ, x, xd, xs, w, M, N, K, ref, tier)
 print("ok")
 '''
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 def test_bench_cases_gate_and_count_the_file_bytes():
@@ -292,18 +247,14 @@ def test_bench_cases_gate_and_count_the_file_bytes():
                    ("q80_gemv", 34)):
         case = _bench.Case(op, 1, 40, 640, 32, 2)
         assert case.weight_bytes == 40 * 20 * bb
-        for tier in ["scalar", *TIERS]:
-            assert case.check(tier) is None, (op, tier)
-            assert case.time(tier, 1) > 0
+        assert_bench_case_gates(case, op, TIERS)
         with pytest.raises(ValueError, match="gs = 32"):
             _bench.Case(op, 1, 40, 512, 256, 1)
     for op, bb in (("q40_gemm", 18), ("q41_gemm", 20), ("q50_gemm", 22), ("q51_gemm", 24),
                    ("q80_gemm", 34)):
         case = _bench.Case(op, 19, 40, 640, 32, 2)
         assert case.weight_bytes == 40 * 20 * bb
-        for tier in ["scalar", *TIERS]:
-            assert case.check(tier) is None, (op, tier)
-            assert case.time(tier, 1) > 0
+        assert_bench_case_gates(case, op, TIERS)
     from isaforge.bench.kernels import Shape, kquant_shapes
 
     ops = {s.op for s in kquant_shapes("smollm2-135m", [64])}
@@ -312,9 +263,8 @@ def test_bench_cases_gate_and_count_the_file_bytes():
     assert Shape("q40_gemv", "w", 1, 40, 640).bytes(32) == 40 * 20 * 18 + 640 + 80 + 80 + 160
 
 
-@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
-                    reason="needs a C compiler and objdump")
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@needs_cc_and_objdump
+@x86_only
 @pytest.mark.parametrize("isa, tile, ins, reg", [("avx2", "1x8", "vpmaddubsw", "%ymm"),
                                                  ("avx_vnni", "1x8", "vpdpbusd", "%ymm"),
                                                  ("avx512_vnni", "1x16", "vpdpbusd", "%zmm")])
@@ -323,23 +273,11 @@ def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_pat
     by its ISA's instruction on its vector width (512-bit under AVX512-VNNI; Q8_0's 8-row body
     256-bit on every tier), prefetches the tiles ahead, and the AVX2 body holds no VNNI
     instruction (Q8_0's applies q's sign to x by VPSIGNB: no saturation)."""
-    repo = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(repo / "csrc"))
-    import manifest
-
-    m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    m = manifest_and_header(tmp_path)
     for typ in ("q40", "q41", "q50", "q51", "q80"):
         t, r = ("1x8", "%ymm") if typ == "q80" else (tile, reg)
         stem = f"{typ}_gemv_{t}_{isa}"
-        group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == stem)
-        obj = tmp_path / f"{stem}.o"
-        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
-                        "-DIF_X86_TIERS=1", *m.groups[group].flags,
-                        f"-I{repo / 'csrc/include'}", f"-I{tmp_path}", "-c", str(repo / src),
-                        "-o", str(obj)], check=True)
-        asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
-                             check=True).stdout.lower().splitlines()
+        asm = x86_object_asm(m, stem, tmp_path)
         assert any(ins in x and r in x for x in asm), stem
         assert any("prefetcht1" in x for x in asm), stem
         if isa == "avx2":
@@ -348,9 +286,8 @@ def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_pat
             assert any("vpsignb" in x for x in asm), stem
 
 
-@pytest.mark.skipif(not (shutil.which("objdump") and shutil.which(os.environ.get("CC", "cc"))),
-                    reason="needs a C compiler and objdump")
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 only")
+@needs_cc_and_objdump
+@x86_only
 @pytest.mark.parametrize("stem, ins, reg", [("gemm_4x8_avx2", "vpmaddubsw", "%ymm"),
                                             ("gemm_4x8_avx_vnni", "vpdpbusd", "%ymm"),
                                             ("gemm_8x16_avx512_vnni", "vpdpbusd", "%zmm")])
@@ -359,22 +296,10 @@ def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_pat
     by its ISA's instruction on the tile's full-width registers (16 rows per zmm on AVX-512),
     the AVX2 body holds no VNNI instruction, and AVX2's Q8_0 GEMM applies the signs by
     VPSIGNB."""
-    repo = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(repo / "csrc"))
-    import manifest
-
-    m = manifest.read()
-    (tmp_path / "if_kernel_decls.h").write_text(manifest.header(m))
+    m = manifest_and_header(tmp_path)
     for typ in ("q40", "q41", "q50", "q51", "q80"):
         name = f"{typ}_{stem}"
-        group, src = next((g, p) for g, p, _ in m.kernels if Path(p).stem == name)
-        obj = tmp_path / f"{name}.o"
-        subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O3", "-ffp-contract=off",
-                        "-DIF_X86_TIERS=1", *m.groups[group].flags,
-                        f"-I{repo / 'csrc/include'}", f"-I{tmp_path}", "-c", str(repo / src),
-                        "-o", str(obj)], check=True)
-        asm = subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True,
-                             check=True).stdout.lower().splitlines()
+        asm = x86_object_asm(m, name, tmp_path)
         assert any(ins in x and reg in x for x in asm), name
         if stem.endswith("avx2"):
             assert not any("vpdp" in x for x in asm), name

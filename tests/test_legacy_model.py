@@ -9,13 +9,29 @@ gguf's dequantization; `isaforge info` naming the blocks and their kernels."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 
+from blocks_helper import (
+    NAMES,
+    ROW_IDS,
+    TOKS,
+    C,
+    all_logits,
+    assert_identical_across_tiers,
+    assert_refused,
+    dequantized,
+    gguf_token_rows,
+    in_place,
+    info_matrices,
+    kq_blocks,
+    layer_shapes,
+    llama_cpp_quantized,
+    restore_dispatch,  # noqa: F401 (an autouse fixture)
+    spec_gap,
+)
 from conftest import cli
 from isaforge import _native
 from isaforge.formats import with_context
@@ -24,28 +40,18 @@ from isaforge.quant.ggml import KQTensor
 from isaforge.quant.mapped import MappedQ8
 from isaforge.reference import Reference
 from isaforge.runtime.engine import Engine, _route_q80, matrix_kernels, runtime_info, select_kernel
-from isaforge.types import Config, Weights
+from isaforge.types import Config
 from test_gguf import base_kv, write_gguf
-from test_kquant_model import SUPPORTED, C, greedy, kq_blocks, llama_cpp_quantized
 
 # all four legacy types at rows that are not whole 256-value blocks
 CL = Config(dim=160, hidden_dim=288, n_layers=2, n_heads=5, n_kv_heads=1, vocab_size=40,
             seq_len=64, shared_classifier=True, rope_theta=5000.0,
             norm_eps=float(np.float32(1e-5)))
-TOKS = [3, 17, 5, 38, 0, 22, 9, 9, 31, 2, 14]
-NAMES = {"wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output", "w1": "ffn_gate",
-         "w2": "ffn_down", "w3": "ffn_up"}
 # Gemma 3 270M's Q4_K_M layout: Q5_0 q, k, gate, up; Q4_K output; Q6_K down; Q8_0 v
 MIX = {"attn_q": "Q5_0", "attn_k": "Q5_0", "ffn_gate": "Q5_0", "ffn_up": "Q5_0",
        "attn_output": "Q4_K", "ffn_down": "Q6_K", "attn_v": "Q8_0"}
 LEGACY = ("Q4_0", "Q4_1", "Q5_0", "Q5_1")
 BYTES = {"Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24}
-
-
-@pytest.fixture(autouse=True)
-def _restore_dispatch():
-    yield
-    select_kernel(None)
 
 
 def legacy_blocks(rng, typ: str, rows: int, cols: int) -> np.ndarray:
@@ -75,9 +81,7 @@ def write_file(path: Path, c: Config, kind, table: str, seed: int) -> Path:
         raw, types["token_embd.weight"] = {}, "Q8_0"
     else:
         raw = {"token_embd.weight": (make[table](rng, table, c.vocab_size, c.dim), table)}
-    shapes = {"attn_q": (c.dim, c.dim), "attn_k": (c.kv_dim, c.dim), "attn_v": (c.kv_dim, c.dim),
-              "attn_output": (c.dim, c.dim), "ffn_gate": (c.hidden_dim, c.dim),
-              "ffn_down": (c.dim, c.hidden_dim), "ffn_up": (c.hidden_dim, c.dim)}
+    shapes = layer_shapes(c)
     for i in range(c.n_layers):
         for n in ("attn_norm", "ffn_norm"):
             t[f"blk.{i}.{n}.weight"] = rng.uniform(0.5, 1.5, c.dim).astype(np.float32)
@@ -129,11 +133,6 @@ FILES = ["mix", "legacy", "llama_cpp_q4_0", "llama_cpp_q5_1"]
 Q8_0_FILES = ["q8_0", "llama_cpp_q8_0"]
 
 
-def in_place(w: Weights) -> set[str]:
-    return {t.type_name for f in NAMES for t in getattr(w, f) if isinstance(t, KQTensor)} | (
-        {w.wcls.type_name} if isinstance(w.wcls, KQTensor) else set())
-
-
 @pytest.mark.parametrize("which, kinds", [("mix", {"Q5_0", "Q4_K", "Q6_K", "Q8_0"}),
                                           ("legacy", set(LEGACY)),
                                           ("q8_0", {"Q8_0"}),
@@ -159,35 +158,7 @@ def test_auto_holds_legacy_blocks_in_place(which: str, kinds: set, request) -> N
 def test_identical_across_tiers_threads_and_chunks(which: str, request) -> None:
     """T = 0 tokens and every position's logits, bit for bit: every supported tier, 1 and 2
     threads, prefill in one chunk, in chunks of 3, and token by token."""
-    m = read_gguf(request.getfixturevalue(which), quant="auto")
-    base = None
-    for tier in SUPPORTED:
-        select_kernel(tier)
-        for threads in (1, 2):
-            eng = Engine(m, threads=threads)
-            assert eng.kernels["prefill"]["tier"] == tier
-            toks, logits = greedy(eng, TOKS, 8)
-            chunked = Engine(m, threads=threads, ubatch=3).prefill(TOKS, all_logits=True)
-            single = Engine(m, threads=threads)
-            steps = np.stack([single.forward(t, i).copy() for i, t in enumerate(TOKS)])
-            assert np.array_equal(chunked, logits), (tier, threads)
-            assert np.array_equal(steps, logits), (tier, threads)
-            if base is None:
-                base = (toks, logits)
-            assert toks == base[0], (tier, threads)
-            assert np.array_equal(logits, base[1]), (tier, threads)
-    assert np.isfinite(base[1]).all() and np.abs(base[1]).max() > 0
-
-
-def dequantized(path: Path, c: Config) -> Weights:
-    """The file's weights as gguf.quants.dequantize gives them (float32), laid out for
-    Reference."""
-    from test_gguf import weights_from
-
-    r = gguf.GGUFReader(str(path))
-    t = {x.name: gguf.quants.dequantize(x.data, x.tensor_type).astype(np.float32).reshape(
-        [int(d) for d in reversed(x.shape)]) for x in r.tensors}
-    return weights_from(t, c)
+    assert_identical_across_tiers(read_gguf(request.getfixturevalue(which), quant="auto"))
 
 
 @pytest.mark.parametrize("which", FILES)
@@ -202,20 +173,11 @@ def test_logits_within_bound_of_float64_reference(which: str, request) -> None:
     largest |logit| or more (measured: one position of the mix file differs, a lead of 2.0 %,
     inside the activations' 4 %)."""
     path = request.getfixturevalue(which)
-    m = with_context(read_gguf(path, quant="auto"), len(TOKS))
-    c = m.config
-    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
-    specs = [Reference(c, m.weights, dt).logits(TOKS) for dt in (np.float32, np.float64)]
-    exact = Reference(c, dequantized(path, c)).logits(TOKS)
-    q8 = Engine(with_context(read_gguf(path), len(TOKS)), threads=2).prefill(
-        TOKS, all_logits=True)
+    m, got = all_logits(path, "auto")
+    exact = Reference(m.config, dequantized(path, m.config)).logits(TOKS)
+    q8 = all_logits(path, "q8")[1]
     scale = np.abs(exact).max()
-    # each spec sums the norms and attention in its own float order (float32 through numpy's
-    # BLAS, whose order differs between CPUs), so an activation within rounding of a
-    # quantization boundary can round the other way in one of them and move every later
-    # logit of its position; each position must match one of the two
-    near = np.minimum(*(np.abs(got - s).max(axis=1) for s in specs))
-    assert near.max() <= 1e-5 * scale
+    assert spec_gap(got, m).max() <= 1e-5 * scale
     assert np.abs(got - exact).max() <= 5e-2 * scale
     assert np.abs(got - exact).max() <= np.abs(q8 - exact).max()
     top = np.sort(exact, axis=1)
@@ -229,19 +191,14 @@ def test_token_rows_equal_gguf_dequantize(legacy: Path) -> None:
     the Q4_0 kernels."""
     m = read_gguf(legacy, quant="auto")
     assert m.weights.wcls.type_name == "Q4_0" and m.weights.tok_embeddings is m.weights.wcls
-    r = gguf.GGUFReader(str(legacy))
-    t = next(x for x in r.tensors if x.name == "token_embd.weight")
-    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(CL.vocab_size, CL.dim)
+    want = gguf_token_rows(legacy, CL)
     eng = Engine(m, threads=1)
-    ids = [0, 39, 5, 5, 17]
-    assert np.array_equal(eng.embed(ids), want[ids].astype(np.float32))
-    assert np.array_equal(m.weights.wcls.rows(ids), want[ids].astype(np.float32))
+    assert np.array_equal(eng.embed(ROW_IDS), want)
+    assert np.array_equal(m.weights.wcls.rows(ROW_IDS), want)
 
 
 def test_info_lists_legacy_blocks_in_place(legacy: Path, mix: Path) -> None:
-    r = cli("info", str(legacy), "--quant", "auto", "--json")
-    assert r.returncode == 0, r.stderr
-    mats = {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
+    mats = info_matrices(legacy)
     for f, j in (("wq", 0), ("wk", 1), ("wv", 2), ("wo", 3)):  # layer 0 cycles the types
         typ = LEGACY[j]
         code = typ.lower().replace("_", "")
@@ -256,18 +213,10 @@ def test_info_lists_legacy_blocks_in_place(legacy: Path, mix: Path) -> None:
 
 def test_bad_legacy_matrices_are_clear_errors(legacy: Path) -> None:
     m = read_gguf(legacy, quant="auto")
-    w = m.weights
-    good = w.wq[0]
-    try:
-        w.wq[0] = KQTensor(good.raw[:-1], good.type_id, *good.shape)
-        with pytest.raises(ValueError, match=r"layer 0 wq.*\d+ bytes"):
-            Engine(m, threads=1)
-        w.wq[0] = KQTensor(good.raw, good.type_id, good.shape[0] * 2, good.shape[1] // 2)
-        with pytest.raises(ValueError, match=r"Q4_0"):
-            Engine(m, threads=1)
-    finally:
-        w.wq[0] = good
-    Engine(m, threads=1)
+    good = m.weights.wq[0]
+    assert_refused(m, "wq", [
+        (KQTensor(good.raw[:-1], good.type_id, *good.shape), r"layer 0 wq.*\d+ bytes"),
+        (KQTensor(good.raw, good.type_id, good.shape[0] * 2, good.shape[1] // 2), r"Q4_0")])
 
 
 @pytest.mark.parametrize("which", Q8_0_FILES)
@@ -278,12 +227,10 @@ def test_q8_0_in_place_logits(which: str, request) -> None:
     the Q8 kernels (another float order per block, nothing else), within 1e-3 of it and the
     same top token at every position."""
     path = request.getfixturevalue(which)
-    m = with_context(read_gguf(path, quant="auto"), len(TOKS))
+    m, got = all_logits(path, "auto")
     assert {t.type_name for t in m.weights.wq} == {"Q8_0"}
-    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
     spec = Reference(m.config, m.weights, np.float32).logits(TOKS)
-    q8 = Engine(with_context(read_gguf(path, quant="q8"), len(TOKS)), threads=2).prefill(
-        TOKS, all_logits=True)
+    q8 = all_logits(path, "q8")[1]
     scale = np.abs(spec).max()
     assert np.abs(got - spec).max() <= 1e-5 * scale
     assert np.abs(got - q8).max() <= 1e-3 * scale
@@ -297,12 +244,8 @@ def test_q8_0_token_rows_and_classifier(q8_0: Path) -> None:
     w = m.weights
     assert isinstance(w.wcls, KQTensor) and w.wcls.type_name == "Q8_0"
     assert w.tok_embeddings is w.wcls
-    r = gguf.GGUFReader(str(q8_0))
-    t = next(x for x in r.tensors if x.name == "token_embd.weight")
-    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(CL.vocab_size, CL.dim)
     eng = Engine(m, threads=1)
-    ids = [0, 39, 5, 5, 17]
-    assert np.array_equal(eng.embed(ids), want[ids].astype(np.float32))
+    assert np.array_equal(eng.embed(ROW_IDS), gguf_token_rows(q8_0, CL))
     assert eng.kernels["prefill"]["q80_in_place"]
     assert matrix_kernels(w.wcls, eng.kernels)[1].startswith("q80_gemv_")
 
@@ -323,15 +266,12 @@ def test_q8_0_on_a_packed_tier_takes_the_q8_path(q8_0: Path) -> None:
     assert all(isinstance(t, MappedQ8) for t in w.wq + w.wv + w.w2)
     assert isinstance(w.wcls, MappedQ8) and w.tok_embeddings is w.wcls
     got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
-    q8 = Engine(with_context(read_gguf(q8_0, quant="q8"), len(TOKS)), threads=2).prefill(
-        TOKS, all_logits=True)
+    q8 = all_logits(q8_0, "q8")[1]
     assert np.array_equal(got.view(np.uint32), q8.view(np.uint32))
 
 
 def test_info_lists_q8_0_in_place(q8_0: Path) -> None:
-    r = cli("info", str(q8_0), "--quant", "auto", "--json")
-    assert r.returncode == 0, r.stderr
-    mats = {x["name"]: x for x in json.loads(r.stdout)["model"]["matrices"]}
+    mats = info_matrices(q8_0)
     for name in ("layers.0.wq", "layers.1.w2", "wcls"):
         x = mats[name]
         assert x["stored"] == "Q8_0" and x["resident"] == "Q8_0 in place", x
