@@ -9,8 +9,19 @@
 
 #include "kernels.h"
 
+/* The SME2 bodies (kquant_sme2_body.h, legacy_sme2_body.h) call ifk_f16 in streaming mode:
+ * in units built for SME it is streaming-compatible (no mode switch) and always inlined (the
+ * streaming bodies make no calls); elsewhere it is plain C. */
+#ifdef __ARM_FEATURE_SME
+#define IFK_F16_INLINE static inline __attribute__((always_inline))
+#define IFK_F16_STREAMING __arm_streaming_compatible
+#else
+#define IFK_F16_INLINE static inline
+#define IFK_F16_STREAMING
+#endif
+
 /* IEEE binary16 bits -> float, exactly (every f16 value is a float). */
-static inline float ifk_f16(const uint8_t *p) {
+IFK_F16_INLINE float ifk_f16(const uint8_t *p) IFK_F16_STREAMING {
     const uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
     const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3FFu;
     uint32_t bits;

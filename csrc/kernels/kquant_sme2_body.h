@@ -1,6 +1,6 @@
 /* kquant_sme2_body.h - the SME2 GEMM body shared by the K-quant types (Q4_K, Q5_K, Q6_K).
- * Each type's q*k_gemm_vlxvl_sme2.c includes it twice: first for the helpers (kqs_f16), then,
- * for the streaming body, after it defines
+ * Each type's q*k_gemm_vlxvl_sme2.c includes it twice: first for the helpers (kqs_expand_q45,
+ * and ifk_f16 from kquant_common.h), then, for the streaming body, after it defines
  *   KQS_BB         the block's bytes (256 values),
  *   KQS_MIN        1 when the block has 6-bit mins (Q4_K, Q5_K: the float step subtracts
  *                  (dmin * xd) * (float)summ, summ = sum_j c_j (xsum[2j] + xsum[2j + 1])),
@@ -19,6 +19,7 @@
 #ifndef IF_KQUANT_SME2_BODY_H
 #define IF_KQUANT_SME2_BODY_H
 
+#include "kquant_common.h"
 #include "q8_sme2_common.h"
 
 /* The three 32-bit ZA tiles used (compile-time tile numbers, as the ACLE requires). */
@@ -27,30 +28,43 @@
 #define KQS_T_W 2   /* weights: row j = 2*VL scaled int16 values of weight row nb + j */
 #define KQS_ZERO_ACC (0x11u << KQS_T_ACC) /* ZERO mask of ZA<KQS_T_ACC>.S */
 
-/* IEEE binary16 bits -> float exactly, as ifk_f16 (kquant_common.h), callable from streaming
- * code without a mode switch. */
-static inline __attribute__((always_inline)) float
-kqs_f16(const uint8_t *p) __arm_streaming_compatible {
-    const uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
-    const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3FFu;
-    uint32_t bits;
-    if (e == 31) {
-        bits = sign | 0x7F800000u | m << 13;
-    } else if (e) {
-        bits = sign | (e + 112) << 23 | m << 13;
-    } else if (m) { /* subnormal: normalise */
-        uint32_t ee = 113, mm = m;
-        while (!(mm & 0x400u)) {
-            mm <<= 1;
-            ee--;
-        }
-        bits = sign | ee << 23 | (mm & 0x3FFu) << 13;
-    } else {
-        bits = sign;
+/* One Q4_K (q5 = 0) or Q5_K (q5 = 1) block -> dst[k] = sc(k / 32) * value k (K order), the 8
+ * mins, d and dmin: Q4_K's and Q5_K's kqs_expand. Scales and mins as ifk_q4k_scales decodes
+ * them (j < 4: low 6 bits of bytes j, j + 4; j >= 4: byte j + 4's nibbles and the top 2 bits
+ * of bytes j - 4, j); value 64c + l is nibble l of qs[32c ..] (low), value 64c + 32 + l the
+ * high nibble, Q5_K's with bit 2c / 2c + 1 of qh[l] as bit 4. */
+static inline __attribute__((always_inline)) void
+kqs_expand_q45(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d, float *dmin,
+               const int q5) __arm_streaming {
+    const uint8_t *s = blk + 4, *qh = blk + 16, *qs = blk + (q5 ? 48 : 16);
+    int32_t sc[8];
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m8[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
+        m8[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
     }
-    float f;
-    __builtin_memcpy(&f, &bits, sizeof f);
-    return f;
+    for (int j = 8; j < 16; j++) m8[j] = 0; /* 8 mins; the rest unused */
+    /* 16-bit lanes: byte loads zero-extended, nibbles (and qh bits) by AND / shift / OR */
+    for (int c = 0; c < 4; c++)
+        for (uint64_t l = 0; l < 32; l += svcnth()) {
+            const svbool_t pg = svwhilelt_b16_u64(l, 32);
+            const svuint16_t q = svld1ub_u16(pg, qs + 32 * c + l);
+            svuint16_t lo = svand_n_u16_x(pg, q, 15), hi = svlsr_n_u16_x(pg, q, 4);
+            if (q5) {
+                const svuint16_t h = svld1ub_u16(pg, qh + l);
+                lo = svorr_u16_x(pg, lo, svlsl_n_u16_x(
+                    pg, svand_n_u16_x(pg, svlsr_n_u16_x(pg, h, 2 * c), 1), 4));
+                hi = svorr_u16_x(pg, hi, svlsl_n_u16_x(
+                    pg, svand_n_u16_x(pg, svlsr_n_u16_x(pg, h, 2 * c + 1), 1), 4));
+            }
+            svst1_s16(pg, dst + 64 * c + l,
+                      svmul_n_s16_x(pg, svreinterpret_s16_u16(lo), (int16_t)sc[2 * c]));
+            svst1_s16(pg, dst + 64 * c + 32 + l,
+                      svmul_n_s16_x(pg, svreinterpret_s16_u16(hi), (int16_t)sc[2 * c + 1]));
+        }
+    *d = ifk_f16(blk);
+    *dmin = ifk_f16(blk + 2);
 }
 
 #endif

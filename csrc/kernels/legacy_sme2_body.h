@@ -15,32 +15,6 @@
 #define LGS_T_W 2   /* weights: row j = the block's 32 unsigned values of weight row nb + j */
 #define LGS_ZERO_ACC (0x11u << LGS_T_ACC) /* ZERO mask of ZA<LGS_T_ACC>.S */
 
-/* IEEE binary16 bits -> float exactly, as ifk_f16 (kquant_common.h), callable from streaming
- * code without a mode switch. */
-static inline __attribute__((always_inline)) float
-lgs_f16(const uint8_t *p) __arm_streaming_compatible {
-    const uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
-    const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3FFu;
-    uint32_t bits;
-    if (e == 31) {
-        bits = sign | 0x7F800000u | m << 13;
-    } else if (e) {
-        bits = sign | (e + 112) << 23 | m << 13;
-    } else if (m) { /* subnormal: normalise */
-        uint32_t ee = 113, mm = m;
-        while (!(mm & 0x400u)) {
-            mm <<= 1;
-            ee--;
-        }
-        bits = sign | ee << 23 | (mm & 0x3FFu) << 13;
-    } else {
-        bits = sign;
-    }
-    float f;
-    __builtin_memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* One block -> dst[j] = u_j (j < 32, as ifl_u reads it: nibble j % 16 of byte j % 16, low
  * for j < 16, bit j of the little-endian qh word as bit 4 for the five-bit types), in 8-bit
  * lanes (16 of them; every SVL has at least 16): AND / shift of the nibble bytes, and lane j's
@@ -105,8 +79,8 @@ LGS_BODY(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_
                 for (size_t r = 0; r < nr; r++) {
                     const uint8_t *blk = w + ((nb + r) * nbk + b) * t.bb;
                     lgs_expand(blk, wq + r * IF_QL);
-                    dv[r] = lgs_f16(blk);
-                    if (t.min) mv[r] = lgs_f16(blk + 2);
+                    dv[r] = ifk_f16(blk);
+                    if (t.min) mv[r] = ifk_f16(blk + 2);
                 }
                 svzero_mask_za(LGS_ZERO_ACC);
                 for (size_t kk = 0; kk < 8; kk += cw) { /* words kk .. kk + cw of the block */

@@ -8,34 +8,8 @@
 #define KQS_BB IF_Q4K_BLOCK_BYTES
 #define KQS_MIN 1
 
-/* One Q4_K block -> dst[k] = sc(k / 32) * value k (K order), the 8 mins, d and dmin. The
- * scales are decoded as ifk_q4k_scales does (j < 4: low 6 bits of bytes j, j + 4; j >= 4:
- * byte j + 4's nibbles and the top 2 bits of bytes j - 4, j). */
-static inline __attribute__((always_inline)) void
-kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d,
-           float *dmin) __arm_streaming {
-    const uint8_t *s = blk + 4, *qs = blk + 16;
-    int32_t sc[8];
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        m8[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
-        m8[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-    }
-    for (int j = 8; j < 16; j++) m8[j] = 0; /* 8 mins; the rest unused */
-    /* 16-bit lanes: byte loads zero-extended, the nibbles by AND / shift, times the scale */
-    for (int c = 0; c < 4; c++)
-        for (uint64_t l = 0; l < 32; l += svcnth()) {
-            const svbool_t pg = svwhilelt_b16_u64(l, 32);
-            const svuint16_t q = svld1ub_u16(pg, qs + 32 * c + l);
-            const svint16_t lo = svreinterpret_s16_u16(svand_n_u16_x(pg, q, 15));
-            const svint16_t hi = svreinterpret_s16_u16(svlsr_n_u16_x(pg, q, 4));
-            svst1_s16(pg, dst + 64 * c + l, svmul_n_s16_x(pg, lo, (int16_t)sc[2 * c]));
-            svst1_s16(pg, dst + 64 * c + 32 + l, svmul_n_s16_x(pg, hi, (int16_t)sc[2 * c + 1]));
-        }
-    *d = kqs_f16(blk);
-    *dmin = kqs_f16(blk + 2);
-}
+/* One Q4_K block: the shared Q4_K / Q5_K expansion with the 4-bit values of qs. */
+#define kqs_expand(blk, dst, m8, d, dmin) kqs_expand_q45(blk, dst, m8, d, dmin, 0)
 
 #define KQS_BODY q4k_gemm_sme2_body
 #include "../kquant_sme2_body.h" /* the streaming body */

@@ -1,44 +1,13 @@
-/* Q4_K GEMV, Armv8.2 dotprod (-march=armv8.2-a+dotprod): one row at a time on the file's
- * blocks. Per 32-byte chunk the low nibbles (sub-block 2c) and the high ones (2c + 1) go
- * through SDOT against their 32 activations, and each sub-block's int32x4 is added times its
- * 6-bit scale (MLA by a scalar), so a block ends in one vector and one ADDV. The mins and the
- * float step as the scalar kernel. */
-#include <arm_neon.h>
-
-#include "../kquant_common.h"
+/* Q4_K GEMV, Armv8.2 dotprod (-march=armv8.2-a+dotprod): kquant_dotprod.h's body, one row at
+ * a time on the file's blocks. Per 32-byte chunk the low nibbles (sub-block 2c) and the high
+ * ones (2c + 1) go through SDOT against their 32 activations, and each sub-block's int32x4 is
+ * added times its 6-bit scale (MLA by a scalar), so a block ends in one vector and one ADDV.
+ * The mins and the float step as the scalar kernel. */
+#include "../kquant_dotprod.h"
 
 void if_q4k_gemv_1x1_dotprod(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                              const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    const size_t nb = K / IF_QK;
-    const uint8x16_t m4 = vdupq_n_u8(15);
-    for (size_t n = n0; n < n1; n++) {
-        const uint8_t *row = w + n * nb * IF_Q4K_BLOCK_BYTES;
-        float acc = 0.0f;
-        for (size_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + b * IF_Q4K_BLOCK_BYTES, *qs = blk + 16;
-            const int8_t *x = xq + b * IF_QK;
-            const int16_t *bs = xsum + b * 16;
-            uint8_t sc[8], m[8];
-            ifk_q4k_scales(blk + 4, sc, m);
-            int32x4_t is = vdupq_n_s32(0);
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t q0 = vld1q_u8(qs + 32 * c), q1 = vld1q_u8(qs + 32 * c + 16);
-                const int8_t *xc = x + 64 * c;
-                int32x4_t lo = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q0, m4)), vld1q_s8(xc));
-                lo = vdotq_s32(lo, vreinterpretq_s8_u8(vandq_u8(q1, m4)), vld1q_s8(xc + 16));
-                int32x4_t hi = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vld1q_s8(xc + 32));
-                hi = vdotq_s32(hi, vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)), vld1q_s8(xc + 48));
-                is = vmlaq_n_s32(is, lo, sc[2 * c]);
-                is = vmlaq_n_s32(is, hi, sc[2 * c + 1]);
-            }
-            int32_t summ = 0;
-            for (int j = 0; j < 8; j++) summ += m[j] * ((int32_t)bs[2 * j] + bs[2 * j + 1]);
-            const int32_t sumi = vaddvq_s32(is);
-            const float d = ifk_f16(blk), dmin = ifk_f16(blk + 2);
-            acc = (acc + (d * xd[b]) * (float)sumi) - (dmin * xd[b]) * (float)summ;
-        }
-        out[n] = acc;
-    }
+    ifkd_gemv_q45(out, xq, xd, xsum, w, n0, n1, K, 0);
 }
 
 const if_kq_gemv_kernel if_k_q4k_gemv_1x1_dotprod = {.name = "q4k_gemv_1x1_dotprod",

@@ -1,79 +1,14 @@
 /* Q5_K GEMV, AVX-512 VNNI (-mavx512f -mavx512bw -mavx512vl -mavx512vnni): Q4_K's kernel
- * (q5k_gemv_1x16_avx512_vnni.c) on the file's 176-byte blocks, with each value's bit 4 from
- * qh: the 32 qh bytes loaded twice into one register (one copy per 256-bit half, whose two
- * sub-blocks differ), then per 64-byte nibble operand VPTESTMB against the two sub-blocks'
- * bits and a masked VPADDB of 16. Values 0..31 against int8 activations keep VPDPBUSD's
- * dwords within 4 * 31 * 128 < 2^15 (VPACKSSDW exact); the scales, mins and float step are
- * Q4_K's. */
+ * (kquant_gemv_avx512.h, ifkz_gemv_q45 with q5 = 1) on the file's 176-byte blocks, with each
+ * value's bit 4 from qh by VPTESTMB and a masked VPADDB of 16. Values 0..31 against int8
+ * activations keep VPDPBUSD's dwords within 4 * 31 * 128 < 2^15 (VPACKSSDW exact); the
+ * scales, mins and float step are Q4_K's. */
 #include "../kquant_gemv_avx512.h"
 
 void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                                   const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
                                   size_t K) {
-    const size_t nb = K / IF_QK, rowbytes = nb * IF_Q5K_BLOCK_BYTES;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3);
-    const __m512i pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
-    for (size_t n = n0; n < n1; n += 16) {
-        const uint8_t *rows[16];
-        const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
-        __m512 acc = _mm512_setzero_ps();
-        const uint8_t *next = w + (n + IFKZ_GEMV_PF_ROWS) * rowbytes;
-        for (size_t b = 0; b < nb; b++) {
-            ifkz_gemv_prefetch(next + b * 16 * IF_Q5K_BLOCK_BYTES, 16 * IF_Q5K_BLOCK_BYTES);
-            const int8_t *x = xq + b * IF_QK;
-            const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
-            const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
-            const __m512i xa_lo = _mm512_shuffle_i64x2(x0, x1, 0x44);
-            const __m512i xa_hi = _mm512_shuffle_i64x2(x0, x1, 0xEE);
-            const __m512i xb_lo = _mm512_shuffle_i64x2(x2, x3, 0x44);
-            const __m512i xb_hi = _mm512_shuffle_i64x2(x2, x3, 0xEE);
-            /* the 8 sums of 32 activations (pairs of the 16-value sums) as int16 */
-            const __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16));
-            const __m128i bs32 = _mm_packs_epi32(
-                _mm256_castsi256_si128(_mm256_madd_epi16(s16, _mm256_set1_epi16(1))),
-                _mm256_extracti128_si256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), 1));
-            ifkz_tree16 tr;
-            __m512i prev = _mm512_setzero_si512();
-            __m512i mz[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
-                             _mm512_setzero_si512(), _mm512_setzero_si512()};
-            _Alignas(64) uint32_t dm[16];
-            IFZ_UNROLL
-            for (int r = 0; r < 16; r++) {
-                const uint8_t *blk = rows[r] + b * IF_Q5K_BLOCK_BYTES;
-                memcpy(&dm[r], blk, 4);
-                const __m128i scm = ifkz_q4k_scales_v(blk + 4);
-                const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(scm));
-                const __m128i mins =
-                    _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
-                mz[r & 3] = _mm512_inserti32x4(mz[r & 3], mins, r >> 2);
-                const __m512i qa = _mm512_loadu_si512(blk + 48), qb = _mm512_loadu_si512(blk + 112);
-                const __m512i qh2 = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
-                const __m512i ua_lo = ifkz_q5bit(_mm512_and_si512(qa, m4), qh2, 0, 2);
-                const __m512i ua_hi =
-                    ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), qh2, 1, 3);
-                const __m512i ub_lo = ifkz_q5bit(_mm512_and_si512(qb, m4), qh2, 4, 6);
-                const __m512i ub_hi =
-                    ifkz_q5bit(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), qh2, 5, 7);
-                const __m512i a0 =
-                    ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16);
-                const __m512i a = ifkz_dp2(a0, ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16);
-                ifkz_tree_add(&tr, r, a, &prev);
-            }
-            const __m512i sumi = ifkz_tree_sum(&tr);
-            /* lane 4k + q = vector q's block k = row 4k + q */
-            const __m512i summ = ifz_hB(ifz_hA(mz[0], mz[1]), ifz_hA(mz[2], mz[3]));
-            const __m512 xdb = _mm512_set1_ps(xd[b]);
-            const __m512i dmv = _mm512_load_si512(dm);
-            const __m512 t1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dmv)), xdb);
-            const __m256i mhv = _mm512_cvtepi32_epi16(_mm512_srli_epi32(dmv, 16));
-            const __m512 t2 = _mm512_mul_ps(_mm512_cvtph_ps(mhv), xdb);
-            acc = _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(sumi))),
-                                _mm512_mul_ps(t2, _mm512_cvtepi32_ps(summ)));
-        }
-        _mm512_mask_storeu_ps(out + n, om, acc);
-    }
+    ifkz_gemv(out, xq, xd, xsum, w, n0, n1, K, IFKZ_Q5K);
 }
 
 const if_kq_gemv_kernel if_k_q5k_gemv_1x16_avx512_vnni = {.name = "q5k_gemv_1x16_avx512_vnni",

@@ -33,7 +33,7 @@ kqs_expand(const uint8_t *blk, int16_t *dst, int32_t m8[16], float *d,
                     svst1_s16(pg, dst + i, svmul_n_s16_x(pg, q, (int16_t)sc[i / 16]));
                 }
     for (int j = 0; j < 16; j++) m8[j] = 32 * sc[j];
-    *d = kqs_f16(blk + 208);
+    *d = ifk_f16(blk + 208);
     *dmin = 0.0f;
 }
 
