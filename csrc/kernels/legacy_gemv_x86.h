@@ -1,8 +1,8 @@
 /* legacy_gemv_x86.h - the x86 legacy-block GEMV body (legacy/ *_gemv_1x8_avx2.c,
  * *_gemv_1x8_avx_vnni.c, *_gemv_1x16_avx512_vnni.c): one source compiled per ISA. Decode reads
  * far more weight bytes than any cache holds, so the order of the reads sets the speed: cold on
- * Zen 5 at 1 thread, loads alone in 16 row streams advancing one block each stream ~22 GB/s
- * whatever the prefetch, over 4 rows (or 1) ~30 GB/s; no prefetch at all halves the rate.
+ * Zen 5 at 1 thread, loads alone in 16 row streams advancing one block each read ~22 GB/s
+ * whatever the prefetch, the same loads over 4 rows (or 1) ~30 GB/s; no prefetch halves it.
  *  - AVX512-VNNI: a tile is 4 rows, read 4 blocks at a time (4 streams). A row's 4 blocks are
  *    one 64-byte load and one masked short one; word permutes (VPERMT2W; every field offset is
  *    even) put block g's 16 nibble bytes in lane g and its d, m (and qh) in place, so a block
@@ -14,12 +14,13 @@
  *  - AVX2 / AVX-VNNI: a tile is 8 rows, a vector holds 2 rows' 16 nibble bytes of one block
  *    (group g: rows g, 4 + g), products by VPDPBUSD or VPMADDUBSW twice + VPADDW + VPMADDWD (at
  *    most 2 * 2 * 31 * 128 per int16, no saturation), two unpack-and-add levels leave row r in
- *    int32 lane r; the scales are gathered by byte shuffles. The 256-bit body runs near its
- *    instruction limit, so fewer streams (2 or 4 rows, 4 blocks a step) measured slower.
+ *    int32 lane r; the scales are gathered by byte shuffles. This body runs at its instruction
+ *    limit (in L2 as fast as cold), so fewer streams (2 or 4 rows, 4 blocks a step, more
+ *    instructions per byte) measured 5-15 % slower.
  * Bit 4 of the five-bit types is a byte mask from qh. The float step is the scalar kernel's,
  * lane-wise, on exact int32 block sums, so every result equals ifl_row's bit for bit. The
- * tile IFLG_PF_BYTES ahead is prefetched into L2, a step's share per step (8-64 KiB and
- * T0/T1 measured within noise; 4 KiB ~20 % slower). */
+ * tile IFLG_PF_BYTES ahead is prefetched into L2, a step's share per step (T0 and NTA measured
+ * within noise of T1); 8 to 64 KiB ahead measured alike, 4 KiB ~20 % slower. */
 #ifndef IF_LEGACY_GEMV_X86_H
 #define IF_LEGACY_GEMV_X86_H
 
@@ -59,13 +60,16 @@ IFY_INLINE void iflg_pf(const uint8_t *p, size_t n, const uint8_t *end) {
 /* The activation's per-block int32 sums xsum[2b] + xsum[2b + 1] of nk (1..4) blocks at b. */
 IFY_INLINE __m128i iflg_xs4(const int16_t *xsum, size_t b, int nk) {
     const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3));
-    const __m128i v = _mm_maskload_epi32((const int *)(const void *)(xsum + 2 * b), m);
+    const __m128i v = nk == 4 ? _mm_loadu_si128((const __m128i *)(const void *)(xsum + 2 * b))
+                              : _mm_maskload_epi32((const int *)(const void *)(xsum + 2 * b), m);
     return _mm_madd_epi16(v, _mm_set1_epi16(1));
 }
 
 /* xd of nk (1..4) blocks at b, zeros past them. */
 IFY_INLINE __m128 iflg_xd4(const float *xd, size_t b, int nk) {
-    return _mm_maskload_ps(xd + b, _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3)));
+    return nk == 4 ? _mm_loadu_ps(xd + b)
+                   : _mm_maskload_ps(xd + b,
+                                     _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3)));
 }
 
 #if IFLG_ROWS == 4
@@ -80,6 +84,8 @@ IFY_INLINE __m512i iflg_ix(ifl_type t, int which) {
             off = (size_t)(p / 8) * t.bb + t.qs + 2 * (size_t)(p % 8);
         else if (which == 1) /* d (p < 16) and m (p >= 16) of block (p % 16) / 4 */
             off = (size_t)((p % 16) / 4) * t.bb + (p < 16 ? 0 : 2);
+        else if (which == 3) /* the same from a pair of rows' first 64 bytes: odd rows' second */
+            off = (size_t)((p % 16) / 4) * t.bb + (p < 16 ? 0 : 2) + (p % 2 ? 64 : 0);
         else /* qh: words 0..3 the low halves of blocks 0..3, words 4..7 the high halves */
             off = (size_t)(p % 4) * t.bb + t.qh + (p % 8 < 4 ? 0 : 2);
         ix[p] = (int16_t)(off / 2);
@@ -111,13 +117,19 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
         : nk == 3 ? _mm512_maskz_loadu_epi8(kx, (const void *)(xq + b * IF_QL + 64))
                   : _mm512_setzero_si512();
     const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, 0x88), xhi = _mm512_shuffle_i64x2(x0, x1, 0xdd);
-    __m512i a[4], hd = _mm512_setzero_si512();
+    /* The 4 blocks' d and m lie in a row's first 64 bytes for Q4_0, Q4_1: then one permute per
+     * pair of rows gathers them, else one per row. */
+    const int pairs = 3 * t.bb + 4 <= 64;
+    __m512i a[4], z[4], hd = _mm512_setzero_si512();
     IFY_UNROLL
     for (int i = 0; i < 4; i++) {
-        __m512i z0, z1;
-        iflg_row(t, rows[i] + b * t.bb, nk, &z0, &z1);
+        __m512i z1;
+        iflg_row(t, rows[i] + b * t.bb, nk, &z[i], &z1);
+        const __m512i z0 = z[i];
         const __m512i q = _mm512_permutex2var_epi16(z0, qix, z1);
-        hd = _mm512_mask_mov_epi16(hd, (__mmask32)(0x11111111u << i), _mm512_permutex2var_epi16(z0, hix, z1));
+        if (!pairs)
+            hd = _mm512_mask_mov_epi16(hd, (__mmask32)(0x11111111u << i),
+                                       _mm512_permutex2var_epi16(z0, hix, z1));
         __m512i lo = _mm512_and_si512(q, m4);
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         if (t.qh) {
@@ -128,6 +140,9 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
         a[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi,
                                    xhi);
     }
+    if (pairs)
+        hd = _mm512_mask_blend_epi16((__mmask32)0xccccccccu, _mm512_permutex2var_epi16(z[0], hix, z[1]),
+                                     _mm512_permutex2var_epi16(z[2], hix, z[3]));
     /* Word i of lane g: row i's block b + g. */
     const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
                                         _mm512_unpackhi_epi32(a[0], a[1]));
@@ -169,7 +184,7 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
 IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[4],
                           const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
                           const uint8_t *next, const uint8_t *end) {
-    const __m512i qix = iflg_ix(t, 0), hix = iflg_ix(t, 1);
+    const __m512i qix = iflg_ix(t, 0), hix = iflg_ix(t, 3 * t.bb + 4 <= 64 ? 3 : 1);
     const __m512i qhix = t.qh ? iflg_ix(t, 2) : _mm512_setzero_si512();
     __m128 acc = _mm_setzero_ps();
     size_t b = 0;
