@@ -19,8 +19,8 @@
  *    instructions per byte) measured 5-15 % slower.
  * Bit 4 of the five-bit types is a byte mask from qh. The float step is the scalar kernel's,
  * lane-wise, on exact int32 block sums, so every result equals ifl_row's bit for bit. The
- * tile IFLG_PF_BYTES ahead is prefetched into L2, a step's share per step (T0 and NTA measured
- * within noise of T1); 8 to 64 KiB ahead measured alike, 4 KiB ~20 % slower. */
+ * tiles ahead are prefetched into L2, a step's share per step (iflg_gemv); for the 512-bit
+ * body T0 and NTA measured within noise of T1, 8 to 64 KiB ahead alike, 4 KiB ~20 % slower. */
 #ifndef IF_LEGACY_GEMV_X86_H
 #define IF_LEGACY_GEMV_X86_H
 
@@ -251,13 +251,14 @@ IFY_INLINE __m256i iflg_bit4(__m256i h, int o) {
 IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[8],
                           const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
                           const uint8_t *next, const uint8_t *end) {
+    (void)end;
     const int32_t z = t.qh ? 16 : 8;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i c0 = iflg_slot(0, 0), c1 = iflg_slot(1, 0), c2 = iflg_slot(2, 0),
                   c3 = iflg_slot(3, 0);
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; b++) {
-        iflg_pf(next ? next + b * 8 * t.bb : NULL, 8 * t.bb, end);
+        if (next) ifky_prefetch(next + b * 8 * t.bb, 8 * t.bb);
         const size_t o = b * t.bb;
         const __m256i xlo = _mm256_broadcastsi128_si256(
             _mm_loadu_si128((const __m128i *)(const void *)(xq + b * IF_QL)));
@@ -302,17 +303,23 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
 
 #endif
 
-/* The GEMV over rows [n0, n1): tiles of IFLG_ROWS rows, the tile IFLG_PF_BYTES ahead (whole
- * tiles, at least one) prefetched. */
+/* The GEMV over rows [n0, n1) in tiles of IFLG_ROWS rows. The 512-bit body prefetches the
+ * tile IFLG_PF_BYTES ahead (whole tiles, at least one), clipped at the end; the 256-bit body,
+ * at its instruction limit, keeps the cheapest form: two tiles ahead, whole tiles only. */
 IFY_INLINE void iflg_gemv(ifl_type t, float *out, const int8_t *xq, const float *xd,
                           const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1, size_t K) {
     const size_t nb = K / IF_QL, rowbytes = nb * t.bb, tile = IFLG_ROWS * rowbytes;
-    const size_t ahead = IFLG_ROWS * (tile ? (IFLG_PF_BYTES + tile - 1) / tile : 1);
+#if IFLG_ROWS == 4
+    const size_t ahead = IFLG_ROWS * ((IFLG_PF_BYTES + tile - 1) / tile), room = 1;
+#else
+    const size_t ahead = 2 * IFLG_ROWS, room = IFLG_ROWS;
+    (void)tile;
+#endif
     const uint8_t *end = w + n1 * rowbytes;
     for (size_t n = n0; n < n1; n += IFLG_ROWS) {
         const uint8_t *rows[IFLG_ROWS];
         const size_t nr = iflg_rows(rows, w, rowbytes, n, n1);
-        const uint8_t *next = n + ahead < n1 ? w + (n + ahead) * rowbytes : NULL;
+        const uint8_t *next = n + ahead + room <= n1 ? w + (n + ahead) * rowbytes : NULL;
         iflg_tile(t, out + n, nr, rows, xq, xd, xsum, nb, next, end);
     }
 }
