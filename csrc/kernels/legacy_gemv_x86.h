@@ -67,15 +67,15 @@ IFY_INLINE __m128i iflg_xs4(const int16_t *xsum, size_t b, int nk) {
 
 /* xd of nk (1..4) blocks at b, zeros past them. */
 IFY_INLINE __m128 iflg_xd4(const float *xd, size_t b, int nk) {
-    return nk == 4 ? _mm_loadu_ps(xd + b)
-                   : _mm_maskload_ps(xd + b,
-                                     _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3)));
+    const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3));
+    return nk == 4 ? _mm_loadu_ps(xd + b) : _mm_maskload_ps(xd + b, m);
 }
 
 #if IFLG_ROWS == 4
 
-/* Word-permute controls over a row's 128 bytes from a step's first block (words 0..63):
- * which picks, per output word p, the word at byte offset off(g, k) / 2. */
+/* Word-permute controls over a row's 128 bytes from a step's first block (words 0..63): per
+ * output word p, the word at byte offset off / 2, for the nibbles (which 0), d and m (1), qh
+ * (2), or d and m from a pair of rows' first 64 bytes each (3). */
 IFY_INLINE __m512i iflg_ix(ifl_type t, int which) {
     _Alignas(64) int16_t ix[32];
     for (int p = 0; p < 32; p++) {
@@ -116,7 +116,8 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
         nk == 4   ? _mm512_loadu_si512((const void *)(xq + b * IF_QL + 64))
         : nk == 3 ? _mm512_maskz_loadu_epi8(kx, (const void *)(xq + b * IF_QL + 64))
                   : _mm512_setzero_si512();
-    const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, 0x88), xhi = _mm512_shuffle_i64x2(x0, x1, 0xdd);
+    const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, 0x88);
+    const __m512i xhi = _mm512_shuffle_i64x2(x0, x1, 0xdd);
     /* The 4 blocks' d and m lie in a row's first 64 bytes for Q4_0, Q4_1: then one permute per
      * pair of rows gathers them, else one per row. */
     const int pairs = 3 * t.bb + 4 <= 64;
@@ -141,7 +142,8 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
                                    xhi);
     }
     if (pairs)
-        hd = _mm512_mask_blend_epi16((__mmask32)0xccccccccu, _mm512_permutex2var_epi16(z[0], hix, z[1]),
+        hd = _mm512_mask_blend_epi16((__mmask32)0xccccccccu,
+                                     _mm512_permutex2var_epi16(z[0], hix, z[1]),
                                      _mm512_permutex2var_epi16(z[2], hix, z[3]));
     /* Word i of lane g: row i's block b + g. */
     const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
