@@ -1,34 +1,47 @@
 /* legacy_gemv_x86.h - the x86 legacy-block GEMV body (legacy/ *_gemv_1x8_avx2.c,
  * *_gemv_1x8_avx_vnni.c, *_gemv_1x16_avx512_vnni.c): one source compiled per ISA. Decode reads
- * far more weight bytes than any cache holds, so the body is cut to few instructions per weight
- * byte: a vector holds P rows' 16 nibble bytes of one block (P = 4 rows in 512 bits under
- * AVX512-VNNI, 2 rows in 256 bits otherwise), a tile is 4 such groups (16 or 8 rows). Per group
- * and block the low nibbles (values 0..15) and the high ones (16..31) meet the activation's two
- * 16-byte halves broadcast to every 128-bit lane, both products summed into one int32 vector
- * (two VPDPBUSD, or VPMADDUBSW twice + one VPADDW + VPMADDWD: at most 2 * 2 * 31 * 128 per
- * int16, no saturation), so each row's 32 products sit in its lane's 4 int32 words. Group g's
- * lane i holds row 4i + g: two unpack-and-add levels over the 4 groups then leave row r in int32
- * lane r with no cross-lane move. The scales come from a 16-byte load at each row's block head
- * (d, m, qh), gathered into lane order by one word permute (VPERMT2W) or byte shuffles; bit 4 of
- * the five-bit types is a byte mask from qh. The float step is the scalar kernel's, lane-wise,
- * on exact int32 block sums, so every result equals ifl_row's bit for bit. The tile ahead is
- * prefetched into L2, a block's share per block. */
+ * far more weight bytes than any cache holds, so the order of the reads sets the speed: cold on
+ * Zen 5 at 1 thread, loads alone in 16 row streams advancing one block each read ~22 GB/s
+ * whatever the prefetch, the same loads over 4 rows (or 1) ~30 GB/s; no prefetch halves it.
+ *  - AVX512-VNNI: a tile is 4 rows, read 4 blocks at a time (4 streams). A row's 4 blocks are
+ *    one 64-byte load and one masked short one; word permutes (VPERMT2W; every field offset is
+ *    even) put block g's 16 nibble bytes in lane g and its d, m (and qh) in place, so a block
+ *    costs half a load per row instead of two 16-byte loads and inserts. The low nibbles
+ *    (values 0..15) and the high ones (16..31) meet the activation's halves of block g in
+ *    lane g by two VPDPBUSD; two unpack-and-add levels over the 4 rows leave row i's block g
+ *    sum in word i of lane g, the float step runs on 16 (row, block) pairs at once, and each
+ *    row's chain of additions is kept by adding lane 0, 1, 2, 3 in turn.
+ *  - AVX2 / AVX-VNNI: a tile is 8 rows, a vector holds 2 rows' 16 nibble bytes of one block
+ *    (group g: rows g, 4 + g), products by VPDPBUSD or VPMADDUBSW twice + VPADDW + VPMADDWD (at
+ *    most 2 * 2 * 31 * 128 per int16, no saturation), two unpack-and-add levels leave row r in
+ *    int32 lane r; the scales are gathered by byte shuffles. This body runs at its instruction
+ *    limit (in L2 as fast as cold), so fewer streams (2 or 4 rows, 4 blocks a step, more
+ *    instructions per byte) measured 5-15 % slower.
+ * Bit 4 of the five-bit types is a byte mask from qh. The float step is the scalar kernel's,
+ * lane-wise, on exact int32 block sums, so every result equals ifl_row's bit for bit. The
+ * tiles ahead are prefetched into L2, a step's share per step (iflg_gemv); for the 512-bit
+ * body T0 and NTA measured within noise of T1, 8 to 64 KiB ahead alike, 4 KiB ~20 % slower. */
 #ifndef IF_LEGACY_GEMV_X86_H
 #define IF_LEGACY_GEMV_X86_H
 
 #include "kquant_avx2.h"
 #include "legacy_common.h"
 
-/* Tiles ahead the prefetch runs (1, 2 and 4 measured equal within noise on Zen 5; 2 kept). */
-#define IFLG_AHEAD 2
+/* Bytes ahead the prefetch runs, rounded up to whole tiles. */
+#ifndef IFLG_PF_BYTES
+#define IFLG_PF_BYTES 16384
+#endif
+#ifndef IFLG_PF_HINT
+#define IFLG_PF_HINT _MM_HINT_T1
+#endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define IFLG_ROWS 16
+#define IFLG_ROWS 4
 #else
 #define IFLG_ROWS 8
 #endif
 
-/* Tile rows at n (group g's lane i is row 4i + g; rows past n1 repeat the last: read, never
- * stored); returns how many are real. */
+/* Tile rows at n (rows past n1 repeat the last: read, never stored); returns how many are
+ * real. */
 IFY_INLINE size_t iflg_rows(const uint8_t *rows[IFLG_ROWS], const uint8_t *w, size_t rowbytes,
                             size_t n, size_t n1) {
     const size_t nr = n1 - n < IFLG_ROWS ? n1 - n : IFLG_ROWS;
@@ -36,104 +49,153 @@ IFY_INLINE size_t iflg_rows(const uint8_t *rows[IFLG_ROWS], const uint8_t *w, si
     return nr;
 }
 
-#if IFLG_ROWS == 16
+/* Prefetch the lines that start in [p, p + n), none at or past end (each line once). */
+IFY_INLINE void iflg_pf(const uint8_t *p, size_t n, const uint8_t *end) {
+    if (!p) return;
+    uintptr_t a = ((uintptr_t)p + 63) & ~(uintptr_t)63;
+    const uintptr_t e = (uintptr_t)(p + n) < (uintptr_t)end ? (uintptr_t)(p + n) : (uintptr_t)end;
+    for (; a < e; a += 64) _mm_prefetch((const char *)a, IFLG_PF_HINT);
+}
 
-/* A word-permute control over groups (g0, g0 + 1): out word p takes word w of the row at p, where
- * rows[p] gives that row (4i + g) for each of the 32 outputs; words of the other pair are 0. */
-IFY_INLINE __m512i iflg_pick(const int8_t row[32], const int8_t word[32], int g0) {
+/* The activation's per-block int32 sums xsum[2b] + xsum[2b + 1] of nk (1..4) blocks at b. */
+IFY_INLINE __m128i iflg_xs4(const int16_t *xsum, size_t b, int nk) {
+    const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3));
+    const __m128i v = nk == 4 ? _mm_loadu_si128((const __m128i *)(const void *)(xsum + 2 * b))
+                              : _mm_maskload_epi32((const int *)(const void *)(xsum + 2 * b), m);
+    return _mm_madd_epi16(v, _mm_set1_epi16(1));
+}
+
+/* xd of nk (1..4) blocks at b, zeros past them. */
+IFY_INLINE __m128 iflg_xd4(const float *xd, size_t b, int nk) {
+    const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(nk), _mm_setr_epi32(0, 1, 2, 3));
+    return nk == 4 ? _mm_loadu_ps(xd + b) : _mm_maskload_ps(xd + b, m);
+}
+
+#if IFLG_ROWS == 4
+
+/* Word-permute controls over a row's 128 bytes from a step's first block (words 0..63): per
+ * output word p, the word at byte offset off / 2, for the nibbles (which 0), d and m (1), qh
+ * (2), or d and m from a pair of rows' first 64 bytes each (3). */
+IFY_INLINE __m512i iflg_ix(ifl_type t, int which) {
     _Alignas(64) int16_t ix[32];
     for (int p = 0; p < 32; p++) {
-        const int r = row[p], g = r % 4, i = r / 4;
-        ix[p] = (int16_t)((g - g0 == 1 ? 32 : 0) + 8 * i + word[p]);
+        size_t off;
+        if (which == 0) /* the nibbles: lane g holds block g's 16 bytes */
+            off = (size_t)(p / 8) * t.bb + t.qs + 2 * (size_t)(p % 8);
+        else if (which == 1) /* d (p < 16) and m (p >= 16) of block (p % 16) / 4 */
+            off = (size_t)((p % 16) / 4) * t.bb + (p < 16 ? 0 : 2);
+        else if (which == 3) /* the same from a pair of rows' first 64 bytes: odd rows' second */
+            off = (size_t)((p % 16) / 4) * t.bb + (p < 16 ? 0 : 2) + (p % 2 ? 64 : 0);
+        else /* qh: words 0..3 the low halves of blocks 0..3, words 4..7 the high halves */
+            off = (size_t)(p % 4) * t.bb + t.qh + (p % 8 < 4 ? 0 : 2);
+        ix[p] = (int16_t)(off / 2);
     }
     return _mm512_load_si512((const void *)ix);
 }
 
-/* 32 head words into lane order: groups 0, 1 by one VPERMT2W, groups 2, 3 by another, merged. */
-IFY_INLINE __m512i iflg_gather(const __m512i h[4], __m512i i01, __m512i i23, __mmask32 k23) {
-    return _mm512_mask_blend_epi16(k23, _mm512_permutex2var_epi16(h[0], i01, h[1]),
-                                   _mm512_permutex2var_epi16(h[2], i23, h[3]));
+/* A row's bytes of nk (1..4) blocks at p as two vectors, zeros past them (never read). */
+IFY_INLINE void iflg_row(ifl_type t, const uint8_t *p, int nk, __m512i *z0, __m512i *z1) {
+    const size_t n = (size_t)nk * t.bb;
+    *z0 = n >= 64 ? _mm512_loadu_si512((const void *)p)
+                  : _mm512_maskz_loadu_epi8((__mmask64)((1ull << n) - 1), (const void *)p);
+    *z1 = n > 64 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << (n - 64)) - 1),
+                                           (const void *)(p + 64))
+                 : _mm512_setzero_si512();
 }
 
-IFY_INLINE __m128i iflg_ld(const uint8_t *p) {
-    return _mm_loadu_si128((const __m128i *)(const void *)p);
-}
-
-/* Four rows' 16 bytes at offset off as one vector (group g: rows g, 4 + g, 8 + g, 12 + g in
- * lanes 0..3). */
-IFY_INLINE __m512i iflg_load4(const uint8_t *const rows[16], int g, size_t off) {
-    __m512i v = _mm512_castsi128_si512(iflg_ld(rows[g] + off));
-    v = _mm512_inserti32x4(v, iflg_ld(rows[4 + g] + off), 1);
-    v = _mm512_inserti32x4(v, iflg_ld(rows[8 + g] + off), 2);
-    return _mm512_inserti32x4(v, iflg_ld(rows[12 + g] + off), 3);
-}
-
-IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[16],
-                          const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
-                          const uint8_t *next) {
-    const int32_t z = t.qh ? 16 : 8;
-    /* Scale words: out p < 16 is row p's d, p >= 16 row p - 16's m (min types); qh words: out
-     * 4g + i is the low qh word of row 4i + g, 16 + 4g + i its high word. */
-    int8_t srow[32], sword[32], hrow[32], hword[32];
-    for (int p = 0; p < 32; p++) {
-        srow[p] = (int8_t)(p % 16);
-        sword[p] = (int8_t)(p < 16 ? 0 : 1);
-        hrow[p] = (int8_t)(4 * (p % 4) + (p % 16) / 4);
-        hword[p] = (int8_t)(t.qh / 2 + (p < 16 ? 0 : 1));
-    }
-    __mmask32 ks = 0, kh = 0;
-    for (int p = 0; p < 32; p++) {
-        ks |= (__mmask32)(srow[p] % 4 >= 2) << p;
-        kh |= (__mmask32)(hrow[p] % 4 >= 2) << p;
-    }
-    const __m512i s01 = iflg_pick(srow, sword, 0), s23 = iflg_pick(srow, sword, 2);
-    const __m512i h01 = iflg_pick(hrow, hword, 0), h23 = iflg_pick(hrow, hword, 2);
+/* One step: nk (1..4) blocks at b of the 4 rows into acc (row i in lane i). Lane g of a row's
+ * vector is block b + g, so the 4 blocks come from one 64-byte load and one short one. */
+IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4],
+                            const int8_t *xq, const float *xd, const int16_t *xsum, size_t b,
+                            int nk, __m512i qix, __m512i hix, __m512i qhix) {
     const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
-    __m512 acc = _mm512_setzero_ps();
-    for (size_t b = 0; b < nb; b++) {
-        if (next) ifky_prefetch(next + b * 16 * t.bb, 16 * t.bb);
-        const size_t o = b * t.bb;
-        const __m512i xlo = _mm512_broadcast_i32x4(
-            _mm_loadu_si128((const __m128i *)(const void *)(xq + b * IF_QL)));
-        const __m512i xhi = _mm512_broadcast_i32x4(
-            _mm_loadu_si128((const __m128i *)(const void *)(xq + b * IF_QL + 16)));
-        __m512i a[4];
-        __m512i h[4];
-        IFY_UNROLL
-        for (int g = 0; g < 4; g++) h[g] = iflg_load4(rows, g, o);
-        _Alignas(64) uint64_t qm[8];
-        if (t.qh) _mm512_store_si512((void *)qm, iflg_gather(h, h01, h23, kh));
-        const __m512i dm = iflg_gather(h, s01, s23, ks);
-        IFY_UNROLL
-        for (int g = 0; g < 4; g++) {
-            const __m512i q = iflg_load4(rows, g, o + t.qs);
-            __m512i lo = _mm512_and_si512(q, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (t.qh) {
-                lo = _mm512_mask_add_epi8(lo, (__mmask64)qm[g], lo, sixteen);
-                hi = _mm512_mask_add_epi8(hi, (__mmask64)qm[4 + g], hi, sixteen);
-            }
-            a[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi,
-                                       xhi);
+    const __mmask64 kx = nk == 4 ? ~(__mmask64)0 : (__mmask64)((1ull << (32 * nk % 64)) - 1);
+    const __m512i x0 = nk >= 2 ? _mm512_loadu_si512((const void *)(xq + b * IF_QL))
+                               : _mm512_maskz_loadu_epi8(kx, (const void *)(xq + b * IF_QL));
+    const __m512i x1 =
+        nk == 4   ? _mm512_loadu_si512((const void *)(xq + b * IF_QL + 64))
+        : nk == 3 ? _mm512_maskz_loadu_epi8(kx, (const void *)(xq + b * IF_QL + 64))
+                  : _mm512_setzero_si512();
+    const __m512i xlo = _mm512_shuffle_i64x2(x0, x1, 0x88);
+    const __m512i xhi = _mm512_shuffle_i64x2(x0, x1, 0xdd);
+    /* The 4 blocks' d and m lie in a row's first 64 bytes for Q4_0, Q4_1: then one permute per
+     * pair of rows gathers them, else one per row. */
+    const int pairs = 3 * t.bb + 4 <= 64;
+    __m512i a[4], z[4], hd = _mm512_setzero_si512();
+    IFY_UNROLL
+    for (int i = 0; i < 4; i++) {
+        __m512i z1;
+        iflg_row(t, rows[i] + b * t.bb, nk, &z[i], &z1);
+        const __m512i z0 = z[i];
+        const __m512i q = _mm512_permutex2var_epi16(z0, qix, z1);
+        if (!pairs)
+            hd = _mm512_mask_mov_epi16(hd, (__mmask32)(0x11111111u << i),
+                                       _mm512_permutex2var_epi16(z0, hix, z1));
+        __m512i lo = _mm512_and_si512(q, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (t.qh) {
+            const __m128i qh = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, qhix, z1));
+            lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(qh), lo, sixteen);
+            hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(qh, 1), hi, sixteen);
         }
-        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
-                                            _mm512_unpackhi_epi32(a[0], a[1]));
-        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]),
-                                            _mm512_unpackhi_epi32(a[2], a[3]));
-        __m512i dot =
-            _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-        const int32_t xs = (int32_t)xsum[2 * b] + xsum[2 * b + 1];
-        const __m512 xdb = _mm512_set1_ps(xd[b]);
-        const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-        if (!t.min) dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(z * xs));
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(d, xdb), _mm512_cvtepi32_ps(dot)));
-        if (t.min) {
-            const __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
-            acc = _mm512_add_ps(acc,
-                                _mm512_mul_ps(_mm512_mul_ps(m, xdb), _mm512_set1_ps((float)xs)));
-        }
+        a[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo), hi,
+                                   xhi);
     }
-    _mm512_mask_storeu_ps(out, (__mmask16)((1u << nr) - 1), acc);
+    if (pairs)
+        hd = _mm512_mask_blend_epi16((__mmask32)0xccccccccu,
+                                     _mm512_permutex2var_epi16(z[0], hix, z[1]),
+                                     _mm512_permutex2var_epi16(z[2], hix, z[3]));
+    /* Word i of lane g: row i's block b + g. */
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
+                                        _mm512_unpackhi_epi32(a[0], a[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]),
+                                        _mm512_unpackhi_epi32(a[2], a[3]));
+    __m512i dot = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128i xs4 = iflg_xs4(xsum, b, nk);
+    const __m512 xdb =
+        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(iflg_xd4(xd, b, nk)));
+    const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(hd));
+    if (!t.min)
+        dot = _mm512_sub_epi32(
+            dot, _mm512_permutexvar_epi32(spread, _mm512_castsi128_si512(_mm_mullo_epi32(
+                                                      xs4, _mm_set1_epi32(t.qh ? 16 : 8)))));
+    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(d, xdb), _mm512_cvtepi32_ps(dot));
+    __m512 v = u;
+    if (t.min)
+        v = _mm512_mul_ps(
+            _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(hd, 1)), xdb),
+            _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(spread, _mm512_castsi128_si512(xs4))));
+    acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
+    if (t.min) acc = _mm_add_ps(acc, _mm512_castps512_ps128(v));
+    if (nk > 1) {
+        acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 1));
+        if (t.min) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(v, 1));
+    }
+    if (nk > 2) {
+        acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 2));
+        if (t.min) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(v, 2));
+    }
+    if (nk > 3) {
+        acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 3));
+        if (t.min) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(v, 3));
+    }
+    return acc;
+}
+
+IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[4],
+                          const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
+                          const uint8_t *next, const uint8_t *end) {
+    const __m512i qix = iflg_ix(t, 0), hix = iflg_ix(t, 3 * t.bb + 4 <= 64 ? 3 : 1);
+    const __m512i qhix = t.qh ? iflg_ix(t, 2) : _mm512_setzero_si512();
+    __m128 acc = _mm_setzero_ps();
+    size_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        iflg_pf(next ? next + b * 4 * t.bb : NULL, 16 * t.bb, end);
+        acc = iflg_step(t, acc, rows, xq, xd, xsum, b, 4, qix, hix, qhix);
+    }
+    if (b < nb) acc = iflg_step(t, acc, rows, xq, xd, xsum, b, (int)(nb - b), qix, hix, qhix);
+    _mm_mask_storeu_ps(out, (__mmask8)((1u << nr) - 1), acc);
 }
 
 #else
@@ -190,7 +252,8 @@ IFY_INLINE __m256i iflg_bit4(__m256i h, int o) {
 
 IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[8],
                           const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
-                          const uint8_t *next) {
+                          const uint8_t *next, const uint8_t *end) {
+    (void)end;
     const int32_t z = t.qh ? 16 : 8;
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i c0 = iflg_slot(0, 0), c1 = iflg_slot(1, 0), c2 = iflg_slot(2, 0),
@@ -242,17 +305,24 @@ IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *cons
 
 #endif
 
-/* The GEMV over rows [n0, n1): tiles of IFLG_ROWS rows, the tile after next prefetched. */
+/* The GEMV over rows [n0, n1) in tiles of IFLG_ROWS rows. The 512-bit body prefetches the
+ * tile IFLG_PF_BYTES ahead (whole tiles, at least one), clipped at the end; the 256-bit body,
+ * at its instruction limit, keeps the cheapest form: two tiles ahead, whole tiles only. */
 IFY_INLINE void iflg_gemv(ifl_type t, float *out, const int8_t *xq, const float *xd,
                           const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    const size_t nb = K / IF_QL, rowbytes = nb * t.bb;
+    const size_t nb = K / IF_QL, rowbytes = nb * t.bb, tile = IFLG_ROWS * rowbytes;
+#if IFLG_ROWS == 4
+    const size_t ahead = IFLG_ROWS * ((IFLG_PF_BYTES + tile - 1) / tile), room = 1;
+#else
+    const size_t ahead = 2 * IFLG_ROWS, room = IFLG_ROWS;
+    (void)tile;
+#endif
+    const uint8_t *end = w + n1 * rowbytes;
     for (size_t n = n0; n < n1; n += IFLG_ROWS) {
         const uint8_t *rows[IFLG_ROWS];
         const size_t nr = iflg_rows(rows, w, rowbytes, n, n1);
-        const uint8_t *next = n + (IFLG_AHEAD + 1) * IFLG_ROWS <= n1
-                                  ? w + (n + IFLG_AHEAD * IFLG_ROWS) * rowbytes
-                                  : NULL;
-        iflg_tile(t, out + n, nr, rows, xq, xd, xsum, nb, next);
+        const uint8_t *next = n + ahead + room <= n1 ? w + (n + ahead) * rowbytes : NULL;
+        iflg_tile(t, out + n, nr, rows, xq, xd, xsum, nb, next, end);
     }
 }
 
