@@ -267,7 +267,7 @@ def test_bench_cases_gate_and_count_the_file_bytes():
 @x86_only
 @pytest.mark.parametrize("isa, tile, ins, reg", [("avx2", "1x8", "vpmaddubsw", "%ymm"),
                                                  ("avx_vnni", "1x8", "vpdpbusd", "%ymm"),
-                                                 ("avx512_vnni", "1x16", "vpdpbusd", "%zmm")])
+                                                 ("avx512_vnni", "1x4", "vpdpbusd", "%zmm")])
 def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_path):
     """Each x86 legacy GEMV, compiled with only its manifest group's flags, forms its products
     by its ISA's instruction on its vector width (512-bit under AVX512-VNNI; Q8_0's 8-row body

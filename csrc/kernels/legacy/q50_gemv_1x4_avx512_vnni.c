@@ -1,16 +1,16 @@
-/* Q5_0 GEMV, avx512_vnni (legacy_gemv_x86.h's body, 16-row tiles; products by
+/* Q5_0 GEMV, avx512_vnni (legacy_gemv_x86.h's body, 4-row tiles, 4 blocks a step; products by
  * VPDPBUSD, 512-bit). */
 #include "../legacy_gemv_x86.h"
 
-void if_q50_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
+void if_q50_gemv_1x4_avx512_vnni(float *out, const int8_t *xq, const float *xd,
                                   const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
                                   size_t K) {
     iflg_gemv(IFL_Q50, out, xq, xd, xsum, w, n0, n1, K);
 }
 
-const if_kq_gemv_kernel if_k_q50_gemv_1x16_avx512_vnni = {.name = "q50_gemv_1x16_avx512_vnni",
+const if_kq_gemv_kernel if_k_q50_gemv_1x4_avx512_vnni = {.name = "q50_gemv_1x4_avx512_vnni",
                                                           .requires =
                                                               IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI,
                                                           .mr = 1,
-                                                          .nr = 16,
-                                                          .run = if_q50_gemv_1x16_avx512_vnni};
+                                                          .nr = 4,
+                                                          .run = if_q50_gemv_1x4_avx512_vnni};
