@@ -19,19 +19,19 @@
 
 /* The AVX-512 kernels the avx512_vnni and amx tiers share: the element-wise ops, attention on
  * float caches, every block type's GEMV, and the GEMMs AMX has no kernel of its own for. */
-#define IF_AVX512_SHARED                                                                          \
-    .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,              \
-    .attn = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,                   \
-    .geglu = &if_k_f32_geglu_1x1_avx512, .hadamard = &if_k_f32_hadamard_1x1_avx2,                 \
-    .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,    \
-    .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q40_gemv = &if_k_q40_gemv_1x4_avx512_vnni,    \
-    .q41_gemv = &if_k_q41_gemv_1x4_avx512_vnni, .q50_gemv = &if_k_q50_gemv_1x4_avx512_vnni,    \
-    .q51_gemv = &if_k_q51_gemv_1x4_avx512_vnni, .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni,    \
-    .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni, .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni,    \
-    .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni, \
-    .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                               \
-    .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                               \
-    .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,  \
+#define IF_AVX512_SHARED                                                                           \
+    .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,               \
+    .attn = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,                    \
+    .geglu = &if_k_f32_geglu_1x1_avx512, .hadamard = &if_k_f32_hadamard_1x1_avx2,                  \
+    .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x16_avx512_vnni,      \
+    .q5k_gemv = &if_k_q5k_gemv_1x16_avx512_vnni, .q40_gemv = &if_k_q40_gemv_1x4_avx512_vnni,       \
+    .q41_gemv = &if_k_q41_gemv_1x4_avx512_vnni, .q50_gemv = &if_k_q50_gemv_1x4_avx512_vnni,        \
+    .q51_gemv = &if_k_q51_gemv_1x4_avx512_vnni, .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni,       \
+    .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni, .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni,      \
+    .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,   \
+    .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                                \
+    .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                                \
+    .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,    \
     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
 
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
