@@ -4,13 +4,14 @@
  * one 32-bit word per (block, row), and the 16-lane reduction folded in as the sums come so
  * few vectors stay live.
  * Decode reads far more weight bytes than any cache holds, so the order of the reads sets the
- * speed: cold on Zen 5 at 1 thread, loads alone in this kernel's pattern (16 rows, one block
- * each a step, the next tile prefetched into L1) read Q6_K's 210-byte blocks at ~21 GB/s and
- * over 4 rows 4 blocks a step at 26-33 GB/s (Q4_K's 144-byte ones ~29 GB/s either way). So a tile is 4 rows and a step takes each row's next 4 blocks (4 row streams of
- * 576 / 704 / 840 bytes); lane 4k + r holds (block k, row r): the integer sums and the float
- * products d * xd * sumi (and dmin * xd * summ) are formed for the 16 pairs at once, then each
- * row's chain of additions runs block by block (128-bit lane 0, 1, 2, 3 in turn), the scalar
- * kernel's order, so every result equals it bit for bit.
+ * speed. Cold on Zen 5 at 1 thread (1B model's shapes), loads alone in 16 row streams, one
+ * block each a step, read Q6_K's 210-byte blocks at ~21 GB/s, the same loads over 4 rows 4
+ * blocks a step 26-33 GB/s (8 rows 2 blocks a step 5-14 % below 4 rows; Q4_K's 144-byte
+ * blocks ~29 GB/s in any order). So a tile is 4 rows and a step takes each row's next 4
+ * blocks (4 row streams of 576 / 704 / 840 bytes); lane 4k + r holds (block k, row r): the
+ * integer sums and the float products (d * xd) * sumi, (dmin * xd) * summ are formed for the
+ * 16 pairs at once, then each row's chain of additions runs block by block (128-bit lane 0,
+ * 1, 2, 3 in turn), the scalar kernel's order, so every result equals it bit for bit.
  * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni. */
 #ifndef IF_KQUANT_GEMV_AVX512_H
@@ -18,10 +19,10 @@
 
 #include "kquant_avx512.h"
 
-/* The GEMVs prefetch the tile one ahead (16 rows), a block's share of it per block, into L1:
- * measured on Zen 5 at the 1B model's shapes, cold, against two tiles ahead into L2 (the
- * GEMMs' setting), it lifts the 49152 x 2048 Q6_K matrix from ~20 to ~25 GB/s and costs
- * nothing hot (a hint: a line past the weights is never read). */
+/* The GEMVs prefetch into L1 the tile 16 rows ahead, a step's share of its bytes per step:
+ * measured cold against 8, 32 and 64 rows ahead and against L2 (T1), 16 rows into L1 was
+ * best or within noise; prefetching each row's own blocks instead of the tile's bytes in
+ * order measured 10-20 % slower at K = 2048 (a hint: a line past the weights is never read). */
 #ifndef IFKZ_GEMV_PF_ROWS
 #define IFKZ_GEMV_PF_ROWS 16
 #endif
