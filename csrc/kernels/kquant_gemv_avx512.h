@@ -19,12 +19,14 @@
 
 #include "kquant_avx512.h"
 
-/* The GEMVs prefetch into L1 the tile 16 rows ahead, a step's share of its bytes per step:
- * measured cold against 8, 32 and 64 rows ahead and against L2 (T1), 16 rows into L1 was
- * best or within noise; prefetching each row's own blocks instead of the tile's bytes in
- * order measured 10-20 % slower at K = 2048 (a hint: a line past the weights is never read). */
-#ifndef IFKZ_GEMV_PF_ROWS
-#define IFKZ_GEMV_PF_ROWS 16
+/* The GEMVs prefetch into L1 the tile about 16 KiB ahead (rounded up to whole tiles), a step's
+ * share of its bytes per step. Measured cold on Zen 5 at the 1B model's shapes: at K = 2048
+ * 16 rows ahead (16-27 KiB) was best or within noise of 8, 32 and 64 rows and of L2 (T1),
+ * but at K = 8192 16 rows are 72 KiB, more than L1 holds, and one tile (16 KiB) ahead reads
+ * 5-12 % faster; prefetching each row's own blocks instead of the tile's bytes in order
+ * measured 10-20 % slower at K = 2048 (a hint: a line past the weights is never read). */
+#ifndef IFKZ_GEMV_PF_BYTES
+#define IFKZ_GEMV_PF_BYTES 16384
 #endif
 #ifndef IFKZ_GEMV_PF_HINT
 #define IFKZ_GEMV_PF_HINT _MM_HINT_T0
@@ -275,12 +277,14 @@ IFZ_INLINE void ifkz_gemv(float *out, const int8_t *xq, const float *xd, const i
                       : kind == IFKZ_Q5K ? IF_Q5K_BLOCK_BYTES
                                          : IF_Q4K_BLOCK_BYTES;
     const size_t nb = K / IF_QK, rowbytes = nb * bb;
+    const size_t tile = 4 * rowbytes ? 4 * rowbytes : 1;
+    const size_t pf_rows = (IFKZ_GEMV_PF_BYTES + tile - 1) / tile * 4;
     for (size_t n = n0; n < n1; n += 4) {
         const size_t nr = n1 - n < 4 ? n1 - n : 4;
         const uint8_t *rows[4];
         for (size_t r = 0; r < 4; r++) rows[r] = w + (n + (r < nr ? r : nr - 1)) * rowbytes;
         __m128 acc = _mm_setzero_ps();
-        const uint8_t *next = w + (n + IFKZ_GEMV_PF_ROWS) * rowbytes;
+        const uint8_t *next = w + (n + pf_rows) * rowbytes;
         for (size_t b = 0; b < nb; b += 4) {
             const int nk = nb - b < 4 ? (int)(nb - b) : 4;
             ifkz_gemv_prefetch(next + b * 4 * bb, (size_t)nk * 4 * bb);
