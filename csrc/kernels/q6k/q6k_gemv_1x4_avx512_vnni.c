@@ -2,7 +2,8 @@
  * body with Q6_K's block step (ifkz_gemv_q6): 4 weight rows per tile, 4 blocks a step, on the
  * file's 210-byte blocks, per row and sub-block VPMADDUBSW of the unsigned 6-bit values
  * u = q + 32 and VPDPWSSD with the int8 scale spread by VPERMW, the 32 * sum(x) part of u taken
- * off with one VPMADDWD per row; then, lane = row, acc = acc + (d * xd) * sumi. */
+ * off with one VPMADDWD per row; then, lane = (block, row), (d * xd) * sumi, added to each
+ * row's acc block by block, the scalar kernel's order. */
 #include "../kquant_gemv_avx512.h"
 
 void if_q6k_gemv_1x4_avx512_vnni(float *out, const int8_t *xq, const float *xd,

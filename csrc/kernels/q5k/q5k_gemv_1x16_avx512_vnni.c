@@ -5,12 +5,12 @@
  * scales, mins and float step are Q4_K's. */
 #include "../kquant_gemv_avx512.h"
 
-void if_q5k_gemv_1x4_avx512_vnni(float *out, const int8_t *xq, const float *xd,
-                                 const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
-                                 size_t K) {
+void if_q5k_gemv_1x16_avx512_vnni(float *out, const int8_t *xq, const float *xd,
+                                  const int16_t *xsum, const uint8_t *w, size_t n0, size_t n1,
+                                  size_t K) {
     ifkz_gemv(out, xq, xd, xsum, w, n0, n1, K, IFKZ_Q5K);
 }
 
-const if_kq_gemv_kernel if_k_q5k_gemv_1x4_avx512_vnni = {.name = "q5k_gemv_1x4_avx512_vnni",
-    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 1, .nr = 4,
-    .run = if_q5k_gemv_1x4_avx512_vnni};
+const if_kq_gemv_kernel if_k_q5k_gemv_1x16_avx512_vnni = {.name = "q5k_gemv_1x16_avx512_vnni",
+    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 1, .nr = 16,
+    .run = if_q5k_gemv_1x16_avx512_vnni};
