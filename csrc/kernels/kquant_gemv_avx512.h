@@ -187,7 +187,7 @@ IFZ_INLINE __m128 ifkz_fold(__m128 acc, __m512 p, __m512 q, int nk, const int q4
     return acc;
 }
 
-/* nk (1..4) Q4_K (q5 = 0) or Q5_K (q5 = 1) blocks at b of the 4 rows into acc (lane = row).
+/* nk (1..4) Q5_K blocks at b of the 4 rows into acc (lane = row); Q4_K keeps the 16-row body.
  * Per row and block: the 128 nibble bytes in two loads; in each, the low nibbles are
  * sub-blocks 4c and 4c + 2 (128-bit blocks 0-1 and 2-3) and the high ones 4c + 1 and 4c + 3,
  * against activations permuted once per block to match (VSHUFI64X2); 4 VPDPBUSD, packed by
@@ -200,10 +200,9 @@ IFZ_INLINE __m128 ifkz_fold(__m128 acc, __m512 p, __m512 q, int nk, const int q4
  * activations' 32-value sums (VPMADDWD) go to 4 vectors, summed by two in-block reduction
  * steps. (Block k, row r) sums land in lane 4k + r; then per lane (d * xd) * sumi and
  * (dmin * xd) * summ, folded per row in block order: acc = (acc + p) - q, the scalar step. */
-IFZ_INLINE __m128 ifkz_gemv4_q45(__m128 acc, const uint8_t *const rows[4], size_t b, int nk,
-                                 const int8_t *xq, const float *xd, const int16_t *xsum,
-                                 const int q5) {
-    const size_t bb = q5 ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES, qs = q5 ? 48 : 16;
+IFZ_INLINE __m128 ifkz_gemv4_q5(__m128 acc, const uint8_t *const rows[4], size_t b, int nk,
+                                const int8_t *xq, const float *xd, const int16_t *xsum) {
+    const size_t bb = IF_Q5K_BLOCK_BYTES, qs = 48;
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3);
     const __m512i pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
@@ -244,14 +243,12 @@ IFZ_INLINE __m128 ifkz_gemv4_q45(__m128 acc, const uint8_t *const rows[4], size_
             __m512i ua_hi = _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4);
             __m512i ub_lo = _mm512_and_si512(qb, m4);
             __m512i ub_hi = _mm512_and_si512(_mm512_srli_epi16(qb, 4), m4);
-            if (q5) {
-                const __m512i qh2 = _mm512_broadcast_i64x4(
-                    _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
-                ua_lo = ifkz_q5bit(ua_lo, qh2, 0, 2);
-                ua_hi = ifkz_q5bit(ua_hi, qh2, 1, 3);
-                ub_lo = ifkz_q5bit(ub_lo, qh2, 4, 6);
-                ub_hi = ifkz_q5bit(ub_hi, qh2, 5, 7);
-            }
+            const __m512i qh2 = _mm512_broadcast_i64x4(
+                _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
+            ua_lo = ifkz_q5bit(ua_lo, qh2, 0, 2);
+            ua_hi = ifkz_q5bit(ua_hi, qh2, 1, 3);
+            ub_lo = ifkz_q5bit(ub_lo, qh2, 4, 6);
+            ub_hi = ifkz_q5bit(ub_hi, qh2, 5, 7);
             const __m512i a0 =
                 ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16);
             ifkz_tree_add(&tr, i, ifkz_dp2(a0, ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16), &prev);
@@ -360,7 +357,7 @@ IFZ_INLINE void ifkz_gemv4(float *out, const int8_t *xq, const float *xd, const 
                           const uint8_t *w, size_t n0, size_t n1, size_t K, const int kind) {
     const size_t bb = kind == IFKZ_Q6K ? IF_Q6K_BLOCK_BYTES : IF_Q5K_BLOCK_BYTES;
     const size_t nb = K / IF_QK, rowbytes = nb * bb;
-    const size_t tile = 4 * rowbytes ? 4 * rowbytes : 1;
+    const size_t tile = rowbytes ? 4 * rowbytes : 1; /* K = 0: no division by 0 */
     const size_t pf_rows = (IFKZ_GEMV_PF_BYTES + tile - 1) / tile * 4;
     for (size_t n = n0; n < n1; n += 4) {
         const size_t nr = n1 - n < 4 ? n1 - n : 4;
@@ -372,7 +369,7 @@ IFZ_INLINE void ifkz_gemv4(float *out, const int8_t *xq, const float *xd, const 
             const int nk = nb - b < 4 ? (int)(nb - b) : 4;
             ifkz_gemv_prefetch(next + b * 4 * bb, (size_t)nk * 4 * bb);
             acc = kind == IFKZ_Q6K ? ifkz_gemv4_q6(acc, rows, b, nk, xq, xd, xsum)
-                                   : ifkz_gemv4_q45(acc, rows, b, nk, xq, xd, xsum, 1);
+                                   : ifkz_gemv4_q5(acc, rows, b, nk, xq, xd, xsum);
         }
         _mm_mask_storeu_ps(out + n, (__mmask8)((1u << nr) - 1), acc);
     }
