@@ -44,10 +44,10 @@ IFY_INLINE __m256i ifky_net8(const __m256i v[8]) {
                             _mm256_permute2x128_si256(u[0], u[1], 0x31));
 }
 
-/* 8 f16 words -> floats, exactly as ifk_f16 (no F16C: the magnitude bits moved into a float's
- * fields and scaled by 2^112, exact for normals and subnormals; exponent 31 forced to 255). */
-IFY_INLINE __m256 ifky_f16x8(const uint16_t h[8]) {
-    const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h));
+/* 8 f16 values, one per int32 lane (its upper 16 bits zero) -> floats, exactly as ifk_f16 (no
+ * F16C: the magnitude bits moved into a float's fields and scaled by 2^112, exact for normals
+ * and subnormals; exponent 31 forced to 255). */
+IFY_INLINE __m256 ifky_f16_dw(__m256i x) {
     const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fff)), 13);
     const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1p112f));
     const __m256i e31 = _mm256_set1_epi32(0x7c00);
@@ -56,6 +56,11 @@ IFY_INLINE __m256 ifky_f16x8(const uint16_t h[8]) {
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
     return _mm256_castsi256_ps(
         _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(f), inf), sign));
+}
+
+/* 8 f16 words -> floats, exactly as ifk_f16. */
+IFY_INLINE __m256 ifky_f16x8(const uint16_t h[8]) {
+    return ifky_f16_dw(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)h)));
 }
 
 /* A VPSHUFB control: 128-bit lane 0's 8 words all take word i0 of their lane, lane 1's word i1. */

@@ -24,6 +24,7 @@
 
 #include <immintrin.h>
 
+#include "kquant_avx2.h"
 #include "legacy_common.h"
 
 #define IFLG_INLINE static inline __attribute__((always_inline))
@@ -174,20 +175,12 @@ IFLG_INLINE void iflg_s8(ifl_type t, const uint8_t *const rows[IFLG_NR], size_t 
 }
 
 /* f16 bits in the low half of each dword -> floats, exactly as ifk_f16 (VCVTPH2PS under
- * AVX-512; without F16C the magnitude moved into a float's fields and scaled by 2^112, exact
- * for normals and subnormals, exponent 31 forced to 255). */
+ * AVX-512; without F16C kquant_avx2.h's exact bit-field conversion). */
 IFLG_INLINE iflg_vf iflg_f16(iflg_vi x) {
 #if defined(__AVX512F__)
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(x));
 #else
-    x = _mm256_and_si256(x, _mm256_set1_epi32(0xffff));
-    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fff)), 13);
-    const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1p112f));
-    const __m256i e31 = _mm256_set1_epi32(0x7c00);
-    const __m256i inf = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(x, e31), e31),
-                                         _mm256_set1_epi32(0x7f800000));
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
-    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(f), inf), sign));
+    return ifky_f16_dw(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)));
 #endif
 }
 

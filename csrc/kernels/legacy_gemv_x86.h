@@ -217,17 +217,9 @@ IFY_INLINE __m256i iflg_dot(__m256i lo, __m256i xlo, __m256i hi, __m256i xhi) {
 #endif
 }
 
-/* The low 16 bits of each int32 lane as f16 -> float, exactly as ifk_f16 (ifky_f16x8's fields). */
+/* The low 16 bits of each int32 lane as f16 -> float, exactly as ifk_f16. */
 IFY_INLINE __m256 iflg_f16(__m256i x) {
-    x = _mm256_and_si256(x, _mm256_set1_epi32(0xffff));
-    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fff)), 13);
-    const __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1p112f));
-    const __m256i e31 = _mm256_set1_epi32(0x7c00);
-    const __m256i inf = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(x, e31), e31),
-                                         _mm256_set1_epi32(0x7f800000));
-    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
-    return _mm256_castsi256_ps(
-        _mm256_or_si256(_mm256_or_si256(_mm256_castps_si256(f), inf), sign));
+    return ifky_f16_dw(_mm256_and_si256(x, _mm256_set1_epi32(0xffff)));
 }
 
 /* A VPSHUFB control that moves bytes o..o+3 of each lane into int32 slot g, zeroing the rest. */
