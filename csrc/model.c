@@ -75,6 +75,24 @@ static size_t q4_packed_size(const if_q4_gemm_kernel *k, const if_matrix *w) {
     return bytes ? bytes : 64;
 }
 
+/* A copy in 2 MiB pieces on the pool: the source's page-cache faults and the arena's huge-page
+ * faults (zeroing) then run on every thread, not the caller's alone. */
+typedef struct copy_job {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t n;
+} copy_job;
+#define COPY_PIECE ((size_t)2 << 20)
+
+static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
+    const copy_job *j = ctx;
+    (void)tid;
+    for (size_t t = t0; t < t1; t++) {
+        const size_t at = t * COPY_PIECE, n = j->n - at < COPY_PIECE ? j->n - at : COPY_PIECE;
+        memcpy(j->dst + at, j->src + at, n);
+    }
+}
+
 /* Pack every Q8 and 4-bit matrix once into the prefill kernels' layouts, where they declare
  * one; a matrix given as a GGUF tensor's bytes (IF_GGML) becomes Q8 on the way (ggml_intake.c).
  * IF_OK, or the error in err. */
@@ -86,6 +104,7 @@ static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, si
     /* no 4-bit layout: the row-major nibbles themselves go into the arena when the caller
      * lets go of its copy (the kernels then read them from 2 MiB pages, as the packed ones) */
     const int q4copy = !q4 && o->q4_arena;
+    const int kqcopy = o->kq_arena;
     size_t n = m->c.n_layers * N_MATS + 1;
     /* decode shares the copy when it runs the same tier (the same kernel's layout); then each
      * row-major matrix may go as soon as it is packed */
@@ -102,7 +121,7 @@ static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, si
         if (st != IF_OK) return st;
         if (o->on_packed) o->on_packed(o->on_packed_ctx, i); /* its bytes are not read again */
     }
-    if (!q8 && !q4 && !q4copy) return IF_OK;
+    if (!q8 && !q4 && !q4copy && !kqcopy) return IF_OK;
     m->packed = calloc(n, sizeof(int8_t *));
     if (!m->packed) goto nomem;
     /* one arena, each matrix at a 64-byte boundary: decode streams all of it every token, so
@@ -120,6 +139,8 @@ static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, si
             total += q4_packed_size(k4, w);
         else if (w->dtype == IF_Q4 && q4copy)
             total += (w->rows * (w->kpad / 2) + 63) & ~(size_t)63;
+        else if (w->dtype == IF_KQ && kqcopy)
+            total += (w->raw_bytes + 63) & ~(size_t)63;
     }
     if (total == 0) return IF_OK;
     const size_t huge = (size_t)2 << 20;
@@ -170,6 +191,17 @@ static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, si
             mw->q4 = (const uint8_t *)m->packed[i];
             if (m->emb.t.dtype == IF_Q4 && m->emb.t.q4 == was) m->emb.t.q4 = mw->q4; /* tied */
             m->q4_arena = 1;
+            shared = 1;
+        } else if (w->dtype == IF_KQ && kqcopy) { /* the blocks byte for byte; not "packed" */
+            const void *was = w->raw;
+            uint8_t *copy = (uint8_t *)next;
+            next += (w->raw_bytes + 63) & ~(size_t)63;
+            copy_job j = {copy, was, w->raw_bytes};
+            if_pool_parallel_for(m->pool, (w->raw_bytes + COPY_PIECE - 1) / COPY_PIECE, 1,
+                                 copy_pieces, &j);
+            if_matrix *mw = (if_matrix *)matrix_at(m, i);
+            mw->raw = copy;
+            if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == was) m->emb.t.raw = copy; /* tied */
             shared = 1;
         } else {
             continue;

@@ -258,3 +258,47 @@ def test_gemma3_q4_k_m_auto_identical_across_tiers() -> None:
     q8 = Engine(with_context(read_gguf(path), 64), threads=2).prefill(prompt, all_logits=True)
     got = runs["scalar"][1]
     assert (got.argmax(axis=1) == q8.argmax(axis=1)).mean() >= 0.8
+
+
+def _blocks_in_memory(w) -> list[np.ndarray]:
+    """Every in-place matrix of w given Python-owned copies of its blocks (a tied table stays
+    the classifier's object); the copies, to overwrite later."""
+    from dataclasses import replace
+    mine = []
+    for f in NAMES:
+        lst = getattr(w, f)
+        for i, t in enumerate(lst):
+            if isinstance(t, KQTensor):
+                lst[i] = replace(t, raw=np.array(t.raw))
+                mine.append(lst[i].raw)
+    if isinstance(w.wcls, KQTensor):
+        tied = w.tok_embeddings is w.wcls
+        w.wcls = replace(w.wcls, raw=np.array(w.wcls.raw))
+        mine.append(w.wcls.raw)
+        if tied:
+            w.tok_embeddings = w.wcls
+    return mine
+
+
+@pytest.mark.parametrize("tier", [None, "scalar"])
+def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, monkeypatch,
+                                                            tier) -> None:
+    """ISAFORGE_WEIGHT_ARENA=1 copies the in-place blocks (the tied table's too) into the core:
+    the caller's bytes overwritten after creation change nothing, and every logit equals the
+    engine reading the file's blocks where they are; a bad value is a clear error."""
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
+    where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
+    want = greedy(where, TOKS, 4)
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "1")
+    m = read_gguf(random_kq, quant="auto")
+    given = _blocks_in_memory(m.weights)
+    assert len(given) == C.n_layers * len(NAMES) + 1
+    copied = Engine(m, threads=2, kernel=tier)
+    for a in given:  # the core must read its arena copy, not these
+        a[...] = 0x5A
+    assert copied.embedding["dtype"] == "kq" and copied.embedding["tied"]
+    got = greedy(copied, TOKS, 4)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "yes")
+    with pytest.raises(ValueError, match="ISAFORGE_WEIGHT_ARENA='yes' must be 0 or 1"):
+        Engine(read_gguf(random_kq, quant="auto"), threads=1)

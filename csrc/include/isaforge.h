@@ -619,6 +619,11 @@ typedef struct if_model_opts {
      * not read again (the caller should set it only for nibbles it can free: a converted
      * model, not a mapped file). 0: read the caller's nibbles where they are. */
     int q4_arena;
+    /* 1: copy each in-place block matrix (IF_KQ: the file's K-quant, legacy or IQ4 blocks,
+     * byte for byte) into the model's weight arena and read that copy; on_packed is then called
+     * for each (the caller may drop the file's pages). Decode streams every weight byte per
+     * token, and a mapped file has 4 KiB pages. 0: read the blocks where they are. */
+    int kq_arena;
 } if_model_opts;
 
 /* if_model_create with a KV cache type. */

@@ -204,21 +204,21 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
                              "matrices", "n_threads", "ubatch", "kv_type", "tier", "disabled",
                              "released", "vectors", "rope_freqs", "n_seqs",
                              "gemv_rows_per_thread", "par_min_work", "sme2_workers",
-                             "q4_arena", NULL};
+                             "q4_arena", "kq_arena", NULL};
     PyObject *cfg, *tok, *rms_final, *rms_att, *rms_ffn, *mats, *released = NULL;
     PyObject *vectors = NULL, *rope_freqs = NULL;
     Py_ssize_t n_threads = 1, ubatch = 0, n_seqs = 1, gemv_rows = 0, min_work = 0, sme2 = 0;
-    int kv_type = IF_KV_F32, q4_arena = 0;
+    int kv_type = IF_KV_F32, q4_arena = 0, kq_arena = 0;
     const char *tier = NULL, *disabled = NULL;
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOOnnnnp", kwlist, &cfg, &tok,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOOnnnnpp", kwlist, &cfg, &tok,
                                      &rms_final, &rms_att, &rms_ffn, &mats, &n_threads, &ubatch,
                                      &kv_type, &tier, &disabled, &released, &vectors,
                                      &rope_freqs, &n_seqs, &gemv_rows, &min_work, &sme2,
-                                     &q4_arena))
+                                     &q4_arena, &kq_arena))
         return -1;
     if (sme2 < 0) {
         PyErr_Format(PyExc_ValueError, "sme2_workers must be >= 0, got %zd", sme2);
@@ -312,6 +312,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
     opts.par_min_work = (size_t)min_work;
     opts.sme2_workers = (size_t)sme2;
     opts.q4_arena = q4_arena;
+    opts.kq_arena = kq_arena;
     opts.on_packed_ctx = &pctx;
     if_status st;
     Py_BEGIN_ALLOW_THREADS st = if_model_create_opts(&c, &w, &opts, &self->m, err, sizeof err);

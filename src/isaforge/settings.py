@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -108,6 +109,17 @@ def par_min_work() -> int:
     ops with less work run on the calling thread alone."""
     return env_int("PAR_MIN_WORK", 0, 0,
                    "multiply-adds below which an op runs on one thread, 0 for the default")
+
+
+def weight_arena() -> bool:
+    """ISAFORGE_WEIGHT_ARENA (0 or 1; default 1 on Linux): copy the blocks a model runs in place
+    (its K-quant, legacy and IQ4 matrices) from the mapped file into the core's weight arena,
+    whose 2 MiB pages decode streams faster than the file's 4 KiB ones (docs/performance.md)."""
+    value = getenv("WEIGHT_ARENA").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"ISAFORGE_WEIGHT_ARENA={value!r} must be 0 or 1 (copy the file's "
+                         "blocks into 2 MiB pages at load)")
+    return value == "1" if value else sys.platform.startswith("linux")
 
 
 # SME2 hybrid split: in each Q8 matmul of a model whose kernels are SME2, workers 0..k-1 run

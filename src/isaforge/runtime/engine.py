@@ -218,7 +218,7 @@ def _releaser(w, mats: list, native: list, maps: list):
         else:
             lst = getattr(w, LAYER_MATRICES[i])
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
-        if isinstance(t, MappedQ8):  # converted: the file's pages are not read again
+        if isinstance(t, (MappedQ8, KQTensor)):  # converted or copied: the file's pages go
             if maps:
                 _drop_mapped(t.raw, maps)
             return
@@ -309,7 +309,9 @@ class Engine:
                          for name, per_layer in w.vectors.items() if per_layer is not None}
         self._rope_freqs = None if w.rope_freqs is None else _c(w.rope_freqs, np.float32)
         # a converted model's nibbles move into the core's weight arena (2 MiB pages; one copy:
-        # these are released as each is copied); a mapped file's stay where they are
+        # these are released as each is copied); a mapped file's stay where they are. The
+        # file's blocks that run in place are copied there too (settings.weight_arena), each
+        # matrix's file pages dropped once copied
         q4 = [spec[4] for spec in mats if spec[0] == Q4]
         q4_arena = bool(q4) and all(_in_memory(a) for a in q4)
         native: list = []
@@ -322,7 +324,8 @@ class Engine:
                                     rope_freqs=self._rope_freqs,
                                     n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
                                     par_min_work=min_work, sme2_workers=sme2,
-                                    q4_arena=q4_arena)
+                                    q4_arena=q4_arena,
+                                    kq_arena=settings.weight_arena())
         except ValueError as e:
             raise _file_error(e, model) from None
         native.append(self._m)
