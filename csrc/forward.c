@@ -342,6 +342,7 @@ static void run_call(if_model *m, call *k) {
 if_status if_model_forward(if_model *m, int32_t token, size_t pos, float *logits, char *err,
                            size_t errlen) {
     if (!check_tokens(m, &token, 1, pos, err, errlen)) return IF_EINVAL;
+    if_arena_step(m); /* decode streams the weights: the next slice of their copy (arena.c) */
     embed(m, &token, 1);
     call k = {m, pos, 1, logits, m->x, 1, NULL};
     run_call(m, &k);
@@ -445,6 +446,7 @@ if_status if_model_batch(if_model *m, size_t n, const int32_t *tokens, const siz
     }
     const size_t vocab = m->c.vocab_size;
     float *out = logits;
+    if_arena_step(m); /* a batched step decodes too (if_model_forward) */
     for (size_t start = 0; start < n; start += m->ub) {
         size_t M = n - start < m->ub ? n - start : m->ub;
         memcpy(m->bseq_buf, seqs + start, M * sizeof(size_t));

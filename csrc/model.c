@@ -75,24 +75,6 @@ static size_t q4_packed_size(const if_q4_gemm_kernel *k, const if_matrix *w) {
     return bytes ? bytes : 64;
 }
 
-/* A copy in 2 MiB pieces on the pool: the source's page-cache faults and the arena's huge-page
- * faults (zeroing) then run on every thread, not the caller's alone. */
-typedef struct copy_job {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t n;
-} copy_job;
-#define COPY_PIECE ((size_t)2 << 20)
-
-static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
-    const copy_job *j = ctx;
-    (void)tid;
-    for (size_t t = t0; t < t1; t++) {
-        const size_t at = t * COPY_PIECE, n = j->n - at < COPY_PIECE ? j->n - at : COPY_PIECE;
-        memcpy(j->dst + at, j->src + at, n);
-    }
-}
-
 /* Pack every Q8 and 4-bit matrix once into the prefill kernels' layouts, where they declare
  * one; a matrix given as a GGUF tensor's bytes (IF_GGML) becomes Q8 on the way (ggml_intake.c).
  * IF_OK, or the error in err. */
@@ -192,22 +174,16 @@ static if_status pack_weights(if_model *m, const if_model_opts *o, char *err, si
             if (m->emb.t.dtype == IF_Q4 && m->emb.t.q4 == was) m->emb.t.q4 = mw->q4; /* tied */
             m->q4_arena = 1;
             shared = 1;
-        } else if (w->dtype == IF_KQ && kqcopy) { /* the blocks byte for byte; not "packed" */
-            const void *was = w->raw;
-            uint8_t *copy = (uint8_t *)next;
+        } else if (w->dtype == IF_KQ && kqcopy) { /* byte for byte, by decode steps */
+            if (!if_arena_add(m, (if_matrix *)matrix_at(m, i), (uint8_t *)next)) goto nomem;
             next += (w->raw_bytes + 63) & ~(size_t)63;
-            copy_job j = {copy, was, w->raw_bytes};
-            if_pool_parallel_for(m->pool, (w->raw_bytes + COPY_PIECE - 1) / COPY_PIECE, 1,
-                                 copy_pieces, &j);
-            if_matrix *mw = (if_matrix *)matrix_at(m, i);
-            mw->raw = copy;
-            if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == was) m->emb.t.raw = copy; /* tied */
-            shared = 1;
+            continue;
         } else {
             continue;
         }
         if (shared && o->on_packed) o->on_packed(o->on_packed_ctx, i);
     }
+    if_arena_start(m, o->kq_arena == 2);
     return IF_OK;
 nomem:
     if (err && errlen) snprintf(err, errlen, "out of memory packing the weights");
@@ -472,6 +448,7 @@ if_status if_model_create_opts(const if_config *cfg, const if_weights *w,
 void if_model_free(if_model *m) {
     if (!m) return;
     if_pool_free(m->pool);
+    if_arena_free(m);
     if_embed_free(&m->emb);
     if (m->packed) {
         free(m->packed_arena); /* m->packed[i] point into it */
@@ -520,6 +497,8 @@ const if_kernel_table *if_model_gemv(const if_model *m) { return m->gemv_k; }
 const if_kernel_table *if_model_gemm(const if_model *m) { return m->gemm_k; }
 size_t if_model_kv_bytes(const if_model *m) { return m->kv_bytes; }
 size_t if_model_packed_bytes(const if_model *m) { return m->packed_bytes; }
+void if_model_arena_wait(if_model *m) { if_arena_wait(m); }
+size_t if_model_arena_pending(const if_model *m) { return if_arena_pending(m); }
 int if_model_reads_rowmajor(const if_model *m) {
     return m->group_size != 0 && m->q8_decode != IF_DECODE_PACKED_GEMM;
 }

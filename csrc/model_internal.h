@@ -37,6 +37,9 @@ typedef enum if_decode_strategy {
     IF_DECODE_PACKED_GEMM,
 } if_decode_strategy;
 
+/* The copy of the in-place blocks into the weight arena, a slice per decode step (arena.c). */
+typedef struct if_arena_copy if_arena_copy;
+
 struct if_model {
     if_config c;
     if_weights w;
@@ -52,6 +55,7 @@ struct if_model {
     if_decode_strategy q4_decode; /* ... and by the 4-bit ones */
     void **ggml_owned; /* IF_GGML matrices converted at creation: (int8, scales) per matrix
                         * index, the int8 NULL where only the packed copy holds it */
+    if_arena_copy *acopy; /* IF_KQ matrices being copied into packed_arena, or NULL */
     int q4_arena; /* 1: the 4-bit row-major nibbles were copied into packed_arena, as they are
                    * (tiers whose 4-bit GEMM has no layout; if_model_opts.q4_arena) */
     size_t head_size, kv_dim, group_size; /* group_size 0 for fp32 models */
@@ -103,6 +107,18 @@ struct if_model {
     const size_t *bseq, *bpos; /* (M) the batch rows' slots and positions, or NULL */
     size_t *bseq_buf, *bpos_buf; /* (ub) their storage */
 };
+
+/* arena.c: if_arena_add queues matrix w's blocks for the copy to dst (0: out of memory);
+ * if_arena_start says whether the sources are read-only file mappings whose pages may be
+ * dropped once copied; if_arena_step copies the next slice (a decode step's start, the pool
+ * idle) and moves each matrix completed to its copy; if_arena_wait copies the rest;
+ * if_arena_pending counts the matrices not yet moved; if_arena_free frees the queue. */
+int if_arena_add(if_model *m, if_matrix *w, uint8_t *dst);
+void if_arena_start(if_model *m, int drop_src);
+void if_arena_step(if_model *m);
+void if_arena_wait(if_model *m);
+size_t if_arena_pending(const if_model *m);
+void if_arena_free(if_model *m);
 
 /* Write a reason into (err, errlen), the callers' error buffer, when there is one. */
 #define ERR(...)                                               \

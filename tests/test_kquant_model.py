@@ -283,17 +283,28 @@ def _blocks_in_memory(w) -> list[np.ndarray]:
 @pytest.mark.parametrize("tier", [None, "scalar"])
 def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, monkeypatch,
                                                             tier) -> None:
-    """ISAFORGE_WEIGHT_ARENA=1 copies the in-place blocks (the tied table's too) into the core:
-    the caller's bytes overwritten after creation change nothing, and every logit equals the
-    engine reading the file's blocks where they are; a bad value is a clear error."""
+    """ISAFORGE_WEIGHT_ARENA=1 copies the in-place blocks (the tied table's too) into the core,
+    a slice per decode step: the tokens and logits equal the engine reading the file's blocks
+    where they are, while matrices move (the file's pages dropped as copied) and after the
+    copy, when the caller's bytes overwritten change nothing; a bad value is a clear error."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
+    assert where.arena_pending == 0
     want = greedy(where, TOKS, 4)
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "1")
+    mapped = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
+    assert mapped.arena_pending == C.n_layers * len(NAMES) + 1  # prefill copies nothing
+    early = greedy(mapped, TOKS, 4)  # 4 decode steps: some matrices moved, some not
+    assert 0 < mapped.arena_pending < C.n_layers * len(NAMES) + 1
+    assert early[0] == want[0] and np.array_equal(early[1], want[1])
+    mapped.arena_wait()
+    assert mapped.arena_pending == 0
     m = read_gguf(random_kq, quant="auto")
     given = _blocks_in_memory(m.weights)
     assert len(given) == C.n_layers * len(NAMES) + 1
     copied = Engine(m, threads=2, kernel=tier)
+    copied.arena_wait()
+    assert copied.arena_pending == 0
     for a in given:  # the core must read its arena copy, not these
         a[...] = 0x5A
     assert copied.embedding["dtype"] == "kq" and copied.embedding["tied"]

@@ -620,9 +620,12 @@ typedef struct if_model_opts {
      * model, not a mapped file). 0: read the caller's nibbles where they are. */
     int q4_arena;
     /* 1: copy each in-place block matrix (IF_KQ: the file's K-quant, legacy or IQ4 blocks,
-     * byte for byte) into the model's weight arena and read that copy; on_packed is then called
-     * for each (the caller may drop the file's pages). Decode streams every weight byte per
-     * token, and a mapped file has 4 KiB pages. 0: read the blocks where they are. */
+     * byte for byte) into the model's weight arena, a slice at the start of each decode step
+     * (if_model_forward, if_model_batch; 32 steps copy all), each matrix read from its copy
+     * once whole (if_model_arena_wait copies the rest at once). Decode streams every weight
+     * byte per token, and a mapped file has 4 KiB pages. 2: the same, and the caller's blocks
+     * are a read-only file mapping whose pages the core drops (madvise) once copied. The
+     * caller's blocks must stay valid while any is pending. 0: read them in place. */
     int kq_arena;
 } if_model_opts;
 
@@ -635,6 +638,11 @@ size_t if_model_kv_bytes(const if_model *m);
 /* Bytes of the weights the model packed at load for its GEMM kernel's layout (0 when the
  * kernel reads the row-major weights). */
 size_t if_model_packed_bytes(const if_model *m);
+/* Copy what is left of the in-place matrices into the weight arena now, so each is read from
+ * there (if_model_opts.kq_arena; returns at once without one); pending: matrices not yet
+ * moved. */
+void if_model_arena_wait(if_model *m);
+size_t if_model_arena_pending(const if_model *m);
 /* 1 if the model reads the row-major int8 weights it was given after if_model_create (0 when
  * it packed every Q8 matrix and decode, like prefill, reads the packed copy: the caller may then
  * release the row-major int8 arrays; the scales stay borrowed). fp32 models: 0 (no int8). */

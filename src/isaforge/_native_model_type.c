@@ -214,12 +214,16 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOOnnnnpp", kwlist, &cfg, &tok,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOO|nnizzOOOnnnnpi", kwlist, &cfg, &tok,
                                      &rms_final, &rms_att, &rms_ffn, &mats, &n_threads, &ubatch,
                                      &kv_type, &tier, &disabled, &released, &vectors,
                                      &rope_freqs, &n_seqs, &gemv_rows, &min_work, &sme2,
                                      &q4_arena, &kq_arena))
         return -1;
+    if (kq_arena < 0 || kq_arena > 2) {
+        PyErr_Format(PyExc_ValueError, "kq_arena must be 0, 1 or 2, got %d", kq_arena);
+        return -1;
+    }
     if (sme2 < 0) {
         PyErr_Format(PyExc_ValueError, "sme2_workers must be >= 0, got %zd", sme2);
         return -1;
@@ -524,6 +528,16 @@ SIZE_GETTER(n_seqs, if_model_n_seqs)
 SIZE_GETTER(threads, if_model_threads)
 SIZE_GETTER(kv_bytes, if_model_kv_bytes)
 SIZE_GETTER(packed_bytes, if_model_packed_bytes)
+SIZE_GETTER(arena_pending, if_model_arena_pending)
+
+static PyObject *Model_arena_wait(ModelObject *self, PyObject *unused) {
+    (void)unused;
+    if (self->m) {
+        Py_BEGIN_ALLOW_THREADS if_model_arena_wait(self->m);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
 
 static PyObject *Model_kernels(ModelObject *self, void *closure) {
     (void)closure;
@@ -594,6 +608,8 @@ static PyMethodDef Model_methods[] = {
      "last) of tokens run at pos0.. in slot seq."},
     {"prefill", (PyCFunction)Model_prefill, METH_VARARGS,
      "prefill(tokens_int32, pos0, out_last[, out_all]): run tokens at pos0.. ."},
+    {"arena_wait", (PyCFunction)Model_arena_wait, METH_NOARGS,
+     "arena_wait(): copy the rest of the in-place matrices into the weight arena now."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -610,6 +626,8 @@ static PyGetSetDef Model_getset[] = {
      "the token table's lookup: {dtype, tied (the classifier's matrix), packed (rows read from "
      "its packed copy)}", NULL},
     {"n_seqs", (getter)Model_n_seqs, NULL, "KV cache sequence slots", NULL},
+    {"arena_pending", (getter)Model_arena_pending, NULL,
+     "in-place matrices not yet moved to their copy in the weight arena", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

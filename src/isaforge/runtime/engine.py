@@ -174,24 +174,33 @@ class _PackedQ4(Q4Tensor):
         return (self._nshape[0], self.cols)
 
 
+def _mapping_of(a: np.ndarray, maps: list) -> tuple:
+    """(mapping, offset) of array a in one of the read-only file mappings `maps`, else
+    (None, 0)."""
+    addr = a.__array_interface__["data"][0]
+    for mm in maps:
+        if mm.closed:
+            continue
+        view = np.frombuffer(mm, np.uint8)
+        base = view.__array_interface__["data"][0]
+        del view  # no export left on the mapping
+        if base <= addr and addr + a.nbytes <= base + len(mm):
+            return mm, addr - base
+    return None, 0
+
+
 def _drop_mapped(a: np.ndarray, maps: list) -> None:
     """madvise(MADV_DONTNEED) the whole pages of array a where it lies in one of the read-only
     file mappings `maps`: they leave this process's resident set now, not at the end of the
     load (a page read again faults back in from the file, so nothing is lost)."""
     advice = getattr(mmap, "MADV_DONTNEED", None)
-    addr, n = a.__array_interface__["data"][0], a.nbytes
-    for mm in maps:
-        if advice is None or mm.closed:
-            continue
-        view = np.frombuffer(mm, np.uint8)
-        base = view.__array_interface__["data"][0]
-        del view  # no export left on the mapping
-        if base <= addr and addr + n <= base + len(mm):
-            lo = -(-(addr - base) // mmap.PAGESIZE) * mmap.PAGESIZE
-            hi = (addr - base + n) // mmap.PAGESIZE * mmap.PAGESIZE
-            if hi > lo:
-                mm.madvise(advice, lo, hi - lo)
-            return
+    mm, at = _mapping_of(a, maps)
+    if advice is None or mm is None:
+        return
+    lo = -(-at // mmap.PAGESIZE) * mmap.PAGESIZE
+    hi = (at + a.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+    if hi > lo:
+        mm.madvise(advice, lo, hi - lo)
 
 
 def _releaser(w, mats: list, native: list, maps: list):
@@ -218,7 +227,7 @@ def _releaser(w, mats: list, native: list, maps: list):
         else:
             lst = getattr(w, LAYER_MATRICES[i])
             t, put = lst[layer], lambda v: lst.__setitem__(layer, v)
-        if isinstance(t, (MappedQ8, KQTensor)):  # converted or copied: the file's pages go
+        if isinstance(t, MappedQ8):  # converted: the file's pages are not read again
             if maps:
                 _drop_mapped(t.raw, maps)
             return
@@ -310,12 +319,15 @@ class Engine:
         self._rope_freqs = None if w.rope_freqs is None else _c(w.rope_freqs, np.float32)
         # a converted model's nibbles move into the core's weight arena (2 MiB pages; one copy:
         # these are released as each is copied); a mapped file's stay where they are. The
-        # file's blocks that run in place are copied there too (settings.weight_arena), each
-        # matrix's file pages dropped once copied
+        # blocks that run in place are copied there too, a slice per decode step
+        # (settings.weight_arena); the core drops a mapped file's pages once copied (mode 2)
         q4 = [spec[4] for spec in mats if spec[0] == Q4]
         q4_arena = bool(q4) and all(_in_memory(a) for a in q4)
         native: list = []
         maps = [mm for mm in model.keepalive if isinstance(mm, mmap.mmap)]
+        kq = [spec[4] for spec in mats if spec[0] == KQ]
+        kq_arena = 0 if not kq or not settings.weight_arena() else (
+            2 if all(_mapping_of(a, maps)[0] for a in kq) else 1)
         try:
             self._m = _native.Model(cfg, self._tok, self._final, self._rms[0], self._rms[1],
                                     mats, threads or default_threads(), ubatch, kv_type,
@@ -325,7 +337,7 @@ class Engine:
                                     n_seqs=n_seqs, gemv_rows_per_thread=rows_per_thread,
                                     par_min_work=min_work, sme2_workers=sme2,
                                     q4_arena=q4_arena,
-                                    kq_arena=settings.weight_arena())
+                                    kq_arena=kq_arena)
         except ValueError as e:
             raise _file_error(e, model) from None
         native.append(self._m)
@@ -342,6 +354,13 @@ class Engine:
     kv_cache_bytes = _native_view("kv_cache_bytes",
                                   "Bytes of the KV cache (keys, values and int8 scales).")
     packed_bytes = _native_view("packed_bytes", "Bytes of weights packed at load (0: none).")
+    arena_pending = _native_view("arena_pending", "In-place matrices not yet copied into the "
+                                 "weight arena (settings.weight_arena), 0 once all are.")
+
+    def arena_wait(self) -> None:
+        """Copy the rest of the in-place matrices into the weight arena now (decode steps
+        otherwise copy a slice each, 32 steps for all; results are the same either way)."""
+        self._m.arena_wait()
     embedding = _native_view("embedding", 'The token table\'s lookup: {"dtype": "f32" | "q8" | '
                              '"q4", "tied": the classifier\'s matrix, "packed": rows read from '
                              'its packed copy}.')
