@@ -31,7 +31,7 @@
     .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,   \
     .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                                \
     .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                                \
-    .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x8_avx512_vnni,    \
+    .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x4_avx512_vnni,    \
     .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
 
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the

@@ -1,5 +1,6 @@
-/* legacy_q80_avx2.h - the x86 Q8_0 GEMV body (legacy/q80_gemv_*_avx2.c, *_avx_vnni.c,
- * *_avx512_vnni.c; the GEMMs are legacy_gemm_x86.h's) on the file's 34-byte blocks: a tile of
+/* legacy_q80_avx2.h - the 256-bit Q8_0 GEMV body (legacy/q80_gemv_1x8_avx2.c, *_avx_vnni.c;
+ * avx512_vnni's is legacy_q80_avx512.h, the GEMMs legacy_gemm_x86.h's) on the file's 34-byte
+ * blocks: a tile of
  * 8 rows, one activation vector per block for the 8 rows, ifky_net8's lane-per-row reduction,
  * the 8 f16 scales in one vector, the tile two ahead prefetched, with Q8_0's value expansion
  * and product (ifly_u80, ifly_dot80, IFLY_Z80); the float step is the scalar kernel's,
