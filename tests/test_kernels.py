@@ -8,13 +8,12 @@ that end exactly at an inaccessible guard page, in a subprocess."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
+from blocks_helper import assert_guard_script_passes
 from conftest import GUARDED_PRELUDE
 from isaforge import _bench, _native
 
@@ -171,9 +170,7 @@ GUARD_SCRIPT = GUARDED_PRELUDE + textwrap.dedent('''
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 def test_geglu_equals_scalar_bits_and_gelu_tanh():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from blocks_helper import assert_guard_script_passes
 from conftest import GUARDED_PRELUDE
 from isaforge import _bench, _native
 
@@ -237,11 +238,7 @@ print("ok")
 
 
 def test_no_out_of_bounds_reads_at_guard_pages():
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(GUARD_SCRIPT, TIERS)
 
 
 # ---- the AVX2 kernels' product modes (csrc/kernels/q4_avx2_common.h), each chosen from the
@@ -367,8 +364,4 @@ print("ok")
 
 def test_product_modes_read_nothing_past_their_buffers():
     """Each mode's loads (32-byte weight loads, the activation sums, the tails) at guard pages."""
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", MODE_GUARD_SCRIPT, ",".join(["scalar", *TIERS])],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+    assert_guard_script_passes(MODE_GUARD_SCRIPT, TIERS)
