@@ -397,7 +397,7 @@ def test_bench_cases_gate_and_count_the_file_bytes():
 
 
 KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register width)
-    "q4k_gemv_1x16_avx512_vnni": ("vpdpbusd", "vpackssdw", "vpdpwssd", "vpermw"),
+    "q4k_gemv_1x4_avx512_vnni": ("vpdpbusd", "vpackssdw", "vpdpwssd", "vpermw"),
     "q5k_gemv_1x4_avx512_vnni": ("vpdpbusd", "vpackssdw", "vpdpwssd", "vpermw", "vptestmb"),
     "q5k_gemm_8x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
     "q5k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),

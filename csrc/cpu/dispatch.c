@@ -23,7 +23,7 @@
     .quantize = &if_k_q8_quantize_1x1_avx512, .f32_gemv = &if_k_f32_gemv_1x1_scalar,               \
     .attn = &if_k_f32_attn_16x64_avx512, .swiglu = &if_k_f32_swiglu_1x1_avx512,                    \
     .geglu = &if_k_f32_geglu_1x1_avx512, .hadamard = &if_k_f32_hadamard_1x1_avx2,                  \
-    .q4k_gemv = &if_k_q4k_gemv_1x16_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x4_avx512_vnni,       \
+    .q4k_gemv = &if_k_q4k_gemv_1x4_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x4_avx512_vnni,       \
     .q5k_gemv = &if_k_q5k_gemv_1x4_avx512_vnni, .q40_gemv = &if_k_q40_gemv_1x4_avx512_vnni,        \
     .q41_gemv = &if_k_q41_gemv_1x4_avx512_vnni, .q50_gemv = &if_k_q50_gemv_1x4_avx512_vnni,        \
     .q51_gemv = &if_k_q51_gemv_1x4_avx512_vnni, .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni,       \

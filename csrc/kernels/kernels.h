@@ -163,8 +163,8 @@ void if_k8_quantize_1x1_scalar(int8_t *q, float *d, int16_t *bsum, const float *
 void if_k8_sums(int16_t *bsum, const int8_t *q, size_t K);
 
 #if defined(IF_X86_TIERS)
-/* avx512_vnni: Q4_K 16 rows per tile, Q5_K / Q6_K 4 (4 blocks a step); VPERMW-spread scales */
-void if_q4k_gemv_1x16_avx512_vnni(IF_KQ_GEMV_ARGS);
+/* avx512_vnni: 4 rows per tile, 4 blocks a step; VPERMW-spread scales */
+void if_q4k_gemv_1x4_avx512_vnni(IF_KQ_GEMV_ARGS);
 void if_q5k_gemv_1x4_avx512_vnni(IF_KQ_GEMV_ARGS);
 void if_q6k_gemv_1x4_avx512_vnni(IF_KQ_GEMV_ARGS);
 /* avx2 / avx_vnni: 8 rows per tile, one body (kquant_avx2.h) per ISA */

@@ -1,4 +1,4 @@
-/* kquant_gemv_avx512.h - the AVX-512 VNNI K-quant GEMV bodies (q4k/q4k_gemv_1x16_avx512_vnni.c,
+/* kquant_gemv_avx512.h - the AVX-512 VNNI K-quant GEMV body (q4k/q4k_gemv_1x4_avx512_vnni.c,
  * q5k/q5k_gemv_1x4_avx512_vnni.c, q6k/q6k_gemv_1x4_avx512_vnni.c: each calls ifkz_gemv with
  * its type) and the helpers that cut the per-row work of a block: the 6-bit scales unpacked
  * with vector ops, the f16 block scales gathered as one word per lane, and the 16-lane
@@ -6,15 +6,17 @@
  * Decode reads far more weight bytes than any cache holds, so the order of the reads can set
  * the speed. Cold on Zen 5 at 1 thread (1B model's shapes), loads alone in 16 row streams, one
  * block each a step, read Q6_K's 210-byte blocks at ~21 GB/s, the same loads over 4 rows 4
- * blocks a step at 26-33 GB/s (8 rows 2 blocks a step 5-14 % below 4 rows). So Q5_K and Q6_K
- * take 4-row tiles and a step takes each row's next 4 blocks (4 streams of 704 / 840 bytes):
- * lane 4k + r holds (block k, row r), the integer sums and the float products are formed for
- * the 16 pairs at once, then each row's chain of additions runs block by block (128-bit lane
- * 0, 1, 2, 3 in turn), the scalar kernel's order. Against the 16-row body, paired rounds:
- * Q5_K +3-9 % cold and ~+13 % hot, Q6_K +5-31 % cold. Q4_K's 144-byte blocks read ~29 GB/s in
- * either order and the 4-row body ran 5-7 % slower on them at K = 2048 (the activation
- * permutes and mins sums then serve 4 rows instead of 16), so Q4_K keeps 16-row tiles read one
- * block a step (lane = row). Every result equals the scalar kernel's bit for bit.
+ * blocks a step at 26-33 GB/s (8 rows 2 blocks a step 5-14 % below 4 rows). So every type
+ * takes 4-row tiles and a step takes each row's next 4 blocks (4 streams of 576 / 704 / 840
+ * bytes): lane 4k + r holds (block k, row r), the integer sums and the float products are
+ * formed for the 16 pairs at once, then each row's chain of additions runs block by block
+ * (128-bit lane 0, 1, 2, 3 in turn), the scalar kernel's order. Against a 16-row body read one
+ * block a step, paired rounds: Q5_K +3-9 % cold and ~+13 % hot, Q6_K +5-31 % cold. Q4_K's
+ * 144-byte blocks read ~29 GB/s in either order from 4 KiB pages, where the 4-row body ran
+ * 5-7 % slower at K = 2048 (the activation permutes and mins sums serve 4 rows instead of
+ * 16); from the weight arena's 2 MiB pages it decodes the 1B Q4_K_M file ~4 % and the 3B one
+ * ~8 % faster at 1 thread, so Q4_K takes it too. Every result equals the scalar kernel's bit
+ * for bit.
  * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni. */
 #ifndef IF_KQUANT_GEMV_AVX512_H
@@ -22,14 +24,13 @@
 
 #include "kquant_avx512.h"
 
-/* Both bodies prefetch into L1 the tile ahead, a step's share of its bytes per step. Q4_K:
- * the next 16-row tile (cold, against two tiles ahead into L2, it lifted the 16-row body from
- * ~20 to ~25 GB/s and costs nothing hot). Q5_K / Q6_K: the 4-row tile about
- * IFKZ_GEMV_PF_BYTES ahead, rounded up to whole tiles: at K = 2048 16 rows ahead (~26 KiB)
- * was best or within noise of 8, 32 and 64 rows and of L2 (T1), but at K = 8192 16 rows are
- * 105 KiB, more than L1 holds, and 16 KiB ahead read ~12 % faster; prefetching each row's own
- * blocks instead of the tile's bytes in order measured 10-20 % slower at K = 2048 (a hint: a
- * line past the weights is never read). */
+/* The body prefetches into L1 the tile about IFKZ_GEMV_PF_BYTES ahead, rounded up to whole
+ * tiles, a step's share of its bytes per step (into L1 rather than two tiles ahead into L2
+ * lifted a 16-row body from ~20 to ~25 GB/s cold and costs nothing hot). At K = 2048 16 rows
+ * ahead (~26 KiB) was best or within noise of 8, 32 and 64 rows and of L2 (T1), but at
+ * K = 8192 16 rows are 105 KiB, more than L1 holds, and 16 KiB ahead read ~12 % faster;
+ * prefetching each row's own blocks instead of the tile's bytes in order measured 10-20 %
+ * slower at K = 2048 (a hint: a line past the weights is never read). */
 #ifndef IFKZ_GEMV_PF_BYTES
 #define IFKZ_GEMV_PF_BYTES 16384
 #endif
@@ -100,64 +101,6 @@ IFZ_INLINE __m512i ifkz_tree_sum(const ifkz_tree16 *t) {
 
 enum { IFKZ_Q4K = 0, IFKZ_Q5K = 1, IFKZ_Q6K = 2 };
 
-/* One Q4_K block of the 16 rows into acc (the 16-row body). Per row: the 128 nibble bytes in
- * two loads; in each, the low nibbles are sub-blocks 4c and 4c + 2 (128-bit blocks 0-1 and
- * 2-3) and the high ones 4c + 1 and 4c + 3, against activations permuted once per block to
- * match (VSHUFI64X2); 4 VPDPBUSD, packed by pairs to words (VPACKSSDW), then 2 VPDPWSSD with
- * the 6-bit scales spread by VPERMW. The scales and mins are unpacked from one 16-byte load
- * with vector ops; the mins times the activations' 32-value sums (VPMADDWD) go to 4 vectors
- * (row 4k + q in block k of vector q), summed per row by two in-block reduction steps. Then,
- * lane = row, the scalar kernel's float step:
- * acc = (acc + (d * xd) * sumi) - (dmin * xd) * summ. */
-IFZ_INLINE __m512 ifkz_gemv16_q4(__m512 acc, const uint8_t *const rows[16], size_t b,
-                                 __m512i x0, __m512i x1, __m512i x2, __m512i x3,
-                                 const int16_t *xs, float xd) {
-    const size_t bb = IF_Q4K_BLOCK_BYTES, qs = 16;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3);
-    const __m512i pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
-    const __m512i xa_lo = _mm512_shuffle_i64x2(x0, x1, 0x44);
-    const __m512i xa_hi = _mm512_shuffle_i64x2(x0, x1, 0xEE);
-    const __m512i xb_lo = _mm512_shuffle_i64x2(x2, x3, 0x44);
-    const __m512i xb_hi = _mm512_shuffle_i64x2(x2, x3, 0xEE);
-    /* the 8 sums of 32 activations (pairs of the 16-value sums) as int16 */
-    const __m256i s16 = _mm256_loadu_si256((const __m256i *)(const void *)xs);
-    const __m128i bs32 = _mm_packs_epi32(
-        _mm256_castsi256_si128(_mm256_madd_epi16(s16, _mm256_set1_epi16(1))),
-        _mm256_extracti128_si256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), 1));
-    ifkz_tree16 tr;
-    __m512i prev = _mm512_setzero_si512();
-    __m512i mz[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                     _mm512_setzero_si512()};
-    _Alignas(64) uint32_t dm[16];
-    IFZ_UNROLL
-    for (int r = 0; r < 16; r++) {
-        const uint8_t *blk = rows[r] + b * bb;
-        memcpy(&dm[r], blk, 4);
-        const __m128i scm = ifkz_q4k_scales_v(blk + 4);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(scm));
-        const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8)), bs32);
-        mz[r & 3] = _mm512_inserti32x4(mz[r & 3], mins, r >> 2);
-        const __m512i qa = _mm512_loadu_si512(blk + qs), qb = _mm512_loadu_si512(blk + qs + 64);
-        const __m512i ua_lo = _mm512_and_si512(qa, m4);
-        const __m512i ua_hi = _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4);
-        const __m512i ub_lo = _mm512_and_si512(qb, m4);
-        const __m512i ub_hi = _mm512_and_si512(_mm512_srli_epi16(qb, 4), m4);
-        const __m512i a0 = ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16);
-        ifkz_tree_add(&tr, r, ifkz_dp2(a0, ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16), &prev);
-    }
-    const __m512i sumi = ifkz_tree_sum(&tr);
-    /* lane 4k + q = vector q's block k = row 4k + q */
-    const __m512i summ = ifz_hB(ifz_hA(mz[0], mz[1]), ifz_hA(mz[2], mz[3]));
-    const __m512 xdb = _mm512_set1_ps(xd);
-    const __m512i dmv = _mm512_load_si512(dm);
-    const __m512 t1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(dmv)), xdb);
-    const __m256i mhv = _mm512_cvtepi32_epi16(_mm512_srli_epi32(dmv, 16));
-    const __m512 t2 = _mm512_mul_ps(_mm512_cvtph_ps(mhv), xdb);
-    return _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(sumi))),
-                         _mm512_mul_ps(t2, _mm512_cvtepi32_ps(summ)));
-}
-
 /* Lane 4k + r of the step's 16 lanes is (block k, row r): per lane xd of the step's block k
  * (nk blocks at b; lanes past them are zero and never folded). */
 IFZ_INLINE __m512 ifkz_xd4(const float *xd, size_t b, int nk) {
@@ -187,7 +130,7 @@ IFZ_INLINE __m128 ifkz_fold(__m128 acc, __m512 p, __m512 q, int nk, const int q4
     return acc;
 }
 
-/* nk (1..4) Q5_K blocks at b of the 4 rows into acc (lane = row); Q4_K keeps the 16-row body.
+/* nk (1..4) Q4_K (q5 = 0) or Q5_K (q5 = 1) blocks at b of the 4 rows into acc (lane = row).
  * Per row and block: the 128 nibble bytes in two loads; in each, the low nibbles are
  * sub-blocks 4c and 4c + 2 (128-bit blocks 0-1 and 2-3) and the high ones 4c + 1 and 4c + 3,
  * against activations permuted once per block to match (VSHUFI64X2); 4 VPDPBUSD, packed by
@@ -200,9 +143,10 @@ IFZ_INLINE __m128 ifkz_fold(__m128 acc, __m512 p, __m512 q, int nk, const int q4
  * activations' 32-value sums (VPMADDWD) go to 4 vectors, summed by two in-block reduction
  * steps. (Block k, row r) sums land in lane 4k + r; then per lane (d * xd) * sumi and
  * (dmin * xd) * summ, folded per row in block order: acc = (acc + p) - q, the scalar step. */
-IFZ_INLINE __m128 ifkz_gemv4_q5(__m128 acc, const uint8_t *const rows[4], size_t b, int nk,
-                                const int8_t *xq, const float *xd, const int16_t *xsum) {
-    const size_t bb = IF_Q5K_BLOCK_BYTES, qs = 48;
+IFZ_INLINE __m128 ifkz_gemv4_q45(__m128 acc, const uint8_t *const rows[4], size_t b, int nk,
+                                 const int8_t *xq, const float *xd, const int16_t *xsum,
+                                 const int q5) {
+    const size_t bb = q5 ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES, qs = q5 ? 48 : 16;
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512i pa = ifkz_spread2(0, 1, 0, 1, 2, 3, 2, 3);
     const __m512i pb = ifkz_spread2(4, 5, 4, 5, 6, 7, 6, 7);
@@ -243,12 +187,14 @@ IFZ_INLINE __m128 ifkz_gemv4_q5(__m128 acc, const uint8_t *const rows[4], size_t
             __m512i ua_hi = _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4);
             __m512i ub_lo = _mm512_and_si512(qb, m4);
             __m512i ub_hi = _mm512_and_si512(_mm512_srli_epi16(qb, 4), m4);
-            const __m512i qh2 = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
-            ua_lo = ifkz_q5bit(ua_lo, qh2, 0, 2);
-            ua_hi = ifkz_q5bit(ua_hi, qh2, 1, 3);
-            ub_lo = ifkz_q5bit(ub_lo, qh2, 4, 6);
-            ub_hi = ifkz_q5bit(ub_hi, qh2, 5, 7);
+            if (q5) {
+                const __m512i qh2 = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(const void *)(blk + 16)));
+                ua_lo = ifkz_q5bit(ua_lo, qh2, 0, 2);
+                ua_hi = ifkz_q5bit(ua_hi, qh2, 1, 3);
+                ub_lo = ifkz_q5bit(ub_lo, qh2, 4, 6);
+                ub_hi = ifkz_q5bit(ub_hi, qh2, 5, 7);
+            }
             const __m512i a0 =
                 ifkz_dp2(_mm512_setzero_si512(), ua_lo, xa_lo, ua_hi, xa_hi, pa, sc16);
             ifkz_tree_add(&tr, i, ifkz_dp2(a0, ub_lo, xb_lo, ub_hi, xb_hi, pb, sc16), &prev);
@@ -328,34 +274,15 @@ IFZ_INLINE __m128 ifkz_gemv4_q6(__m128 acc, const uint8_t *const rows[4], size_t
                      0);
 }
 
-/* Q4_K: 16 weight rows per tile, read in place block by block; per block the 256
- * activations in four loads, then the block step into the tile's float state (lane = row). */
-IFZ_INLINE void ifkz_gemv16(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
-                            const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    const size_t bb = IF_Q4K_BLOCK_BYTES, nb = K / IF_QK, rowbytes = nb * bb;
-    for (size_t n = n0; n < n1; n += 16) {
-        const uint8_t *rows[16];
-        const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
-        __m512 acc = _mm512_setzero_ps();
-        const uint8_t *next = w + (n + 16) * rowbytes;
-        for (size_t b = 0; b < nb; b++) {
-            ifkz_gemv_prefetch(next + b * 16 * bb, 16 * bb);
-            const int8_t *x = xq + b * IF_QK;
-            const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
-            const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
-            acc = ifkz_gemv16_q4(acc, rows, b, x0, x1, x2, x3, xsum + b * 16, xd[b]);
-        }
-        _mm512_mask_storeu_ps(out + n, om, acc);
-    }
-}
-
-/* Q5_K / Q6_K: 4 weight rows per tile on the file's blocks, read in place 4 blocks of each
- * row per step (4 row streams), then the type's step into the tile's float state (lane =
- * row); the tile about IFKZ_GEMV_PF_BYTES ahead (whole tiles) is prefetched, a step's share
- * per step. */
-IFZ_INLINE void ifkz_gemv4(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
-                          const uint8_t *w, size_t n0, size_t n1, size_t K, const int kind) {
-    const size_t bb = kind == IFKZ_Q6K ? IF_Q6K_BLOCK_BYTES : IF_Q5K_BLOCK_BYTES;
+/* The GEMV of type kind (a constant in each file): 4 weight rows per tile on the file's
+ * blocks, read in place 4 blocks of each row per step (4 row streams), then the type's step
+ * into the tile's float state (lane = row); the tile about IFKZ_GEMV_PF_BYTES ahead (whole
+ * tiles) is prefetched, a step's share per step. */
+IFZ_INLINE void ifkz_gemv(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K, const int kind) {
+    const size_t bb = kind == IFKZ_Q6K   ? IF_Q6K_BLOCK_BYTES
+                      : kind == IFKZ_Q5K ? IF_Q5K_BLOCK_BYTES
+                                         : IF_Q4K_BLOCK_BYTES;
     const size_t nb = K / IF_QK, rowbytes = nb * bb;
     const size_t tile = rowbytes ? 4 * rowbytes : 1; /* K = 0: no division by 0 */
     const size_t pf_rows = (IFKZ_GEMV_PF_BYTES + tile - 1) / tile * 4;
@@ -368,20 +295,12 @@ IFZ_INLINE void ifkz_gemv4(float *out, const int8_t *xq, const float *xd, const 
         for (size_t b = 0; b < nb; b += 4) {
             const int nk = nb - b < 4 ? (int)(nb - b) : 4;
             ifkz_gemv_prefetch(next + b * 4 * bb, (size_t)nk * 4 * bb);
-            acc = kind == IFKZ_Q6K ? ifkz_gemv4_q6(acc, rows, b, nk, xq, xd, xsum)
-                                   : ifkz_gemv4_q5(acc, rows, b, nk, xq, xd, xsum);
+            acc = kind == IFKZ_Q6K
+                      ? ifkz_gemv4_q6(acc, rows, b, nk, xq, xd, xsum)
+                      : ifkz_gemv4_q45(acc, rows, b, nk, xq, xd, xsum, kind == IFKZ_Q5K);
         }
         _mm_mask_storeu_ps(out + n, (__mmask8)((1u << nr) - 1), acc);
     }
-}
-
-/* The GEMV of type kind (a constant in each file). */
-IFZ_INLINE void ifkz_gemv(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
-                          const uint8_t *w, size_t n0, size_t n1, size_t K, const int kind) {
-    if (kind == IFKZ_Q4K)
-        ifkz_gemv16(out, xq, xd, xsum, w, n0, n1, K);
-    else
-        ifkz_gemv4(out, xq, xd, xsum, w, n0, n1, K, kind);
 }
 
 #endif

@@ -1,5 +1,5 @@
 /* Q5_K GEMV, AVX-512 VNNI (-mavx512f -mavx512bw -mavx512vl -mavx512vnni): kquant_gemv_avx512.h's
- * 4-row body (ifkz_gemv4_q5: 4 rows per tile, 4 blocks a step) on the file's
+ * 4-row body (ifkz_gemv4_q45 with q5 = 1: 4 rows per tile, 4 blocks a step) on the file's
  * 176-byte blocks, Q4_K's block step with each value's bit 4 from qh by VPTESTMB and a masked
  * VPADDB of 16. Values 0..31 against int8 activations keep VPDPBUSD's dwords within
  * 4 * 31 * 128 < 2^15 (VPACKSSDW exact); the scales, mins and float step are Q4_K's. */
