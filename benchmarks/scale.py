@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
                     f"default {MIN_AVAILABLE_MIB}): the machine may be shared")
     ap.add_argument("--conditions", default=None, help="free text stored with the results")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/"
-                    "<machine>/scale.json)")
+                    "<machine>/scale.json; a bare file name goes into that folder)")
     ap.add_argument("--report-only", action="store_true",
                     help="measure nothing: recompute the summaries of the results file and "
                     "print its table")

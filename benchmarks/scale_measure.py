@@ -146,6 +146,14 @@ def warm_page_cache(path: Path) -> None:
             pass
 
 
+def command_line(argv: list[str]) -> str:
+    """The scale.py command as run, led by ISAFORGE_DISABLE_FEATURES when it is set: a run with
+    tiers switched off (a proxy for a smaller CPU) is not reproduced without it."""
+    env = os.environ.get("ISAFORGE_DISABLE_FEATURES")
+    lead = f"ISAFORGE_DISABLE_FEATURES={shlex.quote(env)} " if env else ""
+    return lead + "python3 benchmarks/scale.py " + " ".join(shlex.quote(x) for x in argv)
+
+
 def isaforge_cmd() -> list[str]:
     """The console script a user of this interpreter runs (its own, not another install's on
     PATH), else `python -m isaforge`."""
@@ -297,8 +305,7 @@ def measure(size: str, typ: str, a) -> dict:
                  "created": created, "loadavg_start": loadavg(), "reps": a.reps,
                  "threads": a.threads, "start_threads": top, "failures": [],
                  # rows of earlier runs stay in the file, so each row names its own command
-                 "command": "python3 benchmarks/scale.py "
-                            + " ".join(shlex.quote(x) for x in sys.argv[1:])}
+                 "command": command_line(sys.argv[1:])}
     info = gguf_info(path)
     row["params"] = info.params
     bpt = {"llama.cpp": info.weight_bytes_per_token}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from scale_files import (
     STD,
     VOCAB_SOURCE,
 )
-from scale_measure import BANDWIDTH_METHOD, child_env, isaforge_cmd
+from scale_measure import BANDWIDTH_METHOD, child_env, command_line, isaforge_cmd
 
 # ---------------------------------------------------------------------------------------------
 # machine, document, table
@@ -103,7 +102,7 @@ def document(rows: list[dict], a, argv: list[str]) -> dict:
     except (ValueError, OSError):
         pass
     peer = llama_cpp_status()
-    command = "python3 benchmarks/scale.py " + " ".join(shlex.quote(x) for x in argv)
+    command = command_line(argv)
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return {
         "schema": "isaforge-scale/1",
@@ -185,9 +184,11 @@ def table(doc: dict) -> str:
 
 
 def results_path(a) -> Path:
+    """--out as given; a bare file name goes into this machine's folder, as scale.json does."""
+    folder = Path(__file__).resolve().parent / "results" / machine_slug()
     if a.out:
-        return Path(a.out)
-    return Path(__file__).resolve().parent / "results" / machine_slug() / "scale.json"
+        return folder / a.out if Path(a.out).name == a.out else Path(a.out)
+    return folder / "scale.json"
 
 
 def save(rows: list[dict], a, argv: list[str]) -> dict:

@@ -3,22 +3,31 @@
 #   llama-cpp-python, built from source for THIS CPU's features with GGML_NATIVE=OFF and
 #   explicit flags (so the build says what it uses), AMX off unless the CPU has it;
 #   torch (CPU wheel) only with --torch (large download).
-# Usage: bash scripts/install_peers.sh [--torch] [--dry-run]
+#   --disable=f1,f2 builds llama.cpp as if the CPU lacked those /proc/cpuinfo features (e.g.
+#   avx512f,avx512_vnni,avx_vnni for an AVX2 peer), the peer of a run with the same features
+#   in ISAFORGE_DISABLE_FEATURES.
+# Usage: bash scripts/install_peers.sh [--torch] [--dry-run] [--disable=f1,f2]
 set -euo pipefail
 
 PY=${PYTHON:-python3}
 torch=0
 dry=0
+disabled=","
 for a in "$@"; do
   case "$a" in
     --torch) torch=1 ;;
     --dry-run) dry=1 ;;
-    *) echo "install_peers.sh: unknown option $a (--torch, --dry-run)" >&2; exit 2 ;;
+    --disable=*) disabled=",${a#--disable=}," ;;
+    *) echo "install_peers.sh: unknown option $a (--torch, --dry-run, --disable=f1,f2)" >&2
+       exit 2 ;;
   esac
 done
 
 flags=""
-has() { grep -qw "$1" /proc/cpuinfo 2>/dev/null; }
+has() {
+  case "$disabled" in *",$1,"*) return 1 ;; esac
+  grep -qw "$1" /proc/cpuinfo 2>/dev/null
+}
 onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
 if [ "$(uname -m)" = "x86_64" ]; then
   flags="-DGGML_NATIVE=OFF -DGGML_AVX=$(onoff avx) -DGGML_AVX2=$(onoff avx2)"

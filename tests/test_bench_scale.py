@@ -118,3 +118,23 @@ def test_regen_command_lists_each_rows_command_once():
     assert regen_command(d) == ("python3 benchmarks/scale.py --sizes 1b --reps 2; "
                                 "python3 benchmarks/scale.py --sizes 8b --only-start; "
                                 "python3 benchmarks/scale.py --sizes 1b --reps 3")
+
+
+def test_regen_command_keeps_disabled_features_and_names_a_second_results_file():
+    """A tier-proxy run (features switched off, results in their own file) regenerates with the
+    same features off, into the same file name in the machine's folder; --conditions and the
+    recorded --out drop out, in either option spelling."""
+    d = doc()
+    base = d["rows"][0]
+    d["rows"] = [dict(base, command="ISAFORGE_DISABLE_FEATURES=avx512f,avx_vnni python3 "
+                                    "benchmarks/scale.py --sizes 1b --out "
+                                    "benchmarks/results/m/scale_avx2_tier.json --conditions 'a b'"),
+                 dict(base, command="python3 benchmarks/scale.py --sizes 3b "
+                                    "--out=/tmp/s.json --conditions=quiet")]
+    assert regen_command(d, "scale_avx2_tier") == (
+        "ISAFORGE_DISABLE_FEATURES=avx512f,avx_vnni python3 benchmarks/scale.py --sizes 1b "
+        "--out scale_avx2_tier.json; python3 benchmarks/scale.py --sizes 3b "
+        "--out scale_avx2_tier.json")
+    assert regen_command(d) == (
+        "ISAFORGE_DISABLE_FEATURES=avx512f,avx_vnni python3 benchmarks/scale.py --sizes 1b; "
+        "python3 benchmarks/scale.py --sizes 3b")

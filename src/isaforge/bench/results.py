@@ -350,7 +350,7 @@ def section(slug: str, name: str, doc: dict) -> list[str]:
     if kind and name != kind:
         title += f" ({name[len(kind) + 1:]})"
     if kind == "scale":
-        body = scale_notes(doc, WRAP) + [""] + scale_table(doc)
+        body = scale_notes(doc, WRAP, name) + [""] + scale_table(doc)
     elif kind == "e2e":
         body = e2e_notes(doc) + [""] + e2e_table(doc)
     elif kind in ("kernels", "kernels_cold"):

@@ -42,31 +42,36 @@ def bench_tests(doc: dict) -> tuple[str, str, int]:
             int(depth.group(1)) if depth else 4096)
 
 
-def _regen_one(command: str) -> str:
+def _regen_one(command: str, out: str | None) -> str:
     """One recorded scale.py command as one reruns it: without --conditions and --out (the
-    results go to this machine's folder)."""
+    results go to this machine's folder), then --out `out` where the results are not the
+    default scale.json (scale.py puts a bare file name in that folder)."""
     try:
         words = shlex.split(command)
     except ValueError:
         return command
-    out, i = [], 0
+    kept, i = [], 0
     while i < len(words):
         if words[i] in ("--conditions", "--out"):
             i += 2
             continue
         if not words[i].startswith(("--conditions=", "--out=")):
-            out.append(words[i])
+            kept.append(words[i])
         i += 1
-    return " ".join(shlex.quote(w) for w in out)
+    kept += ["--out", out] if out else []
+    return " ".join(shlex.quote(w) for w in kept)
 
 
-def regen_command(doc: dict) -> str:
+def regen_command(doc: dict, name: str = "scale") -> str:
     """The scale.py commands that made the file's rows, in row order (a file keeps rows of other
     sizes and types from earlier runs, each row naming its own command), joined by "; "; the
-    file's last command where rows name none."""
+    file's last command where rows name none. name: the results file's stem (scale_avx2_tier
+    for benchmarks/results/<machine>/scale_avx2_tier.json); a command recorded with tiers
+    switched off (ISAFORGE_DISABLE_FEATURES=... ahead of it) keeps that."""
     last = (doc.get("provenance") or {}).get("command") or doc.get("command") or SCRIPT
     commands = list(dict.fromkeys(r.get("command") or last for r in doc.get("rows", [])))
-    return "; ".join(_regen_one(c) for c in commands or [last])
+    out = None if name == "scale" else f"{name}.json"
+    return "; ".join(_regen_one(c, out) for c in commands or [last])
 
 
 def _threads(doc: dict) -> list[int]:
@@ -134,7 +139,7 @@ def _bandwidths(doc: dict, threads: list[int]) -> str:
     return ", ".join(out) or "not measured"
 
 
-def scale_notes(doc: dict, width: int) -> list[str]:
+def scale_notes(doc: dict, width: int, name: str = "scale") -> list[str]:
     pp, tg, depth = bench_tests(doc)
     threads = _threads(doc)
     reps = sorted({r.get("reps") for r in doc["rows"] if r.get("reps")})
@@ -149,7 +154,7 @@ def scale_notes(doc: dict, width: int) -> list[str]:
             f"({_bandwidths(doc, threads)}); where the last-level cache keeps part of the "
             f"weights the share can exceed 100%.")
     return [_fill(text, width), "",
-            _fill(f"Regenerate: `{regen_command(doc)}`, then `{UPDATE_COMMAND}`.", width)]
+            _fill(f"Regenerate: `{regen_command(doc, name)}`, then `{UPDATE_COMMAND}`.", width)]
 
 
 def readme_scale_block(slug: str, doc: dict, width: int) -> str:
