@@ -86,7 +86,7 @@ IFY_INLINE void ifky_prefetch(const uint8_t *p, size_t n) {
 
 /* The GEMVs' prefetch: the next 8-row tile into L1, a block's share per block; on Zen 5, cold,
  * 1 thread it reads the 49152 x 2048 classifier ~10-25 % faster than two tiles ahead into L2
- * (docs/kernels.md). */
+ * (docs/gguf_kernels.md). */
 #ifndef IFKY_GEMV_PF_ROWS
 #define IFKY_GEMV_PF_ROWS 8
 #endif

@@ -48,7 +48,8 @@ IFZ_INLINE __mmask16 ifkz_rows(const uint8_t *rows[16], const uint8_t *w, size_t
 
 /* Software prefetch into L2 of the lines of [p, p + n): the bytes of the tile two ahead, a
  * block's share of them per block of this tile, so the 16 interleaved row streams do not wait
- * on memory (a hint: a line past the weights is never read; docs/kernels.md has the figures). */
+ * on memory (a hint: a line past the weights is never read; docs/gguf_kernels.md has the
+ * figures). */
 #ifndef IFKZ_PF_HINT
 #define IFKZ_PF_HINT _MM_HINT_T1
 #endif
