@@ -475,19 +475,21 @@ def test_readme_block_is_generated_from_the_committed_json():
     assert readme_current_block(REPO / "README.md") == want
 
 
-def pages_tree(root: Path, readme: str, performance: str) -> Path:
-    """A tree for `report --update-readme --root`: README.md, docs/performance.md and the
-    committed results."""
+def pages_tree(root: Path, readme: str, performance: str, pages: bool = False) -> Path:
+    """A tree for `report --update-readme --root`: README.md, docs/performance.md, the
+    committed results and, with pages, the committed machine pages docs/results/*.md."""
     (root / "docs").mkdir(parents=True)
     (root / "README.md").write_text(readme)
     (root / "docs" / "performance.md").write_text(performance)
     shutil.copytree(RESULTS, root / "benchmarks" / "results")
+    if pages:
+        shutil.copytree(REPO / "docs" / "results", root / "docs" / "results")
     return root
 
 
 def test_update_readme_check_and_rewrite(tmp_path):
     root = pages_tree(tmp_path / "tree", (REPO / "README.md").read_text(),
-                      (REPO / "docs" / "performance.md").read_text())
+                      (REPO / "docs" / "performance.md").read_text(), pages=True)
     readme = root / "README.md"
     upd = ("report", "--update-readme", "--root", str(root))
     assert bench(*upd, "--check")[0] == 0
@@ -525,11 +527,20 @@ def test_check_fails_on_a_stale_block_and_passes_after_the_update(tmp_path):
     assert f"`{slug}`" in text and f"benchmarks/results/{slug}/{name}.json" in text
     assert all(len(line) <= 120 for line in text.splitlines())
     page = perf.read_text()
-    for machine in load(RESULTS):
-        assert f"## {machine}\n" in page
-    perf.write_text(page.replace("| ---: |", "| --: |", 1))  # one table edited by hand
+    machines = sorted(load(RESULTS))
+    for machine in machines:
+        assert f"[{machine}](results/{machine}.md)" in page
+        text = (root / "docs" / "results" / f"{machine}.md").read_text()
+        assert text.startswith(f"# Results: {machine}\n")
+    first = root / "docs" / "results" / f"{machines[0]}.md"
+    first.write_text(first.read_text().replace("| ---: |", "| --: |", 1))  # edited by hand
+    gone = root / "docs" / "results" / "no-such-machine.md"  # a machine whose results left
+    gone.write_text("# Results: no-such-machine\n")
     rc, _, err = bench(*upd, "--check")
-    assert rc == 1 and "performance.md: out of date" in err and "README.md" not in err
+    assert rc == 1 and f"{machines[0]}.md: out of date" in err and "README.md" not in err
+    assert "no-such-machine.md: out of date" in err and "performance.md" not in err
+    assert bench(*upd)[0] == 0 and not gone.exists()
+    assert bench(*upd, "--check")[0] == 0
 
 
 def test_grammar_cost_rows_and_the_plain_rows_comparison_are_rendered():
@@ -556,7 +567,7 @@ def test_grammar_cost_rows_and_the_plain_rows_comparison_are_rendered():
         "Plain rows beside constrained ones (4 plain + 4 constrained): 12.0 tok/s a row, "
         "against 12.5 alone (8 plain, the same batch size): 96 %.")
     text = "\n".join(section("m-avx", "grammar_cost", doc))
-    assert text.startswith("### m-avx: Structured output cost\n")
+    assert text.startswith("## m-avx: Structured output cost\n")
     assert "Command: `python3 benchmarks/grammar_cost.py --conditions 'a shared VM'`" in \
         text.replace("\n", " ")
 

@@ -1,4 +1,4 @@
-"""benchmarks/scale.py's results rendered: docs/performance.md's table per machine (every
+"""benchmarks/scale.py's results rendered: the table on each machine's results page (every
 figure, isaforge / llama.cpp), the README block (the largest thread count), the command that
 regenerates them, and which file the README's block comes from."""
 
@@ -95,8 +95,10 @@ def test_the_readme_block_comes_from_scale_results_where_a_machine_has_them(tmp_
     readme = (root / "README.md").read_text()
     assert "benchmarks/results/zz-new/scale.json" in readme and "SmolLM2" not in readme
     page = (root / "docs" / "performance.md").read_text()
-    assert page.index("## zz-new") < page.index("## zen")  # the README's machine first
-    assert "### zz-new: Llama 3 sizes against llama.cpp" in page
+    # the README's machine first in the list of machine pages
+    assert page.index("[zz-new](results/zz-new.md)") < page.index("[zen")
+    machine = (root / "docs" / "results" / "zz-new.md").read_text()
+    assert "## zz-new: Llama 3 sizes against llama.cpp" in machine
     # without any scale.json: the newest e2e.json, as before
     root = tree(tmp_path / "b", with_scale=False)
     src = readme_source(load(root / "benchmarks" / "results"))
