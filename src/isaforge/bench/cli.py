@@ -8,7 +8,8 @@
 
 A bare --save writes benchmarks/results/<machine>/<name>.json (e2e, kernels, kernels_cold),
 <machine> being isaforge.bench.machine.machine_slug(); `report --update-readme` regenerates the
-README's table and docs/performance.md's tables from those files.
+README's table, docs/performance.md's list of machines and each machine's page
+docs/results/<machine>.md from those files.
 
 Progress goes to stderr, the report to stdout. Bad arguments or files: one line on stderr,
 exit status 2."""
@@ -131,13 +132,13 @@ def _report_parser() -> _Parser:
     p = _Parser(prog="isaforge bench report",
                 description="Render a bench JSON, or regenerate the pages made from the "
                             "committed results (README.md's bench block, docs/performance.md's "
-                            "results block).")
+                            "results block, docs/results/<machine>.md).")
     p.add_argument("json_file", nargs="?", help="a bench document to render")
     p.add_argument("-o", dest="fmt", choices=sorted(RENDER), default="md")
     p.add_argument("--update-readme", action="store_true",
                    help="regenerate README.md's bench block (the machine with the newest "
-                        "scale.json, else e2e.json) and docs/performance.md's results block "
-                        "from benchmarks/results/<machine>/")
+                        "scale.json, else e2e.json), docs/performance.md's results block and "
+                        "docs/results/<machine>.md from benchmarks/results/<machine>/")
     p.add_argument("--check", action="store_true",
                    help="with --update-readme: write nothing, exit 1 if a page is out of date")
     p.add_argument("--root", default=None,
