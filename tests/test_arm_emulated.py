@@ -267,9 +267,7 @@ def test_info_honours_disabled_features_under_emulation(toolchain, drivers):
 def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
     """The assembly of each Arm tier file (same compiler and flags as its object) contains
     its instruction; the neon and scalar files contain none of SDOT/SMMLA/SMOPA."""
-    asm = drivers["aarch64"].parent / "asm-aarch64"
-    text = (asm / f"{tier}.s").read_text().lower()
-    n = sum(1 for line in text.splitlines() if line.strip().startswith(insn))
+    n = asm_count(drivers, tier, insn)
     print(f"{tier}.s: {n} x {insn}")
     assert n > 0, f"no {insn} in {tier}.s"
     kquant_neon = [*(f"{t}_{op}_1x1_neon" for t in ("q4k", "q5k", "q6k")
@@ -277,15 +275,21 @@ def test_arm_tier_objects_use_their_instructions(drivers, tier, insn):
                    *(f"{t}_gemv_1x4_neon" for t in ("q40", "q41", "q50", "q51")),
                    *(f"{t}_gemm_4x4_neon" for t in ("q40", "q41", "q50", "q51"))]
     for name in ("q8_gemv_1x4_neon", "q8_gemm_4x4_neon", "q8_quantize_1x1_neon", *kquant_neon):
-        neon = (asm / f"{name}.s").read_text().lower()
         for other in ("sdot", "smmla", "smopa", "usmmla"):
-            k = sum(1 for ln in neon.splitlines() if ln.strip().startswith(other))
+            k = asm_count(drivers, name, other)
             print(f"{name}.s: {k} x {other}")
             assert k == 0, name
 
 
 # ---------------------------------------------------------------------------------------------
 # conformance: every supported tier against the scalar kernels
+
+
+def asm_count(drivers, name: str, insn: str) -> int:
+    """The lines of asm-aarch64/<name>.s (an Arm kernel file's assembly, from its object's
+    compiler and flags) whose mnemonic is insn."""
+    text = (drivers["aarch64"].parent / "asm-aarch64" / f"{name}.s").read_text().lower()
+    return sum(1 for ln in text.splitlines() if ln.split()[:1] == [insn])
 
 
 def _digest(stdout: str) -> str:

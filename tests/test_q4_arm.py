@@ -19,6 +19,7 @@ import pytest
 
 from test_arm_emulated import (  # noqa: F401
     CPUS,
+    asm_count,
     conformance_run,
     drivers,
     q4_trace_log,
@@ -110,11 +111,6 @@ def test_q4_kernels_equal_scalar_under_emulation(toolchain, drivers, cpu):  # no
             assert ran_sites == static, f"{insn} sites of {sym} never executed on {cpu}"
 
 
-def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
-    text = (drivers["aarch64"].parent / "asm-aarch64" / f"{name}.s").read_text().lower()
-    return sum(1 for ln in text.splitlines() if ln.split()[:1] == [insn])
-
-
 @pytest.mark.parametrize("name,present,absent", [
     ("q4_gemv_1x4_neon", ["tbl", "smull", "smlal2", "sadalp"], ["sdot", "smmla", "luti4"]),
     ("q4_gemm_4x4_neon", ["tbl", "smull", "smlal2", "sadalp"], ["sdot", "smmla", "luti4"]),
@@ -124,7 +120,7 @@ def _count(drivers, name: str, insn: str) -> int:  # noqa: F811
     ("q4_gemm_vlxvl_sme2", ["luti4", "smopa"], ["tbl"]),
 ])
 def test_q4_arm_objects_use_their_instructions(drivers, name, present, absent):  # noqa: F811
-    counts = {i: _count(drivers, name, i) for i in present + absent}
+    counts = {i: asm_count(drivers, name, i) for i in present + absent}
     print(f"{name}.s: {counts}")
     assert all(counts[i] > 0 for i in present), counts
     assert all(counts[i] == 0 for i in absent), counts
@@ -136,7 +132,7 @@ def test_q4_arm_objects_use_their_instructions(drivers, name, present, absent): 
 def test_q4_scalar_objects_use_none(drivers):  # noqa: F811
     asm = drivers["aarch64"].parent / "asm-aarch64"
     for name in ("q4_gemv_1x1_scalar", "q4_gemm_1x1_scalar"):  # portable: not in asm-aarch64
-        assert not (asm / f"{name}.s").exists() or _count(drivers, name, "sdot") == 0
+        assert not (asm / f"{name}.s").exists() or asm_count(drivers, name, "sdot") == 0
 
 
 # ---- whole 4-bit models: T = 0 generation identical on every Arm tier ----
