@@ -1,5 +1,6 @@
 /* legacy_gemv_x86.h - the x86 legacy-block GEMV body (legacy/ *_gemv_1x8_avx2.c,
- * *_gemv_1x8_avx_vnni.c, *_gemv_1x16_avx512_vnni.c): one source compiled per ISA. Decode reads
+ * *_gemv_1x8_avx_vnni.c, *_gemv_1x4_avx512_vnni.c; Q8_0's 256-bit GEMVs are
+ * legacy_q80_avx2.h's): one source compiled per ISA. Decode reads
  * far more weight bytes than any cache holds, so the order of the reads sets the speed: cold on
  * Zen 5 at 1 thread, loads alone in 16 row streams advancing one block each read ~22 GB/s
  * whatever the prefetch, the same loads over 4 rows (or 1) ~30 GB/s; no prefetch halves it.
@@ -11,6 +12,7 @@
  *    lane g by two VPDPBUSD; two unpack-and-add levels over the 4 rows leave row i's block g
  *    sum in word i of lane g, the float step runs on 16 (row, block) pairs at once, and each
  *    row's chain of additions is kept by adding lane 0, 1, 2, 3 in turn.
+ *    Q8_0 runs the same tiles, prefetch and fold with a step of its own (iflg_step80).
  *  - AVX2 / AVX-VNNI: a tile is 8 rows, a vector holds 2 rows' 16 nibble bytes of one block
  *    (group g: rows g, 4 + g), products by VPDPBUSD or VPMADDUBSW twice + VPADDW + VPMADDWD (at
  *    most 2 * 2 * 31 * 128 per int16, no saturation), two unpack-and-add levels leave row r in
@@ -183,18 +185,125 @@ IFY_INLINE __m128 iflg_step(ifl_type t, __m128 acc, const uint8_t *const rows[4]
     return acc;
 }
 
+/* Word-permute controls over a row's bytes from a step's first block: the values of blocks
+ * 2 h, 2 h + 1 from the pair of vectors starting at byte 64 h (which 0, 1), or the f16 scale
+ * of block g in word 4 g + i for row i (which 2; the other words repeat it, masked off). */
+IFY_INLINE __m512i iflg_ix80(int which) {
+    _Alignas(64) int16_t ix[32];
+    for (int p = 0; p < 32; p++) {
+        size_t off;
+        if (which < 2)
+            off = (size_t)(2 * which + p / 16) * IF_Q80_BLOCK_BYTES + 2 + 2 * (size_t)(p % 16) -
+                  64 * (size_t)which;
+        else
+            off = (size_t)((p % 16) / 4) * IF_Q80_BLOCK_BYTES;
+        ix[p] = (int16_t)(off / 2);
+    }
+    return _mm512_load_si512((const void *)ix);
+}
+
+/* Byte mask of the first n (0..64) bytes. */
+IFY_INLINE __mmask64 iflg_mask(size_t n) {
+    return n >= 64 ? ~(__mmask64)0 : (__mmask64)((1ull << n) - 1);
+}
+
+/* Q8_0's step: nk (1..4) blocks at b of the 4 rows into acc (row i in lane i). Cold on Zen 5
+ * at 1 thread, loads alone in 8 row streams of 32 bytes advancing one block each (the 256-bit
+ * body's order, legacy_q80_avx2.h) read 20-28 GB/s, 4 row streams of 64-byte loads advancing 4
+ * blocks 27-30 GB/s, and this step needs fewer instructions per byte (one copy re-read: 5-17 %
+ * faster). A row's step is two 64-byte loads and one 8-byte one (4 blocks of 34 bytes); two
+ * word permutes (VPERMT2W; every block's values start at an even offset) put blocks 0, 1 and
+ * 2, 3 each in one vector beside the activation's contiguous 64 bytes, a third gathers the 4
+ * f16 scales. VPDPBUSD on value + 128 (the sign bit flipped, never saturating) less 128 times
+ * the block's activation sum is the exact int32 dot; unpack-and-add levels leave row i's block
+ * g dot in word i of lane g, and the float step and the fold in block order are the 4-bit
+ * types', so every result equals ifl_row_q80's bit for bit. */
+IFY_INLINE __m128 iflg_step80(__m128 acc, const uint8_t *const rows[4], const int8_t *xq,
+                            const float *xd, const int16_t *xsum, size_t b, int nk, __m512i ix0,
+                            __m512i ix1, __m512i ixd) {
+    const size_t n = (size_t)nk * IF_Q80_BLOCK_BYTES, nx = (size_t)nk * IF_QL;
+    const int8_t *xp = xq + b * IF_QL;
+    const __m512i x01 = nk >= 2 ? _mm512_loadu_si512((const void *)xp)
+                                : _mm512_maskz_loadu_epi8(iflg_mask(nx), (const void *)xp);
+    const __m512i x23 =
+        nk == 4   ? _mm512_loadu_si512((const void *)(xp + 64))
+        : nk == 3 ? _mm512_maskz_loadu_epi8(iflg_mask(nx - 64), (const void *)(xp + 64))
+                  : _mm512_setzero_si512();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i a01[4], a23[4], hd = _mm512_setzero_si512();
+    IFY_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *p = rows[i] + b * IF_Q80_BLOCK_BYTES;
+        __m512i z0, z1, z2;
+        if (nk == 4) {
+            z0 = _mm512_loadu_si512((const void *)p);
+            z1 = _mm512_loadu_si512((const void *)(p + 64));
+            z2 = _mm512_zextsi128_si512(_mm_loadl_epi64((const __m128i *)(const void *)(p + 128)));
+        } else {
+            z0 = _mm512_maskz_loadu_epi8(iflg_mask(n), (const void *)p);
+            z1 = n > 64 ? _mm512_maskz_loadu_epi8(iflg_mask(n - 64), (const void *)(p + 64))
+                        : _mm512_setzero_si512();
+            z2 = _mm512_setzero_si512();
+        }
+        const __m512i u01 = _mm512_xor_si512(_mm512_permutex2var_epi16(z0, ix0, z1), flip);
+        hd = _mm512_mask_mov_epi16(hd, (__mmask32)(0x1111u << i),
+                                   _mm512_permutex2var_epi16(z0, ixd, z1));
+        a01[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u01, x01);
+        if (nk > 2) {
+            const __m512i u23 = _mm512_xor_si512(_mm512_permutex2var_epi16(z1, ix1, z2), flip);
+            a23[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u23, x23);
+        } else {
+            a23[i] = _mm512_setzero_si512();
+        }
+    }
+    /* Per pair of blocks: word i of each 128-bit lane is row i's quarter-block sum (lanes 0, 1
+     * block 2 h, lanes 2, 3 block 2 h + 1); then the halves of each block meet in lane g. */
+    __m512i s[2];
+    IFY_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m512i *a = h ? a23 : a01;
+        const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
+                                            _mm512_unpackhi_epi32(a[0], a[1]));
+        const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]),
+                                            _mm512_unpackhi_epi32(a[2], a[3]));
+        s[h] = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    }
+    __m512i dot = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x88),
+                                   _mm512_shuffle_i64x2(s[0], s[1], 0xdd));
+    const __m128i xs4 = iflg_xs4(xsum, b, nk);
+    const __m128 xd4 = iflg_xd4(xd, b, nk);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    dot = _mm512_sub_epi32(dot, _mm512_permutexvar_epi32(
+                                    spread, _mm512_castsi128_si512(_mm_slli_epi32(xs4, 7))));
+    const __m512 xdb = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(xd4));
+    const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(hd));
+    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(d, xdb), _mm512_cvtepi32_ps(dot));
+    acc = _mm_add_ps(acc, _mm512_castps512_ps128(u));
+    if (nk > 1) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 1));
+    if (nk > 2) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 2));
+    if (nk > 3) acc = _mm_add_ps(acc, _mm512_extractf32x4_ps(u, 3));
+    return acc;
+}
+
 IFY_INLINE void iflg_tile(ifl_type t, float *out, size_t nr, const uint8_t *const rows[4],
                           const int8_t *xq, const float *xd, const int16_t *xsum, size_t nb,
                           const uint8_t *next, const uint8_t *end) {
-    const __m512i qix = iflg_ix(t, 0), hix = iflg_ix(t, 3 * t.bb + 4 <= 64 ? 3 : 1);
-    const __m512i qhix = t.qh ? iflg_ix(t, 2) : _mm512_setzero_si512();
+    /* Q8_0 (int8 values, no nibbles) has its own step and permutes; t is a constant in each
+     * kernel file, so the choice is made at compile time. */
+    const int q80 = t.bb == IF_Q80_BLOCK_BYTES;
+    const __m512i qix = q80 ? iflg_ix80(0) : iflg_ix(t, 0);
+    const __m512i hix = q80 ? iflg_ix80(1) : iflg_ix(t, 3 * t.bb + 4 <= 64 ? 3 : 1);
+    const __m512i qhix = q80 ? iflg_ix80(2) : t.qh ? iflg_ix(t, 2) : _mm512_setzero_si512();
     __m128 acc = _mm_setzero_ps();
     size_t b = 0;
     for (; b + 4 <= nb; b += 4) {
         iflg_pf(next ? next + b * 4 * t.bb : NULL, 16 * t.bb, end);
-        acc = iflg_step(t, acc, rows, xq, xd, xsum, b, 4, qix, hix, qhix);
+        acc = q80 ? iflg_step80(acc, rows, xq, xd, xsum, b, 4, qix, hix, qhix)
+                  : iflg_step(t, acc, rows, xq, xd, xsum, b, 4, qix, hix, qhix);
     }
-    if (b < nb) acc = iflg_step(t, acc, rows, xq, xd, xsum, b, (int)(nb - b), qix, hix, qhix);
+    if (b < nb)
+        acc = q80 ? iflg_step80(acc, rows, xq, xd, xsum, b, (int)(nb - b), qix, hix, qhix)
+                  : iflg_step(t, acc, rows, xq, xd, xsum, b, (int)(nb - b), qix, hix, qhix);
     _mm_mask_storeu_ps(out, (__mmask8)((1u << nr) - 1), acc);
 }
 

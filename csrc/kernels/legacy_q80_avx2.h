@@ -1,13 +1,9 @@
 /* legacy_q80_avx2.h - the 256-bit Q8_0 GEMV body (legacy/q80_gemv_1x8_avx2.c, *_avx_vnni.c;
- * avx512_vnni's is legacy_q80_avx512.h, the GEMMs legacy_gemm_x86.h's) on the file's 34-byte
- * blocks: a tile of
- * 8 rows, one activation vector per block for the 8 rows, ifky_net8's lane-per-row reduction,
- * the 8 f16 scales in one vector, the tile two ahead prefetched, with Q8_0's value expansion
- * and product (ifly_u80, ifly_dot80, IFLY_Z80); the float step is the scalar kernel's,
- * lane-wise. The avx512_vnni tier runs this body too: on Zen 5 at 1 thread a 512-bit one with
- * 4-row tiles read 4 blocks a step (two 64-byte loads per row, VPERMT2W) ran its loads alone
- * 7-35 % faster and one re-read copy 5-17 % faster, but cold the whole GEMV was not faster
- * (2048x8192 5-10 % slower with 4 KiB pages, decode within noise). */
+ * avx512_vnni's is legacy_gemv_x86.h's iflg_step80, the GEMMs legacy_gemm_x86.h's) on the
+ * file's 34-byte blocks: a tile of 8 rows, one activation vector per block for the 8 rows,
+ * ifky_net8's lane-per-row reduction, the 8 f16 scales in one vector, the tile two ahead
+ * prefetched, with Q8_0's value expansion and product (ifly_u80, ifly_dot80, IFLY_Z80); the
+ * float step is the scalar kernel's, lane-wise. */
 #ifndef IF_LEGACY_Q80_AVX2_H
 #define IF_LEGACY_Q80_AVX2_H
 
@@ -20,18 +16,14 @@
  * int32). Plain AVX2: VPMADDUBSW would saturate (255 * 127 * 2 > 32767), so the values stay
  * signed and the product is |q| times x with q's sign (VPSIGNB twice: at most 2 * 128 * 127
  * per pair for the Q8 rule's |x| <= 127), IFLY_Z80 = 0. */
-#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+#if defined(__AVXVNNI__)
 #define IFLY_Z80 128
 IFY_INLINE __m256i ifly_u80(const uint8_t *blk) {
     const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
     return _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
 }
 IFY_INLINE __m256i ifly_dot80(__m256i u, __m256i x) {
-#if defined(__AVX512VNNI__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x);
-#else
     return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, x);
-#endif
 }
 #else
 #define IFLY_Z80 0

@@ -1,10 +1,10 @@
-/* Q8_0 GEMV, avx512_vnni (legacy_q80_avx512.h's body: 4-row tiles read 4 blocks a step, the
- * products by VPDPBUSD on value + 128, 512-bit). */
-#include "../legacy_q80_avx512.h"
+/* Q8_0 GEMV, avx512_vnni (legacy_gemv_x86.h's body: 4-row tiles read 4 blocks a step by
+ * iflg_step80, the products by VPDPBUSD on value + 128, 512-bit). */
+#include "../legacy_gemv_x86.h"
 
 void if_q80_gemv_1x4_avx512_vnni(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                                  const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    iflz_gemv80(out, xq, xd, xsum, w, n0, n1, K);
+    iflg_gemv(IFL_Q80, out, xq, xd, xsum, w, n0, n1, K);
 }
 
 const if_kq_gemv_kernel if_k_q80_gemv_1x4_avx512_vnni = {
