@@ -13,7 +13,10 @@
  * each copied piece's file pages are dropped at once (a read-only mapping: they fault back in
  * from the file if read again), the whole matrix's again when it moves, so the file's pages
  * and the copy hold at most the matrix being copied twice.
- * The bytes are the same, so results do not depend on which matrices have moved. */
+ * The bytes are the same, so results do not depend on which matrices have moved; where both
+ * tables have Q4_K kernels on 8-row groups (the AVX2 tiers), a Q4_K matrix's copy rearranges
+ * its bytes into them (if_q4k_pack_x8), whole groups per piece, and it moves to those kernels,
+ * which give the file-layout kernels' bits. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise under -std=c11 */
 #endif
@@ -32,6 +35,7 @@ typedef struct arena_item {
     const uint8_t *src; /* the caller's blocks */
     uint8_t *dst;       /* their place in the arena */
     size_t bytes;
+    size_t unit; /* bytes of an 8-row group when copied as one (if_q4k_pack_x8), else 0 */
 } arena_item;
 
 struct if_arena_copy {
@@ -55,7 +59,11 @@ int if_arena_add(if_model *m, if_matrix *w, uint8_t *dst) {
         if (!it) return 0;
         a->items = it, a->cap = cap;
     }
-    a->items[a->n++] = (arena_item){w, w->raw, dst, w->raw_bytes};
+    /* not the token table's rows: the lookup reads the file's layout */
+    const int x8 = w->ggml_type == IF_GGML_Q4_K && w->rows % 8 == 0 && m->gemv_k->q4kx8_gemv &&
+                   m->gemm_k->q4kx8_gemm && !(m->emb.t.dtype == IF_KQ && m->emb.t.raw == w->raw);
+    a->items[a->n++] =
+        (arena_item){w, w->raw, dst, w->raw_bytes, x8 ? w->raw_bytes / (w->rows / 8) : 0};
     a->total += w->raw_bytes;
     return 1;
 }
@@ -79,16 +87,25 @@ static void drop_pages(const uint8_t *p, size_t n) {
 typedef struct piece_job {
     const arena_item *it;
     size_t at, end; /* the byte range of the item this call copies */
+    size_t piece;   /* bytes per task */
     int drop_src;
 } piece_job;
 
+/* Bytes of an item's pieces: PIECE, or the whole 8-row groups in it (at least one). */
+static size_t piece_of(const arena_item *it) {
+    return !it->unit ? PIECE : PIECE < it->unit ? it->unit : PIECE / it->unit * it->unit;
+}
+
 static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
     const piece_job *j = ctx;
+    const arena_item *it = j->it;
     (void)tid;
     for (size_t t = t0; t < t1; t++) {
-        const size_t at = j->at + t * PIECE, n = j->end - at < PIECE ? j->end - at : PIECE;
-        memcpy(j->it->dst + at, j->it->src + at, n);
-        if (j->drop_src) drop_pages(j->it->src + at, n);
+        const size_t at = j->at + t * j->piece;
+        const size_t n = j->end - at < j->piece ? j->end - at : j->piece;
+        if (it->unit) if_q4k_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols);
+        else memcpy(it->dst + at, it->src + at, n);
+        if (j->drop_src) drop_pages(it->src + at, n);
     }
 }
 
@@ -98,15 +115,19 @@ static void copy_some(if_model *m, size_t budget) {
     if_arena_copy *a = m->acopy;
     while (a->next < a->n && budget) {
         arena_item *it = &a->items[a->next];
-        const size_t want = it->bytes - a->at < budget ? it->bytes - a->at : budget;
-        piece_job j = {it, a->at, a->at + want, a->drop_src};
-        if_pool_parallel_for(m->pool, (want + PIECE - 1) / PIECE, 1, copy_pieces, &j);
+        const size_t piece = piece_of(it);
+        const size_t left = it->bytes - a->at;
+        size_t want = left < budget ? left : budget;
+        if (it->unit) want = (want + it->unit - 1) / it->unit * it->unit; /* whole groups */
+        piece_job j = {it, a->at, a->at + want, piece, a->drop_src};
+        if_pool_parallel_for(m->pool, (want + piece - 1) / piece, 1, copy_pieces, &j);
         a->at += want;
-        budget -= want;
+        budget -= want < budget ? want : budget;
         if (a->at == it->bytes) { /* whole: it moves; the pages of it decode read from the file
                                    * since its first piece was copied go too */
             if (a->drop_src) drop_pages(it->src, it->bytes);
             it->w->raw = it->dst;
+            it->w->rows8 = it->unit != 0;
             if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == it->src) m->emb.t.raw = it->dst;
             a->next++, a->at = 0;
         }

@@ -148,6 +148,7 @@ static void split_job(const if_model *m, mm_job *j) {
 
 /* Table k's GEMV for w's K-quant type (the scalar kernel where a test table has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
+    if (w->rows8) return k->q4kx8_gemv; /* the arena checked that both tables have one */
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemv ? k->q5k_gemv : &if_k_q5k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemv ? k->q40_gemv : &if_k_q40_gemv_1x1_scalar;
@@ -163,6 +164,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_ma
 }
 /* ... its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
+    if (w->rows8) return k->q4kx8_gemm;
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemm ? k->q5k_gemm : &if_k_q5k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemm ? k->q40_gemm : &if_k_q40_gemm_1x1_scalar;
@@ -176,6 +178,14 @@ static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_ma
     if (w->ggml_type == IF_GGML_Q8_0) return k->q80_gemm ? k->q80_gemm : &if_k_q80_gemm_1x1_scalar;
     return k->q6k_gemm ? k->q6k_gemm : &if_k_q6k_gemm_1x1_scalar;
 }
+const char *if_model_kq_kernel(const if_model *m, size_t idx, int prefill) {
+    if (idx > n_cls_of(m)) return NULL;
+    const if_matrix *w = idx == n_cls_of(m) ? &m->w.wcls
+                                            : if_layer_matrix(&m->layers[idx / N_MATS], idx % N_MATS);
+    if (w->dtype != IF_KQ) return NULL;
+    return prefill ? kq_gemm_of(m->gemm_k, w)->name : kq_gemv_of(m->gemv_k, w)->name;
+}
+
 /* The values per activation scale of w's kernels: 32 for the legacy blocks (L8), 256 (K8). */
 static size_t kq_qb(const if_matrix *w) {
     const int t = w->ggml_type;

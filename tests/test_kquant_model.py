@@ -8,6 +8,7 @@ dequantized weights; the token table's rows equal to gguf's dequantization; clea
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,8 @@ from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import LEGACY_NATIVE, KQTensor
 from isaforge.reference import Reference, kq_matmul, quantize_k8
-from isaforge.runtime.engine import Engine, select_kernel
+from isaforge.runtime.engine import Engine, runtime_info, select_kernel
+from isaforge.types import LAYER_MATRICES
 from test_gguf import write_gguf
 
 SHAPES = layer_shapes(C)
@@ -202,10 +204,13 @@ def test_bad_in_place_matrices_are_clear_errors(random_kq: Path) -> None:
 
 
 def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
+    """Q4_K as the default tier holds it: in place, or (the AVX2 tiers) in 8-row groups."""
     mats = info_matrices(random_kq)
     q = mats["layers.0.wq"]
-    assert q["stored"] == "Q4_K" and q["resident"] == "Q4_K in place"
-    assert q["decode"].startswith("q4k_gemv_") and q["prefill"].startswith("q4k_gemm_")
+    grouped = runtime_info()["decode"]["q4kx8_gemv"] is not None
+    how, k = ("in 8-row groups", "q4kx8") if grouped else ("in place", "q4k")
+    assert q["stored"] == "Q4_K" and q["resident"] == f"Q4_K {how}"
+    assert q["decode"].startswith(f"{k}_gemv_") and q["prefill"].startswith(f"{k}_gemm_")
     v = mats["layers.0.wv"]
     assert v["stored"] == "Q8_0" and v["resident"] == "Q8_0 in place"
     assert v["decode"].startswith("q80_gemv_") and v["prefill"].startswith("q80_gemm_")
@@ -213,7 +218,12 @@ def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
     assert mats["wcls"]["decode"].startswith("q6k_gemv_")
     assert mats["tok_embeddings"]["resident"] == "the classifier's (tied)"
     text = cli("info", str(random_kq), "--quant", "auto").stdout.decode()
-    assert "Q4_K -> Q4_K in place: q4k_gemv_" in text
+    assert f"Q4_K -> Q4_K {how}: {k}_gemv_" in text
+    avx2 = cli("info", str(random_kq), "--quant", "auto",
+               env={**os.environ, "ISAFORGE_KERNEL": "avx2"})
+    if "avx2" in SUPPORTED:  # the tier the AVX2-only machines run
+        assert "Q4_K -> Q4_K in 8-row groups: q4kx8_gemv_1x8_avx2 / q4kx8_gemm_4x8_avx2" in \
+            avx2.stdout.decode()
 
 
 def test_info_lists_q5k_in_place_with_its_kernels(random_q5k: Path) -> None:
@@ -222,7 +232,7 @@ def test_info_lists_q5k_in_place_with_its_kernels(random_q5k: Path) -> None:
     assert k["stored"] == "Q5_K" and k["resident"] == "Q5_K in place"
     assert k["decode"].startswith("q5k_gemv_") and k["prefill"].startswith("q5k_gemm_")
     assert mats["wcls"]["stored"] == "Q5_K" and mats["wcls"]["decode"].startswith("q5k_gemv_")
-    assert mats["layers.0.wq"]["resident"] == "Q4_K in place"
+    assert mats["layers.0.wq"]["stored"] == "Q4_K"
     text = cli("info", str(random_q5k), "--quant", "auto").stdout.decode()
     assert "Q5_K -> Q5_K in place: q5k_gemv_" in text
 
@@ -280,13 +290,22 @@ def _blocks_in_memory(w) -> list[np.ndarray]:
     return mine
 
 
-@pytest.mark.parametrize("tier", [None, "scalar"])
+def in_place_order(w) -> list[str | None]:
+    """Each matrix's GGUF type if held in place, in the core's order (layer-major, the
+    classifier last)."""
+    mats = [getattr(w, n)[i] for i in range(len(w.wq)) for n in LAYER_MATRICES] + [w.wcls]
+    return [t.type_name if isinstance(t, KQTensor) else None for t in mats]
+
+
+@pytest.mark.parametrize("tier", [None, "scalar",
+                                  *[t for t in ("avx2", "avx_vnni") if t in SUPPORTED]])
 def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, monkeypatch,
                                                             tier) -> None:
     """ISAFORGE_WEIGHT_ARENA=1 copies the in-place blocks (the tied table's too) into the core,
     a slice per decode step: the tokens and logits equal the engine reading the file's blocks
     where they are, while matrices move (the file's pages dropped as copied) and after the
-    copy, when the caller's bytes overwritten change nothing; a bad value is a clear error."""
+    copy, when the caller's bytes overwritten change nothing; a bad value is a clear error. On
+    the AVX2 tiers the Q4_K matrices move into 8-row groups and to their kernels."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
     assert where.arena_pending == 0
@@ -303,8 +322,14 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     given = _blocks_in_memory(m.weights)
     assert len(given) == C.n_layers * len(NAMES) + 1
     copied = Engine(m, threads=2, kernel=tier)
+    before = copied.kq_kernels
     copied.arena_wait()
     assert copied.arena_pending == 0
+    grouped = tier in ("avx2", "avx_vnni")
+    for was, now, t in zip(before, copied.kq_kernels, in_place_order(m.weights), strict=True):
+        assert (now != was) == (grouped and t == "Q4_K"), (was, now, t)
+        if now != was:
+            assert now == (f"q4kx8_gemv_1x8_{tier}", f"q4kx8_gemm_4x8_{tier}")
     for a in given:  # the core must read its arena copy, not these
         a[...] = 0x5A
     assert copied.embedding["dtype"] == "kq" and copied.embedding["tied"]

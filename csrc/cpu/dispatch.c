@@ -74,7 +74,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx2, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx2,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx2, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx2,
      .q80_gemv = &if_k_q80_gemv_1x8_avx2, .q80_gemm = &if_k_q80_gemm_4x8_avx2,
-     .k8_quantize = &if_k_k8_quantize_1x1_avx2},
+     .k8_quantize = &if_k_k8_quantize_1x1_avx2,
+     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx2, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
@@ -92,7 +93,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx_vnni, .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx_vnni,
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx_vnni, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx_vnni,
      .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_4x8_avx_vnni,
-     .k8_quantize = &if_k_k8_quantize_1x1_avx2},
+     .k8_quantize = &if_k_k8_quantize_1x1_avx2,
+     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx_vnni, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx_vnni},
     {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
@@ -211,7 +213,9 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->iq4nl_gemm ? t->iq4nl_gemm->requires : 0) |
            (t->iq4xs_gemm ? t->iq4xs_gemm->requires : 0) |
            (t->q80_gemv ? t->q80_gemv->requires : 0) | (t->q80_gemm ? t->q80_gemm->requires : 0) |
-           (t->k8_quantize ? t->k8_quantize->requires : 0);
+           (t->k8_quantize ? t->k8_quantize->requires : 0) |
+           (t->q4kx8_gemv ? t->q4kx8_gemv->requires : 0) |
+           (t->q4kx8_gemm ? t->q4kx8_gemm->requires : 0);
 }
 
 int if_table_q80_in_place(const if_kernel_table *t) {

@@ -247,6 +247,13 @@ typedef struct if_q4_gemm_kernel {
  * Q6_K acc = acc + (d * xd[b]) * (float)sumi. K is a multiple of 256. */
 #define IF_QK 256
 #define IF_Q4K_BLOCK_BYTES 144
+/* Q4_K in 8-row groups (q4kx8_* kernels, the AVX2 tiers' resident layout once the weight arena
+ * holds the matrix): rows 8g .. 8g + 7 (rows a multiple of 8) keep the bytes the file gives
+ * them, block b of the group at 8 * 144 * b, and within it dword k (bytes 4k .. 4k + 3, k < 36)
+ * of row r's block at 32 k + 4 r: one 32-byte load is the same dword of 8 rows, so a kernel's
+ * lane r is row r with no transpose (header dword 0 = d, dmin; 1-3 = the 12 scale bytes; 4 + k
+ * = nibble bytes 4k .. 4k + 3). The same bytes, rearranged: no more memory than the file. */
+void if_q4k_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
 #define IF_Q5K_BLOCK_BYTES 176
 #define IF_Q6K_BLOCK_BYTES 210
 /* Quantize one activation row x (K floats, K % 256 == 0) to the K8 form: q (K), d (K / 256),
@@ -379,6 +386,10 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
+    /* Q4_K on 8-row groups (if_q4k_pack_x8): the weight arena rearranges a Q4_K matrix into
+     * them when both the decode and the prefill table have these (NULL: it copies as is) */
+    const if_kq_gemv_kernel *q4kx8_gemv;
+    const if_kq_gemm_kernel *q4kx8_gemm;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -509,6 +520,7 @@ typedef struct if_matrix {
     int ggml_type;
     const void *raw;
     size_t raw_bytes;
+    int rows8; /* set by the core: raw holds IF_KQ Q4_K in 8-row groups (if_q4k_pack_x8) */
 } if_matrix;
 
 /* The matrices of one layer, in the one order every reader, writer, binding and the core use
@@ -643,6 +655,10 @@ size_t if_model_packed_bytes(const if_model *m);
  * moved. */
 void if_model_arena_wait(if_model *m);
 size_t if_model_arena_pending(const if_model *m);
+/* The kernel in-place matrix idx (layer l's matrix i at l * IF_N_LAYER_MATRICES + i, the
+ * classifier last) runs now, its GEMM when prefill: the file-layout one until the weight arena
+ * moves it, then the one for its resident layout. NULL for another dtype or idx. */
+const char *if_model_kq_kernel(const if_model *m, size_t idx, int prefill);
 /* 1 if the model reads the row-major int8 weights it was given after if_model_create (0 when
  * it packed every Q8 matrix and decode, like prefill, reads the packed copy: the caller may then
  * release the row-major int8 arrays; the scales stay borrowed). fp32 models: 0 (no int8). */

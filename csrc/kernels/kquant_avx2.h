@@ -200,6 +200,94 @@ IFY_INLINE void ifky_q4k(float *out, const int8_t *xq, const float *xd, const in
     ifky_q45k(out, xq, xd, xsum, w, n0, n1, K, 0);
 }
 
+/* A VPSHUFB control: dword r of each 128-bit lane becomes the int16 pair (byte 4r + i0 of v,
+ * byte 4r + i1), bytes zero-extended: a row's scale or min k spread over its lane. */
+IFY_INLINE __m256i ifkx_pick(int i0, int i1) {
+    const char z = (char)0x80;
+    return _mm256_setr_epi8((char)i0, z, (char)i1, z, (char)(4 + i0), z, (char)(4 + i1), z,
+                            (char)(8 + i0), z, (char)(8 + i1), z, (char)(12 + i0), z,
+                            (char)(12 + i1), z, (char)i0, z, (char)i1, z, (char)(4 + i0), z,
+                            (char)(4 + i1), z, (char)(8 + i0), z, (char)(8 + i1), z,
+                            (char)(12 + i0), z, (char)(12 + i1), z);
+}
+
+/* Q4_K on 8-row groups (isaforge.h, if_q4k_pack_x8), lane r = row r throughout: per block the
+ * 8 rows' 6-bit scales and mins unpacked at once from three loads, then per sub-block 8 loads
+ * of 4 nibble bytes x 8 rows against the broadcast 4 activations, VPMADDUBSW summed in int16
+ * (8 x 2 x 15 x 127 = 30480: no overflow), and one pair product-sum by the row's scale; the
+ * mins by 4 VPMADDWD of (m_j, m_j+1) against the activations' 32-value sums. No reduction
+ * across lanes; the float step is the scalar kernel's, lane-wise. n0 is a multiple of 8 and
+ * whole groups are read (rows past n1 in the last group are not stored). */
+IFY_INLINE void ifkx_q4k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QK, bb = 8 * IF_Q4K_BLOCK_BYTES, gbytes = nb * bb;
+    const __m256i m4 = _mm256_set1_epi8(15), k6 = _mm256_set1_epi8(0x3f);
+    const __m256i k30 = _mm256_set1_epi8(0x30);
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *g = w + n / 8 * gbytes, *next = g + gbytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = g + b * bb;
+            ifky_gemv_prefetch(next + b * bb, bb);
+            const int8_t *x = xq + b * IF_QK;
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)blk);
+            const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32));
+            const __m256i s1 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 64));
+            const __m256i s2 = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 96));
+            /* lane r, byte j: sc[j] / m[j] (j < 4), sc[j + 4] / m[j + 4] */
+            const __m256i scl = _mm256_and_si256(s0, k6), ml = _mm256_and_si256(s1, k6);
+            const __m256i sch = _mm256_or_si256(_mm256_and_si256(s2, m4),
+                                                _mm256_and_si256(_mm256_srli_epi16(s0, 2), k30));
+            const __m256i mh =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s2, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(s1, 2), k30));
+            /* the activations' 32-value sums as int16 pairs (j, j + 1), dword j / 2 */
+            const __m256i p32 = _mm256_madd_epi16(
+                _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16)),
+                _mm256_set1_epi16(1));
+            const __m256i bs = _mm256_broadcastsi128_si256(_mm_packs_epi32(
+                _mm256_castsi256_si128(p32), _mm256_extracti128_si256(p32, 1)));
+            __m256i summ = _mm256_madd_epi16(_mm256_shuffle_epi8(ml, ifkx_pick(0, 1)),
+                                             _mm256_shuffle_epi32(bs, 0x00));
+            summ = ifky_dpwssd(summ, _mm256_shuffle_epi8(ml, ifkx_pick(2, 3)),
+                               _mm256_shuffle_epi32(bs, 0x55));
+            summ = ifky_dpwssd(summ, _mm256_shuffle_epi8(mh, ifkx_pick(0, 1)),
+                               _mm256_shuffle_epi32(bs, 0xAA));
+            summ = ifky_dpwssd(summ, _mm256_shuffle_epi8(mh, ifkx_pick(2, 3)),
+                               _mm256_shuffle_epi32(bs, 0xFF));
+            __m256i sumi = _mm256_setzero_si256();
+            IFY_UNROLL
+            for (int c = 0; c < 4; c++) {
+                const uint8_t *q = blk + 128 + 256 * c;
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                IFY_UNROLL
+                for (int i = 0; i < 8; i++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * i));
+                    int32_t a, e;
+                    memcpy(&a, x + 64 * c + 4 * i, 4);
+                    memcpy(&e, x + 64 * c + 32 + 4 * i, 4);
+                    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(_mm256_and_si256(v, m4),
+                                                                   _mm256_set1_epi32(a)));
+                    hi = _mm256_add_epi16(
+                        hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                 _mm256_set1_epi32(e)));
+                }
+                const __m256i sc = c < 2 ? scl : sch;
+                const int j = (2 * c) & 3;
+                sumi = ifky_dpwssd(sumi, lo, _mm256_shuffle_epi8(sc, ifkx_pick(j, j)));
+                sumi = ifky_dpwssd(sumi, hi, _mm256_shuffle_epi8(sc, ifkx_pick(j + 1, j + 1)));
+            }
+            const __m256 xdb = _mm256_set1_ps(xd[b]);
+            const __m256 d = ifky_f16_dw(_mm256_and_si256(h, _mm256_set1_epi32(0xffff)));
+            const __m256 dmin = ifky_f16_dw(_mm256_srli_epi32(h, 16));
+            const __m256 t1 = _mm256_mul_ps(d, xdb), t2 = _mm256_mul_ps(dmin, xdb);
+            acc = _mm256_sub_ps(_mm256_add_ps(acc, _mm256_mul_ps(t1, _mm256_cvtepi32_ps(sumi))),
+                                _mm256_mul_ps(t2, _mm256_cvtepi32_ps(summ)));
+        }
+        ifky_store(out + n, acc, n1 - n < 8 ? n1 - n : 8);
+    }
+}
+
 /* Q6_K: per row and 128-value half, the 64 low-nibble bytes in two loads and the 32 high-bit
  * bytes in one; each 32-value product vector is two 16-value sub-blocks (one per 128-bit
  * lane), values 32t .. 32t + 31 of the half from quarter t: low nibbles of the first (t = 0)

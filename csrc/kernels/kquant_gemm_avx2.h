@@ -57,27 +57,38 @@ IFY_INLINE __m256i ifkyg_mv(__m256i v, int from, int to) {
     return from <= to ? _mm256_slli_epi32(v, to - from) : _mm256_srli_epi32(v, from - to);
 }
 
-/* Q4_K / Q5_K (see kquant_gemm_avx512.h's ifkg_expand_q45). */
+/* ifkyg_t4's dwords from a Q4_K 8-row group's block (if_q4k_pack_x8): already in place. */
+IFY_INLINE void ifkyg_x8(const uint8_t *blk, size_t off, __m256i y[4]) {
+    IFY_UNROLL
+    for (int i = 0; i < 4; i++)
+        y[i] = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 8 * off + 32 * (size_t)i));
+}
+
+/* Q4_K / Q5_K (see kquant_gemm_avx512.h's ifkg_expand_q45); x8: Q4_K's block b of the 8-row
+ * group at rows[0] (ifky_rows puts the group's start there). */
 IFY_INLINE void ifkyg_expand_q45(ifky_gblk *B, const uint8_t *const rows[8], size_t b,
-                                 const int five) {
+                                 const int five, const int x8) {
     const size_t bb = five ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES, qoff = five ? 48 : 16;
     const uint8_t *blk[8];
+    const uint8_t *grp = rows[0] + 8 * b * bb;
     _Alignas(16) uint16_t dh[8], mh[8];
     for (int r = 0; r < 8; r++) {
         blk[r] = rows[r] + b * bb;
-        memcpy(&dh[r], blk[r], 2);
-        memcpy(&mh[r], blk[r] + 2, 2);
+        memcpy(&dh[r], x8 ? grp + 4 * r : blk[r], 2);
+        memcpy(&mh[r], (x8 ? grp + 4 * r : blk[r]) + 2, 2);
     }
     const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
     __m256i h[4], qh[8];
-    ifkyg_t4(blk, 0, h);
+    if (x8) ifkyg_x8(grp, 0, h);
+    else ifkyg_t4(blk, 0, h);
     if (five) {
         ifkyg_t4(blk, 16, qh);
         ifkyg_t4(blk, 32, qh + 4);
     }
     for (int g = 0; g < 8; g++) {
         __m256i t[4];
-        ifkyg_t4(blk, qoff + 16 * (size_t)g, t);
+        if (x8) ifkyg_x8(grp, qoff + 16 * (size_t)g, t);
+        else ifkyg_t4(blk, qoff + 16 * (size_t)g, t);
         const int c = g / 2;
         for (int j = 0; j < 4; j++) {
             const int jj = 4 * (g & 1) + j;
@@ -213,9 +224,10 @@ IFY_INLINE void ifkyg_rows(const ifky_gblk *B, float *out, size_t ldo, const int
     }
 }
 
+/* x8: Q4_K on 8-row groups (if_q4k_pack_x8; n0 a multiple of 8, whole groups read). */
 IFY_INLINE void ifkyg_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
                            const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
-                           size_t K, const int kind) {
+                           size_t K, const int kind, const int x8) {
     const size_t bb = kind == IFKY_Q6K   ? IF_Q6K_BLOCK_BYTES
                       : kind == IFKY_Q5K ? IF_Q5K_BLOCK_BYTES
                                          : IF_Q4K_BLOCK_BYTES;
@@ -231,7 +243,7 @@ IFY_INLINE void ifkyg_gemm(float *out, size_t ldo, const int8_t *xq, const float
         for (size_t b = 0; b < nb; b++) {
             ifky_prefetch(next + b * 8 * bb, 8 * bb);
             if (kind == IFKY_Q6K) ifkyg_expand_q6(&B, rows, b);
-            else ifkyg_expand_q45(&B, rows, b, kind == IFKY_Q5K);
+            else ifkyg_expand_q45(&B, rows, b, kind == IFKY_Q5K, x8);
             size_t m = 0;
             for (; m + IFKY_MR <= M; m += IFKY_MR)
                 ifkyg_rows(&B, out, ldo, xq, xd, xsum, m, IFKY_MR, b, nb, K, n, om, kind);

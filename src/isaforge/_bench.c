@@ -596,7 +596,8 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
  * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
 static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
-                                        "iq4_nl", "iq4_xs", "q8_0"};
+                                        "iq4_nl", "iq4_xs", "q8_0", "q4_kx8"};
+#define KQ_X8 10 /* "q4_kx8": Q4_K on 8-row groups (if_q4k_pack_x8), N a multiple of 8 */
 
 /* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
 static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
@@ -612,15 +613,16 @@ static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **
                                       PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm),
                                       PICK(q80_gemm)};
 #undef PICK
-    *gv = gvs[ti];
-    *gm = gms[ti];
+    /* on 8-row groups: the table's own kernels or none (no scalar kernel reads the layout) */
+    *gv = ti == KQ_X8 ? t->q4kx8_gemv : gvs[ti];
+    *gm = ti == KQ_X8 ? t->q4kx8_gemm : gms[ti];
 }
 
 static int kq_type(const char *type) {
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 11; i++)
         if (strcmp(type, kq_names[i]) == 0) return i;
     PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
-                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0)", type);
+                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8)", type);
     return -1;
 }
 
@@ -639,6 +641,7 @@ static PyObject *py_kq_kernel(PyObject *mod, PyObject *args) {
     const if_kq_gemv_kernel *gv;
     const if_kq_gemm_kernel *gm;
     kq_pick(t, ti, &gv, &gm);
+    if (!gv || !gm) Py_RETURN_NONE;
     return PyUnicode_FromString(gemm ? gm->name : gv->name);
 }
 
@@ -654,27 +657,49 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
                                  IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES,
-                                 IF_Q80_BLOCK_BYTES};
+                                 IF_Q80_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES};
     const int ti = kq_type(type);
     if (ti < 0) return NULL;
-    const size_t qb = ti >= 3 && ti != 8 ? IF_QL : IF_QK; /* values per activation scale */
-    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb)
+    const size_t qb = ti >= 3 && ti != 8 && ti != KQ_X8 ? IF_QL : IF_QK; /* values per xd */
+    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || (ti == KQ_X8 && N % 8))
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
     const if_kernel_table *t = table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
     size_t need[5] = {m * k, m * k / qb * sizeof(float), m * k / 16 * sizeof(int16_t),
                       n * k / qb * bbs[ti], m * n * sizeof(float)};
-    Py_buffer v[5];
-    if (!get_views(objs, need, 5, 1, v)) return NULL;
     const if_kq_gemv_kernel *gv;
     const if_kq_gemm_kernel *gm;
     kq_pick(t, ti, &gv, &gm);
+    if (!gv || !gm)
+        return PyErr_Format(PyExc_ValueError, "tier %s has no %s kernels", t->tier, type);
+    Py_buffer v[5];
+    if (!get_views(objs, need, 5, 1, v)) return NULL;
     Py_BEGIN_ALLOW_THREADS
     if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
     else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);
     Py_END_ALLOW_THREADS
     for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
+    Py_RETURN_NONE;
+}
+
+/* q4k_pack_x8(dst, src, N, K): Q4_K rows src (N, K / 256 blocks; N a multiple of 8) into
+ * 8-row groups at dst (the same size), as the weight arena lays them out. */
+static PyObject *py_q4k_pack_x8(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *objs[2];
+    Py_ssize_t N, K;
+    if (!PyArg_ParseTuple(args, "OOnn", &objs[0], &objs[1], &N, &K)) return NULL;
+    if (N <= 0 || K <= 0 || N % 8 || K % IF_QK)
+        return PyErr_Format(PyExc_ValueError, "bad shape N=%zd K=%zd", N, K);
+    const size_t bytes = (size_t)N * ((size_t)K / IF_QK) * IF_Q4K_BLOCK_BYTES;
+    PyObject *o[2] = {objs[1], objs[0]}; /* the writable one last */
+    size_t need[2] = {bytes, bytes};
+    Py_buffer v[2];
+    if (!get_views(o, need, 2, 1, v)) return NULL;
+    if_q4k_pack_x8(v[1].buf, v[0].buf, (size_t)N / 8, (size_t)K);
+    PyBuffer_Release(&v[0]);
+    PyBuffer_Release(&v[1]);
     Py_RETURN_NONE;
 }
 
@@ -712,6 +737,8 @@ static PyMethodDef module_methods[] = {
      "(tests)."},
     {"kq_gemm", py_kq_gemm, METH_VARARGS,
      "kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): K-quant matmul (tests)."},
+    {"q4k_pack_x8", py_q4k_pack_x8, METH_VARARGS,
+     "q4k_pack_x8(dst, src, N, K): Q4_K rows into 8-row groups (tests)."},
     {"kq_kernel", py_kq_kernel, METH_VARARGS,
      "kq_kernel(type, tier=None, gemm=0) -> the name of the kernel kq_gemm runs (tests)."},
     {"k8_quantize", py_k8_quantize, METH_VARARGS,

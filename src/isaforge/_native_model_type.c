@@ -546,6 +546,22 @@ static PyObject *Model_kernels(ModelObject *self, void *closure) {
                          "prefill", ifpy_table_dict(if_model_gemm(self->m)));
 }
 
+/* [(decode kernel, prefill kernel) or None] per matrix, layer-major, the classifier last: the
+ * kernels each in-place matrix runs now (if_model_kq_kernel). */
+static PyObject *Model_kq_kernels(ModelObject *self, void *closure) {
+    (void)closure;
+    if (!self->m) Py_RETURN_NONE;
+    const size_t n = self->cfg.n_layers * IF_N_LAYER_MATRICES + 1;
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        const char *d = if_model_kq_kernel(self->m, i, 0), *p = if_model_kq_kernel(self->m, i, 1);
+        PyObject *v = d ? Py_BuildValue("(ss)", d, p) : Py_NewRef(Py_None);
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
 static PyObject *Model_reads_rowmajor(ModelObject *self, void *closure) {
     (void)closure;
     return PyBool_FromLong(self->m ? if_model_reads_rowmajor(self->m) : 1);
@@ -626,6 +642,9 @@ static PyGetSetDef Model_getset[] = {
      "the token table's lookup: {dtype, tied (the classifier's matrix), packed (rows read from "
      "its packed copy)}", NULL},
     {"n_seqs", (getter)Model_n_seqs, NULL, "KV cache sequence slots", NULL},
+    {"kq_kernels", (getter)Model_kq_kernels, NULL,
+     "[(decode kernel, prefill kernel) or None] per matrix (layer-major, the classifier last): "
+     "what each in-place matrix runs now", NULL},
     {"arena_pending", (getter)Model_arena_pending, NULL,
      "in-place matrices not yet moved to their copy in the weight arena", NULL},
     {NULL, NULL, NULL, NULL, NULL},

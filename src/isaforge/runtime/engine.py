@@ -357,6 +357,11 @@ class Engine:
     arena_pending = _native_view("arena_pending", "In-place matrices not yet copied into the "
                                  "weight arena (settings.weight_arena), 0 once all are.")
 
+    kq_kernels = _native_view("kq_kernels", "Per matrix (layer-major, the classifier last): "
+                              "(decode kernel, prefill kernel) an in-place matrix runs now, "
+                              "None for others; a Q4_K matrix changes kernels when the weight "
+                              "arena holds it in 8-row groups (AVX2 tiers).")
+
     def arena_wait(self) -> None:
         """Copy the rest of the in-place matrices into the weight arena now (decode steps
         otherwise copy a slice each, 32 steps for all; results are the same either way)."""
@@ -459,12 +464,25 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
     return out
 
 
-def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
+def rows8(w, kernels: dict, tied: bool = False) -> bool:
+    """Whether the weight arena holds w, an in-place Q4_K matrix, in 8-row groups (the AVX2
+    tiers' Q4_K kernels; csrc/arena.c): both tables have them, its rows are whole groups, it is
+    not the token table's rows (tied) and the arena is on."""
+    return (isinstance(w, KQTensor) and w.type_name == "Q4_K" and w.rows_ % 8 == 0 and not tied
+            and kernels["decode"].get("q4kx8_gemv") is not None
+            and kernels["prefill"].get("q4kx8_gemm") is not None and settings.weight_arena())
+
+
+def matrix_kernels(w, kernels: dict, tied: bool = False) -> tuple[str, str, str]:
     """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
-    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..})."""
+    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..}); tied:
+    w is also the token table. A Q4_K matrix the arena groups runs its first decode steps on the
+    file's rows, the kernels given here once moved."""
     d, p = kernels["decode"], kernels["prefill"]
     if q80_packed(w, kernels):
         return "Q8 g32", d["q8_decode"], p["q8_gemm"]
+    if rows8(w, kernels, tied):
+        return "Q4_K in 8-row groups", d["q4kx8_gemv"], p["q4kx8_gemm"]
     if isinstance(w, KQTensor):
         t = w.type_name.lower().replace("_", "")
         return f"{w.type_name} in place", d[f"{t}_gemv"], p[f"{t}_gemm"]

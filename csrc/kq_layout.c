@@ -1,0 +1,24 @@
+/* kq_layout.c - Q4_K's 8-row groups (isaforge.h, if_q4k_pack_x8): the file's bytes
+ * rearranged so that an AVX2 kernel's lane r is row r.
+ *
+ * Why: on the file's row-major blocks an 8-lane kernel either reduces 8 rows' vectors per block
+ * (the file-layout GEMV: ~60 instructions per row and block, bound by its own instructions at
+ * ~20 GB/s on a 1B model) or transposes them first (the GEMM's expansion). Grouped, one load
+ * is a dword of 8 rows, a scale or min reaches its lane by one byte shuffle, and the 6-bit
+ * fields unpack for 8 rows at once. */
+#include <string.h>
+
+#include "isaforge.h"
+
+void if_q4k_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
+    const size_t nb = K / IF_QK, bb = IF_Q4K_BLOCK_BYTES, rowbytes = nb * bb;
+    for (size_t g = 0; g < groups; g++) {
+        const uint8_t *rows = src + g * 8 * rowbytes;
+        uint8_t *out = dst + g * 8 * rowbytes;
+        for (size_t b = 0; b < nb; b++, out += 8 * bb)
+            for (size_t r = 0; r < 8; r++) {
+                const uint8_t *blk = rows + r * rowbytes + b * bb;
+                for (size_t k = 0; k < bb / 4; k++) memcpy(out + 32 * k + 4 * r, blk + 4 * k, 4);
+            }
+    }
+}
