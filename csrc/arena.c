@@ -14,9 +14,10 @@
  * from the file if read again), the whole matrix's again when it moves, so the file's pages
  * and the copy hold at most the matrix being copied twice.
  * The bytes are the same, so results do not depend on which matrices have moved; where both
- * tables have Q4_K kernels on 8-row groups (the AVX2 tiers), a Q4_K matrix's copy rearranges
- * its bytes into them (if_q4k_pack_x8), whole groups per piece, and it moves to those kernels,
- * which give the file-layout kernels' bits. */
+ * tables have kernels on row groups (Q4_K in 8s on the AVX2 tiers, Q8_0 in 16s on AVX-512), a
+ * matrix of that type is rearranged into them on the way (if_q4k_pack_x8, if_q80_pack_x16),
+ * whole groups per piece, and moves to those kernels, which give the file-layout kernels'
+ * bits. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise under -std=c11 */
 #endif
@@ -35,7 +36,8 @@ typedef struct arena_item {
     const uint8_t *src; /* the caller's blocks */
     uint8_t *dst;       /* their place in the arena */
     size_t bytes;
-    size_t unit; /* bytes of an 8-row group when copied as one (if_q4k_pack_x8), else 0 */
+    size_t unit; /* bytes of a row group when rearranged (group_rows), else 0 */
+    int group_rows;
 } arena_item;
 
 struct if_arena_copy {
@@ -50,6 +52,20 @@ struct if_arena_copy {
 #define PIECE ((size_t)2 << 20)
 #define STEPS 32
 
+/* The rows per group w is rearranged into (0: none): both tables have kernels for its type's
+ * groups, its rows (and Q8_0's blocks, in pairs) fill whole groups, and it is not the token
+ * table's rows (the lookup reads the file's layout). */
+static int group_rows_of(const if_model *m, const if_matrix *w) {
+    const if_kernel_table *v = m->gemv_k, *p = m->gemm_k;
+    if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == w->raw) return 0;
+    if (w->ggml_type == IF_GGML_Q4_K && v->q4kx8_gemv && p->q4kx8_gemm && w->rows % 8 == 0)
+        return 8;
+    if (w->ggml_type == IF_GGML_Q8_0 && v->q80x16_gemv && p->q80x16_gemm && w->rows % 16 == 0 &&
+        w->cols % 64 == 0)
+        return 16;
+    return 0;
+}
+
 int if_arena_add(if_model *m, if_matrix *w, uint8_t *dst) {
     if_arena_copy *a = m->acopy;
     if (!a && !(a = m->acopy = calloc(1, sizeof *a))) return 0;
@@ -59,11 +75,9 @@ int if_arena_add(if_model *m, if_matrix *w, uint8_t *dst) {
         if (!it) return 0;
         a->items = it, a->cap = cap;
     }
-    /* not the token table's rows: the lookup reads the file's layout */
-    const int x8 = w->ggml_type == IF_GGML_Q4_K && w->rows % 8 == 0 && m->gemv_k->q4kx8_gemv &&
-                   m->gemm_k->q4kx8_gemm && !(m->emb.t.dtype == IF_KQ && m->emb.t.raw == w->raw);
+    const int g = group_rows_of(m, w);
     a->items[a->n++] =
-        (arena_item){w, w->raw, dst, w->raw_bytes, x8 ? w->raw_bytes / (w->rows / 8) : 0};
+        (arena_item){w, w->raw, dst, w->raw_bytes, g ? w->raw_bytes / (w->rows / g) : 0, g};
     a->total += w->raw_bytes;
     return 1;
 }
@@ -103,8 +117,12 @@ static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
     for (size_t t = t0; t < t1; t++) {
         const size_t at = j->at + t * j->piece;
         const size_t n = j->end - at < j->piece ? j->end - at : j->piece;
-        if (it->unit) if_q4k_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols);
-        else memcpy(it->dst + at, it->src + at, n);
+        if (it->group_rows == 8)
+            if_q4k_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols);
+        else if (it->group_rows == 16)
+            if_q80_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols);
+        else
+            memcpy(it->dst + at, it->src + at, n);
         if (j->drop_src) drop_pages(it->src + at, n);
     }
 }
@@ -127,7 +145,7 @@ static void copy_some(if_model *m, size_t budget) {
                                    * since its first piece was copied go too */
             if (a->drop_src) drop_pages(it->src, it->bytes);
             it->w->raw = it->dst;
-            it->w->rows8 = it->unit != 0;
+            it->w->group_rows = it->group_rows;
             if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == it->src) m->emb.t.raw = it->dst;
             a->next++, a->at = 0;
         }

@@ -1,5 +1,5 @@
-/* kq_layout.c - Q4_K's 8-row groups (isaforge.h, if_q4k_pack_x8): the file's bytes
- * rearranged so that an AVX2 kernel's lane r is row r.
+/* kq_layout.c - Q4_K's 8-row groups and Q8_0's 16-row ones (isaforge.h, if_q4k_pack_x8,
+ * if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is row r.
  *
  * Why: on the file's row-major blocks an 8-lane kernel either reduces 8 rows' vectors per block
  * (the file-layout GEMV: ~60 instructions per row and block, bound by its own instructions at
@@ -20,5 +20,24 @@ void if_q4k_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
                 const uint8_t *blk = rows + r * rowbytes + b * bb;
                 for (size_t k = 0; k < bb / 4; k++) memcpy(out + 32 * k + 4 * r, blk + 4 * k, 4);
             }
+    }
+}
+
+/* Q8_0 (a 512-bit kernel's 16 lanes): besides lane = row, the group is one sequential stream
+ * of aligned 64-byte loads, where the file's 34-byte blocks split loads across lines and 16
+ * row streams run side by side. */
+void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
+    const size_t nb = K / IF_QL, bb = IF_Q80_BLOCK_BYTES, rowbytes = nb * bb;
+    for (size_t g = 0; g < groups; g++) {
+        const uint8_t *rows = src + g * 16 * rowbytes;
+        uint8_t *out = dst + g * 16 * rowbytes;
+        for (size_t p = 0; p < nb / 2; p++, out += 32 * bb)
+            for (size_t e = 0; e < 2; e++)
+                for (size_t r = 0; r < 16; r++) {
+                    const uint8_t *blk = rows + r * rowbytes + (2 * p + e) * bb;
+                    memcpy(out + 32 * e + 2 * r, blk, 2);
+                    for (size_t k = 0; k < 8; k++)
+                        memcpy(out + 64 + 512 * e + 64 * k + 4 * r, blk + 2 + 4 * k, 4);
+                }
     }
 }

@@ -204,7 +204,8 @@ def test_bad_in_place_matrices_are_clear_errors(random_kq: Path) -> None:
 
 
 def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
-    """Q4_K as the default tier holds it: in place, or (the AVX2 tiers) in 8-row groups."""
+    """Q4_K and Q8_0 as the default tier holds them: in place, or in row groups (Q4_K on the
+    AVX2 tiers, Q8_0 on AVX-512)."""
     mats = info_matrices(random_kq)
     q = mats["layers.0.wq"]
     grouped = runtime_info()["decode"]["q4kx8_gemv"] is not None
@@ -212,8 +213,10 @@ def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
     assert q["stored"] == "Q4_K" and q["resident"] == f"Q4_K {how}"
     assert q["decode"].startswith(f"{k}_gemv_") and q["prefill"].startswith(f"{k}_gemm_")
     v = mats["layers.0.wv"]
-    assert v["stored"] == "Q8_0" and v["resident"] == "Q8_0 in place"
-    assert v["decode"].startswith("q80_gemv_") and v["prefill"].startswith("q80_gemm_")
+    grouped16 = runtime_info()["decode"]["q80x16_gemv"] is not None
+    how16, k16 = ("in 16-row groups", "q80x16") if grouped16 else ("in place", "q80")
+    assert v["stored"] == "Q8_0" and v["resident"] == f"Q8_0 {how16}"
+    assert v["decode"].startswith(f"{k16}_gemv_") and v["prefill"].startswith(f"{k16}_gemm_")
     assert mats["layers.1.w1"]["stored"] == "Q5_0"
     assert mats["wcls"]["decode"].startswith("q6k_gemv_")
     assert mats["tok_embeddings"]["resident"] == "the classifier's (tied)"
@@ -297,15 +300,16 @@ def in_place_order(w) -> list[str | None]:
     return [t.type_name if isinstance(t, KQTensor) else None for t in mats]
 
 
-@pytest.mark.parametrize("tier", [None, "scalar",
-                                  *[t for t in ("avx2", "avx_vnni") if t in SUPPORTED]])
+@pytest.mark.parametrize("tier", [None, "scalar", *[t for t in ("avx2", "avx_vnni",
+                                                                "avx512_vnni") if t in SUPPORTED]])
 def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, monkeypatch,
                                                             tier) -> None:
     """ISAFORGE_WEIGHT_ARENA=1 copies the in-place blocks (the tied table's too) into the core,
     a slice per decode step: the tokens and logits equal the engine reading the file's blocks
     where they are, while matrices move (the file's pages dropped as copied) and after the
-    copy, when the caller's bytes overwritten change nothing; a bad value is a clear error. On
-    the AVX2 tiers the Q4_K matrices move into 8-row groups and to their kernels."""
+    copy, when the caller's bytes overwritten change nothing; a bad value is a clear error.
+    Where the tier has row-group kernels (Q4_K on the AVX2 tiers, Q8_0 on AVX-512) the
+    matrices of that type move into groups and to those kernels."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
     assert where.arena_pending == 0
@@ -325,11 +329,16 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     before = copied.kq_kernels
     copied.arena_wait()
     assert copied.arena_pending == 0
-    grouped = tier in ("avx2", "avx_vnni")
+    # the types the tier runs on row groups: Q4_K on the AVX2 tiers, Q8_0 on avx512_vnni
+    groups = {"avx2": {"Q4_K": "q4kx8_gemv_1x8_avx2"},
+              "avx_vnni": {"Q4_K": "q4kx8_gemv_1x8_avx_vnni"},
+              "avx512_vnni": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni"}}
+    grouped = groups.get(copied.kernels["decode"]["tier"], {})
     for was, now, t in zip(before, copied.kq_kernels, in_place_order(m.weights), strict=True):
-        assert (now != was) == (grouped and t == "Q4_K"), (was, now, t)
+        assert (now != was) == (t in grouped), (was, now, t)
         if now != was:
-            assert now == (f"q4kx8_gemv_1x8_{tier}", f"q4kx8_gemm_4x8_{tier}")
+            assert now[0] == grouped[t], (now, t)
+    assert any(t in grouped for t in in_place_order(m.weights)) == bool(grouped)
     for a in given:  # the core must read its arena copy, not these
         a[...] = 0x5A
     assert copied.embedding["dtype"] == "kq" and copied.embedding["tied"]

@@ -197,7 +197,10 @@ def test_token_rows_equal_gguf_dequantize(legacy: Path) -> None:
     assert np.array_equal(m.weights.wcls.rows(ROW_IDS), want)
 
 
-def test_info_lists_legacy_blocks_in_place(legacy: Path, mix: Path) -> None:
+def test_info_lists_legacy_blocks_in_place(legacy: Path, mix: Path, monkeypatch) -> None:
+    """Without the weight arena every legacy type stays in the file's rows (with it, Q8_0 may
+    move into row groups: tests/test_kquant_model.py)."""
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     mats = info_matrices(legacy)
     for f, j in (("wq", 0), ("wk", 1), ("wv", 2), ("wo", 3)):  # layer 0 cycles the types
         typ = LEGACY[j]
@@ -270,7 +273,8 @@ def test_q8_0_on_a_packed_tier_takes_the_q8_path(q8_0: Path) -> None:
     assert np.array_equal(got.view(np.uint32), q8.view(np.uint32))
 
 
-def test_info_lists_q8_0_in_place(q8_0: Path) -> None:
+def test_info_lists_q8_0_in_place(q8_0: Path, monkeypatch) -> None:
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     mats = info_matrices(q8_0)
     for name in ("layers.0.wq", "layers.1.w2", "wcls"):
         x = mats[name]

@@ -207,11 +207,16 @@ static const if_q4_gemm_kernel *q4_gemm_of(const if_kernel_table *t) {
     return t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
 }
 
-/* Whether table t runs c's Q4_K matrix on 8-row groups, as a model does once its weight arena
- * holds it (if_q4k_pack_x8). */
-static int runs_x8(const ifb_case *c, const if_kernel_table *t) {
-    return (c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx8_gemv && t->q4kx8_gemm &&
-           c->N % 8 == 0;
+/* The rows per group table t runs c's matrix on (0: the file's rows), as a model does once its
+ * weight arena holds it (Q4_K: if_q4k_pack_x8, Q8_0: if_q80_pack_x16). */
+static int group_rows(const ifb_case *c, const if_kernel_table *t) {
+    if ((c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx8_gemv && t->q4kx8_gemm &&
+        c->N % 8 == 0)
+        return 8;
+    if ((c->op == IFB_Q80_GEMV || c->op == IFB_Q80_GEMM) && t->q80x16_gemv && t->q80x16_gemm &&
+        c->N % 16 == 0 && c->K % 64 == 0)
+        return 16;
+    return 0;
 }
 
 /* Pack every weight copy for table t if its GEMM wants a packed layout (as at model load), or
@@ -220,7 +225,7 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
     const if_q8_gemm_kernel *g = t->q8_gemm;
     const if_q4_gemm_kernel *g4 = q4_gemm_of(t);
     const int q8 = c->op == IFB_Q8_GEMM && g->pack, q4 = c->op == IFB_Q4_GEMM && g4->pack;
-    const int x8 = runs_x8(c, t);
+    const int x8 = group_rows(c, t); /* rows per group, or 0 */
     if (!(q8 || q4 || x8) || c->packed_for == t) return IF_OK;
     size_t bytes = x8   ? kq_bytes(c->op, c->N, c->K)
                    : q8 ? g->pack_size(c->N, c->K, c->gs)
@@ -233,8 +238,10 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
             snprintf(err, errlen, "out of memory packing weights for %s", q8 ? g->name : g4->name);
             return IF_ENOMEM;
         }
-        if (x8)
+        if (x8 == 8)
             if_q4k_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K);
+        else if (x8 == 16)
+            if_q80_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K);
         else if (q8)
             g->pack(c->packed[i], c->w[i], c->N, c->K, c->gs);
         else
@@ -247,7 +254,7 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
 /* The K-quant GEMV table t runs for c's type (the scalar one when t has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
-    if (runs_x8(c, t)) return t->q4kx8_gemv;
+    if (group_rows(c, t)) return group_rows(c, t) == 8 ? t->q4kx8_gemv : t->q80x16_gemv;
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
     if (c->op == IFB_Q40_GEMV) return t->q40_gemv ? t->q40_gemv : s->q40_gemv;
@@ -262,7 +269,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
 /* ... and its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
-    if (runs_x8(c, t)) return t->q4kx8_gemm;
+    if (group_rows(c, t)) return group_rows(c, t) == 8 ? t->q4kx8_gemm : t->q80x16_gemm;
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
     if (c->op == IFB_Q40_GEMM) return t->q40_gemm ? t->q40_gemm : s->q40_gemm;
@@ -310,7 +317,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q6K_GEMV: {
         const if_kq_gemv_kernel *k = kq_gemv_of(c, t);
         k->run(out, c->xq, c->xs, c->xsum,
-               (const uint8_t *)(runs_x8(c, t) ? c->packed[i] : c->w[i]), 0, c->N, c->K);
+               (const uint8_t *)(group_rows(c, t) ? c->packed[i] : c->w[i]), 0, c->N, c->K);
         break;
     }
     case IFB_Q4K_GEMM:
@@ -322,7 +329,7 @@ static void call_once(ifb_case *c, const if_kernel_table *t, size_t i, float *ou
     case IFB_Q6K_GEMM:
     case IFB_Q80_GEMM:
         kq_gemm_of(c, t)->run(out, c->N, c->xq, c->xs, c->xsum, c->M,
-                              (const uint8_t *)(runs_x8(c, t) ? c->packed[i] : c->w[i]), 0,
+                              (const uint8_t *)(group_rows(c, t) ? c->packed[i] : c->w[i]), 0,
                               c->N, c->K);
         break;
     case IFB_QUANTIZE:

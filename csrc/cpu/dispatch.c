@@ -96,6 +96,8 @@ static const if_kernel_table g_tiers[] = {
      .k8_quantize = &if_k_k8_quantize_1x1_avx2,
      .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx_vnni, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx_vnni},
     {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
+     .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,
+     .q80x16_gemm = &if_k_q80x16_gemm_8x16_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_8x16_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_8x16_avx512_vnni,
@@ -215,7 +217,9 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->q80_gemv ? t->q80_gemv->requires : 0) | (t->q80_gemm ? t->q80_gemm->requires : 0) |
            (t->k8_quantize ? t->k8_quantize->requires : 0) |
            (t->q4kx8_gemv ? t->q4kx8_gemv->requires : 0) |
-           (t->q4kx8_gemm ? t->q4kx8_gemm->requires : 0);
+           (t->q4kx8_gemm ? t->q4kx8_gemm->requires : 0) |
+           (t->q80x16_gemv ? t->q80x16_gemv->requires : 0) |
+           (t->q80x16_gemm ? t->q80x16_gemm->requires : 0);
 }
 
 int if_table_q80_in_place(const if_kernel_table *t) {

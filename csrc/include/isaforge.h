@@ -288,6 +288,13 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 #define IF_Q50_BLOCK_BYTES 22
 #define IF_Q51_BLOCK_BYTES 24
 #define IF_Q80_BLOCK_BYTES 34
+/* Q8_0 in 16-row groups (q80x16_* kernels, the AVX-512 tier's resident layout once the weight
+ * arena holds the matrix; rows a multiple of 16, K of 64): rows 16g .. 16g + 15 keep the bytes
+ * the file gives them, blocks in pairs, pair p (blocks 2p, 2p + 1) at 1088 p: the 16 rows' f16
+ * d of block 2p (row r at 2r), then of block 2p + 1 (at 32 + 2r), then block 2p + e's qs dword
+ * k (bytes 4k .. 4k + 3, k < 8) of row r at 64 + 512 e + 64 k + 4 r: every 64-byte load is
+ * aligned and is the same 4 values of 16 rows. The same bytes, rearranged. */
+void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
 /* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
  * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
  * if_kq_gemm_kernel (iq4nl_*, iq4xs_*). Level k (0..15) of the nibble table: -127, -104, -83,
@@ -386,10 +393,13 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
-    /* Q4_K on 8-row groups (if_q4k_pack_x8): the weight arena rearranges a Q4_K matrix into
-     * them when both the decode and the prefill table have these (NULL: it copies as is) */
+    /* Q4_K on 8-row groups (if_q4k_pack_x8), Q8_0 on 16-row groups (if_q80_pack_x16): the
+     * weight arena rearranges a matrix of the type into them when both the decode and the
+     * prefill table have that pair (NULL: it copies the file's rows as they are) */
     const if_kq_gemv_kernel *q4kx8_gemv;
     const if_kq_gemm_kernel *q4kx8_gemm;
+    const if_kq_gemv_kernel *q80x16_gemv;
+    const if_kq_gemm_kernel *q80x16_gemm;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -520,7 +530,9 @@ typedef struct if_matrix {
     int ggml_type;
     const void *raw;
     size_t raw_bytes;
-    int rows8; /* set by the core: raw holds IF_KQ Q4_K in 8-row groups (if_q4k_pack_x8) */
+    /* set by the core: 0, or the rows per group of raw's layout once the weight arena holds the
+     * matrix grouped: 8 (Q4_K, if_q4k_pack_x8) or 16 (Q8_0, if_q80_pack_x16) */
+    int group_rows;
 } if_matrix;
 
 /* The matrices of one layer, in the one order every reader, writer, binding and the core use

@@ -337,10 +337,26 @@ IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span 
 
 typedef void (*iflg_expand_fn)(ifl_type, const uint8_t *const[IFLG_NR], size_t, iflg_vi[8]);
 
-/* The GEMM of type t with value expansion `expand` and zero point z (0 with a minimum). */
+#if defined(__AVX512F__)
+/* Block b of a Q8_0 16-row group at g (if_q80_pack_x16): the values are already vectors of
+ * the 16 rows (+ 128 here), the scales one 32-byte load. */
+IFLG_INLINE void iflg_x16(const uint8_t *g, size_t b, iflg_vi v[8], iflg_vf *d) {
+    const uint8_t *pr = g + b / 2 * 32 * IF_Q80_BLOCK_BYTES;
+    const size_t e = b & 1;
+    const iflg_vi flip = iflg_set1_8((char)0x80);
+    IFLG_UNROLL
+    for (int k = 0; k < 8; k++)
+        v[k] = iflg_xor(_mm512_loadu_si512((const void *)(pr + 64 + 512 * e + 64 * (size_t)k)),
+                        flip);
+    *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(pr + 32 * e)));
+}
+#endif
+
+/* The GEMM of type t with value expansion `expand` and zero point z (0 with a minimum); x16:
+ * Q8_0 on 16-row groups (AVX-512 only; n0 a multiple of 16, whole groups read). */
 IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *out, size_t ldo,
                            const int8_t *xq, const float *xd, const int16_t *xsum, size_t M,
-                           const uint8_t *w, size_t n0, size_t n1, size_t K) {
+                           const uint8_t *w, size_t n0, size_t n1, size_t K, const int x16) {
     const size_t nb = K / IF_QL, rowbytes = nb * t.bb;
     _Alignas(64) iflg_span S;
     for (size_t n = n0; n < n1; n += IFLG_NR) {
@@ -352,6 +368,12 @@ IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *
             const size_t nbs = nb - b0 < IFLG_SB ? nb - b0 : IFLG_SB;
             for (size_t b = 0; b < nbs; b++) {
                 const size_t off = (b0 + b) * t.bb;
+#if defined(__AVX512F__)
+                if (x16) {
+                    iflg_x16(rows[0], b0 + b, S.w[b], &S.d[b]);
+                    continue;
+                }
+#endif
                 expand(t, rows, off, S.w[b]);
                 iflg_vi h[4];
                 iflg_col4(rows, off, h);

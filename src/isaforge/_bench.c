@@ -596,8 +596,9 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
  * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
 static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
-                                        "iq4_nl", "iq4_xs", "q8_0", "q4_kx8"};
-#define KQ_X8 10 /* "q4_kx8": Q4_K on 8-row groups (if_q4k_pack_x8), N a multiple of 8 */
+                                        "iq4_nl", "iq4_xs", "q8_0", "q4_kx8", "q8_0x16"};
+#define KQ_X8 10  /* "q4_kx8": Q4_K on 8-row groups (if_q4k_pack_x8), N a multiple of 8 */
+#define KQ_X16 11 /* "q8_0x16": Q8_0 on 16-row groups (if_q80_pack_x16), N of 16, K of 64 */
 
 /* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
 static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
@@ -614,15 +615,15 @@ static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **
                                       PICK(q80_gemm)};
 #undef PICK
     /* on 8-row groups: the table's own kernels or none (no scalar kernel reads the layout) */
-    *gv = ti == KQ_X8 ? t->q4kx8_gemv : gvs[ti];
-    *gm = ti == KQ_X8 ? t->q4kx8_gemm : gms[ti];
+    *gv = ti == KQ_X8 ? t->q4kx8_gemv : ti == KQ_X16 ? t->q80x16_gemv : gvs[ti];
+    *gm = ti == KQ_X8 ? t->q4kx8_gemm : ti == KQ_X16 ? t->q80x16_gemm : gms[ti];
 }
 
 static int kq_type(const char *type) {
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         if (strcmp(type, kq_names[i]) == 0) return i;
     PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
-                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8)", type);
+                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8, q8_0x16)", type);
     return -1;
 }
 
@@ -657,11 +658,12 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
                                  IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES,
-                                 IF_Q80_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES};
+                                 IF_Q80_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES, IF_Q80_BLOCK_BYTES};
     const int ti = kq_type(type);
     if (ti < 0) return NULL;
     const size_t qb = ti >= 3 && ti != 8 && ti != KQ_X8 ? IF_QL : IF_QK; /* values per xd */
-    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || (ti == KQ_X8 && N % 8))
+    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || (ti == KQ_X8 && N % 8) ||
+        (ti == KQ_X16 && (N % 16 || K % 64)))
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
     const if_kernel_table *t = table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
@@ -683,21 +685,29 @@ static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* q4k_pack_x8(dst, src, N, K): Q4_K rows src (N, K / 256 blocks; N a multiple of 8) into
- * 8-row groups at dst (the same size), as the weight arena lays them out. */
-static PyObject *py_q4k_pack_x8(PyObject *mod, PyObject *args) {
+/* pack_groups(type, dst, src, N, K): the rows src of "q4_k" (N a multiple of 8, K of 256) or
+ * "q8_0" (N of 16, K of 64) into their row groups at dst (the same size), as the weight arena
+ * lays them out (if_q4k_pack_x8, if_q80_pack_x16). */
+static PyObject *py_pack_groups(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *objs[2];
+    const char *type;
     Py_ssize_t N, K;
-    if (!PyArg_ParseTuple(args, "OOnn", &objs[0], &objs[1], &N, &K)) return NULL;
-    if (N <= 0 || K <= 0 || N % 8 || K % IF_QK)
+    if (!PyArg_ParseTuple(args, "sOOnn", &type, &objs[0], &objs[1], &N, &K)) return NULL;
+    const int q4k = strcmp(type, "q4_k") == 0;
+    if (!q4k && strcmp(type, "q8_0") != 0)
+        return PyErr_Format(PyExc_ValueError, "no row groups for type '%s' (q4_k, q8_0)", type);
+    const Py_ssize_t g = q4k ? 8 : 16, kq = q4k ? IF_QK : 64;
+    if (N <= 0 || K <= 0 || N % g || K % kq)
         return PyErr_Format(PyExc_ValueError, "bad shape N=%zd K=%zd", N, K);
-    const size_t bytes = (size_t)N * ((size_t)K / IF_QK) * IF_Q4K_BLOCK_BYTES;
+    const size_t bytes = (size_t)N * ((size_t)K / (q4k ? IF_QK : IF_QL)) *
+                         (q4k ? IF_Q4K_BLOCK_BYTES : IF_Q80_BLOCK_BYTES);
     PyObject *o[2] = {objs[1], objs[0]}; /* the writable one last */
     size_t need[2] = {bytes, bytes};
     Py_buffer v[2];
     if (!get_views(o, need, 2, 1, v)) return NULL;
-    if_q4k_pack_x8(v[1].buf, v[0].buf, (size_t)N / 8, (size_t)K);
+    if (q4k) if_q4k_pack_x8(v[1].buf, v[0].buf, (size_t)N / 8, (size_t)K);
+    else if_q80_pack_x16(v[1].buf, v[0].buf, (size_t)N / 16, (size_t)K);
     PyBuffer_Release(&v[0]);
     PyBuffer_Release(&v[1]);
     Py_RETURN_NONE;
@@ -737,8 +747,8 @@ static PyMethodDef module_methods[] = {
      "(tests)."},
     {"kq_gemm", py_kq_gemm, METH_VARARGS,
      "kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): K-quant matmul (tests)."},
-    {"q4k_pack_x8", py_q4k_pack_x8, METH_VARARGS,
-     "q4k_pack_x8(dst, src, N, K): Q4_K rows into 8-row groups (tests)."},
+    {"pack_groups", py_pack_groups, METH_VARARGS,
+     "pack_groups(type, dst, src, N, K): Q4_K / Q8_0 rows into their row groups (tests)."},
     {"kq_kernel", py_kq_kernel, METH_VARARGS,
      "kq_kernel(type, tier=None, gemm=0) -> the name of the kernel kq_gemm runs (tests)."},
     {"k8_quantize", py_k8_quantize, METH_VARARGS,

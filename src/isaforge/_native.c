@@ -227,9 +227,12 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"iq4xs_gemm", t->iq4xs_gemm ? t->iq4xs_gemm->name : "iq4xs_gemm_1x1_scalar"},
         {"q80_gemm", t->q80_gemm ? t->q80_gemm->name : "q80_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"},
-        /* Q4_K on 8-row groups (None: the tier has none; the weight arena keeps the rows) */
+        /* Q4_K on 8-row groups, Q8_0 on 16-row ones (None: the tier has none; the weight
+         * arena keeps the file's rows) */
         {"q4kx8_gemv", t->q4kx8_gemv ? t->q4kx8_gemv->name : NULL},
-        {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL}};
+        {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL},
+        {"q80x16_gemv", t->q80x16_gemv ? t->q80x16_gemv->name : NULL},
+        {"q80x16_gemm", t->q80x16_gemm ? t->q80x16_gemm->name : NULL}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         PyObject *v = names[i][1] ? PyUnicode_FromString(names[i][1]) : Py_NewRef(Py_None);
         const int bad = !v || PyDict_SetItemString(d, names[i][0], v) < 0;

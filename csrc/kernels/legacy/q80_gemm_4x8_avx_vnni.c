@@ -6,7 +6,7 @@
 void if_q80_gemm_4x8_avx_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
                               const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                               size_t n1, size_t K) {
-    iflg_gemm(IFL_Q80, iflg_s8, IFLG_Z80, out, ldo, xq, xd, xsum, M, w, n0, n1, K);
+    iflg_gemm(IFL_Q80, iflg_s8, IFLG_Z80, out, ldo, xq, xd, xsum, M, w, n0, n1, K, 0);
 }
 
 const if_kq_gemm_kernel if_k_q80_gemm_4x8_avx_vnni = {.name = "q80_gemm_4x8_avx_vnni",

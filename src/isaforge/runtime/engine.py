@@ -359,8 +359,8 @@ class Engine:
 
     kq_kernels = _native_view("kq_kernels", "Per matrix (layer-major, the classifier last): "
                               "(decode kernel, prefill kernel) an in-place matrix runs now, "
-                              "None for others; a Q4_K matrix changes kernels when the weight "
-                              "arena holds it in 8-row groups (AVX2 tiers).")
+                              "None for others; a Q4_K or Q8_0 matrix changes kernels when "
+                              "the weight arena holds it in row groups.")
 
     def arena_wait(self) -> None:
         """Copy the rest of the in-place matrices into the weight arena now (decode steps
@@ -464,25 +464,33 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
     return out
 
 
-def rows8(w, kernels: dict, tied: bool = False) -> bool:
-    """Whether the weight arena holds w, an in-place Q4_K matrix, in 8-row groups (the AVX2
-    tiers' Q4_K kernels; csrc/arena.c): both tables have them, its rows are whole groups, it is
-    not the token table's rows (tied) and the arena is on."""
-    return (isinstance(w, KQTensor) and w.type_name == "Q4_K" and w.rows_ % 8 == 0 and not tied
-            and kernels["decode"].get("q4kx8_gemv") is not None
-            and kernels["prefill"].get("q4kx8_gemm") is not None and settings.weight_arena())
+GROUPS = {"Q4_K": (8, 256, "q4kx8"), "Q8_0": (16, 64, "q80x16")}  # rows, cols %, kernels
+
+
+def group_rows(w, kernels: dict, tied: bool = False) -> int:
+    """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
+    csrc/arena.c): Q4_K in 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where both tables have
+    the kernels, its shape fills whole groups, it is not the token table's rows (tied) and the
+    arena is on."""
+    if not isinstance(w, KQTensor) or w.type_name not in GROUPS or tied:
+        return 0
+    g, cols, k = GROUPS[w.type_name]
+    ok = (w.rows_ % g == 0 and w.cols % cols == 0 and kernels["decode"].get(f"{k}_gemv")
+          and kernels["prefill"].get(f"{k}_gemm") and settings.weight_arena())
+    return g if ok else 0
 
 
 def matrix_kernels(w, kernels: dict, tied: bool = False) -> tuple[str, str, str]:
     """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
     tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..}); tied:
-    w is also the token table. A Q4_K matrix the arena groups runs its first decode steps on the
+    w is also the token table. A matrix the arena groups runs its first decode steps on the
     file's rows, the kernels given here once moved."""
     d, p = kernels["decode"], kernels["prefill"]
     if q80_packed(w, kernels):
         return "Q8 g32", d["q8_decode"], p["q8_gemm"]
-    if rows8(w, kernels, tied):
-        return "Q4_K in 8-row groups", d["q4kx8_gemv"], p["q4kx8_gemm"]
+    if g := group_rows(w, kernels, tied):
+        k = GROUPS[w.type_name][2]
+        return f"{w.type_name} in {g}-row groups", d[f"{k}_gemv"], p[f"{k}_gemm"]
     if isinstance(w, KQTensor):
         t = w.type_name.lower().replace("_", "")
         return f"{w.type_name} in place", d[f"{t}_gemv"], p[f"{t}_gemm"]

@@ -1,0 +1,208 @@
+"""Row groups (isaforge.h: Q4_K in 8s, if_q4k_pack_x8; Q8_0 in 16s, if_q80_pack_x16): each
+layout against a numpy model of it, and the grouped kernels (q4kx8_* on the AVX2 tiers,
+q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit, on a shape
+grid with several groups, extreme values, special scales and guard pages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import test_kquant_kernels as kquant
+import test_legacy_kernels as legacy
+from blocks_helper import (
+    KQ_GUARDED_PRELUDE,
+    SIMD_TIERS,
+    SPECIAL_F16,
+    assert_guard_script_passes,
+    manifest_and_header,
+    needs_cc_and_objdump,
+    x86_object_asm,
+    x86_only,
+)
+from isaforge import _bench
+
+# type -> (its grouped kernels' type name, rows per group, K a multiple of, block bytes, values
+# per block, the tiers that have the kernels, its test case maker)
+GROUPS = {
+    "q4_k": ("q4_kx8", 8, 256, 144, 256, ("avx2", "avx_vnni"), kquant.make_case),
+    "q8_0": ("q8_0x16", 16, 64, 34, 32, ("avx512_vnni",), legacy.make_case),
+}
+TYPES = list(GROUPS)
+
+
+def tiers_of(typ: str) -> list[str]:
+    """The tiers of this machine with typ's grouped kernels (the others run the file's rows)."""
+    return [t for t in SIMD_TIERS if _bench.kq_kernel(GROUPS[typ][0], t)]
+
+
+def pack(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
+    out = np.empty_like(blocks)
+    _bench.pack_groups(typ, out, blocks, N, K)
+    return out
+
+
+def pack_model(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
+    """The layouts in numpy. Q4_K: per 8-row group and block, dword k of row r at 32 k + 4 r.
+    Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then each block's
+    qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
+    if typ == "q4_k":
+        d = blocks.reshape(N // 8, 8, K // 256, 36, 4)  # group, row, block, dword, byte
+        return np.ascontiguousarray(d.transpose(0, 2, 3, 1, 4)).reshape(N, -1)
+    b = blocks.reshape(N // 16, 16, K // 64, 2, 34)  # group, row, pair, block of it, byte
+    d = b[..., :2].transpose(0, 2, 3, 1, 4).reshape(N // 16, K // 64, 64)
+    q = b[..., 2:].reshape(N // 16, 16, K // 64, 2, 8, 4).transpose(0, 2, 3, 4, 1, 5)
+    q = q.reshape(N // 16, K // 64, 1024)
+    return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, -1)
+
+
+def run_grouped(typ, xq, xd, xsum, blocks, N, tier, gemm) -> np.ndarray:
+    M, K = xq.shape
+    out = np.zeros((M, N), np.float32)
+    _bench.kq_gemm(GROUPS[typ][0], xq, xd, xsum, M, pack(typ, blocks, N, K), N, K, out, tier,
+                   gemm)
+    return out
+
+
+def scalar(typ, xq, xd, xsum, blocks, N) -> np.ndarray:
+    M, K = xq.shape
+    out = np.zeros((M, N), np.float32)
+    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, "scalar")
+    return out
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_the_tiers_that_have_the_kernels(typ):
+    want = GROUPS[typ][5]
+    for tier in ["scalar", *SIMD_TIERS]:
+        assert (tier in tiers_of(typ)) == (tier in want), (typ, tier)
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_pack_equals_the_numpy_layout(typ):
+    _, g, kq, bb, qb, _, _ = GROUPS[typ]
+    rng = np.random.default_rng(0)
+    for N, K in [(g, kq), (3 * g, 3 * kq), (2 * g, 2304)]:
+        blocks = rng.integers(0, 256, (N, K // qb * bb), dtype=np.uint8)
+        assert np.array_equal(pack(typ, blocks, N, K), pack_model(typ, blocks, N, K))
+    bad = np.empty((g + 4) * 2304 // qb * bb, np.uint8)
+    with pytest.raises(ValueError, match=f"bad shape N={g + 4}"):
+        _bench.pack_groups(typ, bad, bad, g + 4, 2304)
+    with pytest.raises(ValueError, match="no row groups for type 'q6_k'"):
+        _bench.pack_groups("q6_k", bad, bad, 8, 256)
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_kernels_equal_scalar_bits(typ):
+    """GEMV at M = 1, GEMM at every M (its full passes and the tails), several groups, K of
+    one to several blocks' worth; then every value, scale and activation at its largest."""
+    tiers = tiers_of(typ)
+    if not tiers:
+        pytest.skip(f"no tier with {typ}'s grouped kernels on this machine")
+    _, g, kq, _, _, _, make_case = GROUPS[typ]
+    rng = np.random.default_rng(1)
+    failures = []
+    for M, n, K, extreme in [(1, 1, kq, False), (1, 8, 2304, False), (2, 2, 2 * kq, False),
+                             (3, 3, 3 * kq, False), (7, 5, 2304, False), (17, 1, kq, False),
+                             (1, 2, 2304, True), (9, 3, 2304, True)]:
+        N = n * g
+        xq, xd, xsum, blocks = make_case(rng, typ, M, N, K, extreme=extreme)
+        want = scalar(typ, xq, xd, xsum, blocks, N).view(np.uint32)
+        for tier in tiers:
+            for gemm in (False, True) if M == 1 else (True,):
+                got = run_grouped(typ, xq, xd, xsum, blocks, N, tier, gemm).view(np.uint32)
+                if not np.array_equal(got, want):
+                    failures.append((tier, gemm, M, N, K, extreme))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_special_block_scales_equal_scalar_bits(typ):
+    """Subnormal, zero, negative, infinite and NaN scales (Q4_K: d and dmin) read from the
+    grouped layout as from the file's rows (a NaN's payload may differ)."""
+    tiers = tiers_of(typ)
+    if not tiers:
+        pytest.skip(f"no tier with {typ}'s grouped kernels on this machine")
+    _, g, _, bb, qb, _, make_case = GROUPS[typ]
+    rng = np.random.default_rng(2)
+    N, K = 3 * g, 512
+    xq, xd, xsum, blocks = make_case(rng, typ, 3, N, K)
+    blocks = blocks.reshape(-1, bb)
+    nd = 2 if typ == "q4_k" else 1
+    pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], nd))]
+    blocks[:, 0:2 * nd] = pick.view(np.uint8)
+    blocks = blocks.reshape(N, -1)
+    for M in (1, 3):
+        want = scalar(typ, xq[:M], xd[:M], xsum[:M], blocks, N)
+        nan = np.isnan(want)
+        for tier in tiers:
+            got = run_grouped(typ, xq[:M], xd[:M], xsum[:M], blocks, N, tier, M > 1)
+            assert np.array_equal(np.isnan(got), nan), tier
+            assert np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32)), tier
+
+
+@pytest.mark.parametrize("typ", TYPES)
+def test_refusals(typ):
+    name, g, kq, bb, qb, _, _ = GROUPS[typ]
+    K = 256
+    z = np.zeros(K, np.int8)
+    args = (z, np.ones(K // qb, np.float32), np.zeros(K // 16, np.int16), 1,
+            np.zeros(2 * g * K // qb * bb, np.uint8))
+    with pytest.raises(ValueError, match="bad shape"):  # not whole groups
+        _bench.kq_gemm(name, *args, g + 4, K, np.zeros(g + 4, np.float32), "scalar")
+    with pytest.raises(ValueError, match=f"tier scalar has no {name} kernels"):
+        _bench.kq_gemm(name, *args, g, K, np.zeros(g, np.float32), "scalar")
+
+
+GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
+rng = np.random.default_rng(0)
+for typ, name, g, qb, bb, scale in (("q4_k", "q4_kx8", 8, 256, 144, [0.01, 0.02]),
+                                    ("q8_0", "q8_0x16", 16, 32, 34, [0.01])):
+    for (M, n, K) in [(1, 1, 256), (3, 2, 512), (5, 1, 768), (1, 3, 2304)]:
+        N = n * g
+        x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
+        w.reshape(-1, bb)[:, 0:2 * len(scale)] = np.frombuffer(np.float16(scale).tobytes(),
+                                                               np.uint8)
+        ref = scalar_out(typ, x, xd, xs, w, M, N, K)
+        p = guarded(w.shape, np.uint8)
+        _bench.pack_groups(typ, p, w, N, K)
+        for tier in sys.argv[1].split(","):
+            if _bench.kq_kernel(name, tier):
+                check_tier(name, x, xd, xs, p, M, N, K, ref, tier)
+print("ok")
+'''
+
+
+def test_no_out_of_bounds_reads_at_guard_pages():
+    tiers = sorted({t for typ in TYPES for t in tiers_of(typ)})
+    if not tiers:
+        pytest.skip("no tier with grouped kernels on this machine")
+    assert_guard_script_passes(GUARD_SCRIPT, tiers)
+
+
+X8_SIMD = {  # kernel file stem -> instructions its design rests on
+    "q4kx8_gemv_1x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpshufb"),
+    "q4kx8_gemv_1x8_avx_vnni": ("vpmaddubsw", "vpdpwssd", "vpshufb"),
+    "q4kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpmulld"),
+    "q4kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
+    "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
+    "q80x16_gemm_8x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
+}
+
+
+@needs_cc_and_objdump
+@x86_only
+@pytest.mark.parametrize("stem", list(X8_SIMD))
+def test_objects_use_the_designed_instructions_and_no_transpose(stem, tmp_path):
+    """Compiled with only its group's flags: its products on its width's registers (zmm for
+    AVX-512, ymm otherwise), no VNNI instruction in the AVX2 ones, and none of the file-layout
+    kernels' row transposes or reductions across lanes (lane r is row r from the load on)."""
+    asm = x86_object_asm(manifest_and_header(tmp_path), stem, tmp_path)
+    reg = "%zmm" if "avx512" in stem else "%ymm"
+    for ins in X8_SIMD[stem]:
+        assert any(ins in x and reg in x for x in asm), (stem, ins)
+    if stem.endswith("_avx2"):
+        assert not any("vpdp" in x for x in asm), stem
+    for ins in ("vpunpckldq", "vpunpckhdq", "vpunpcklqdq", "vphaddd", "vperm2i128",
+                "vinserti32x4"):
+        assert not any(ins in x for x in asm), (stem, ins)
