@@ -53,11 +53,10 @@ struct if_arena_copy {
 #define STEPS 32
 
 /* The rows per group w is rearranged into (0: none): both tables have kernels for its type's
- * groups, its rows (and Q8_0's blocks, in pairs) fill whole groups, and it is not the token
- * table's rows (the lookup reads the file's layout). */
+ * groups and its rows (and Q8_0's blocks, in pairs) fill whole groups. A tied token table goes
+ * too: its lookup gathers a row's bytes back (if_group_row). */
 static int group_rows_of(const if_model *m, const if_matrix *w) {
     const if_kernel_table *v = m->gemv_k, *p = m->gemm_k;
-    if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == w->raw) return 0;
     if (w->ggml_type == IF_GGML_Q4_K && v->q4kx8_gemv && p->q4kx8_gemm && w->rows % 8 == 0)
         return 8;
     if (w->ggml_type == IF_GGML_Q8_0 && v->q80x16_gemv && p->q80x16_gemm && w->rows % 16 == 0 &&
@@ -146,7 +145,10 @@ static void copy_some(if_model *m, size_t budget) {
             if (a->drop_src) drop_pages(it->src, it->bytes);
             it->w->raw = it->dst;
             it->w->group_rows = it->group_rows;
-            if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == it->src) m->emb.t.raw = it->dst;
+            if (m->emb.t.dtype == IF_KQ && m->emb.t.raw == it->src) {
+                m->emb.t.raw = it->dst;
+                m->emb.t.group_rows = it->group_rows;
+            }
             a->next++, a->at = 0;
         }
     }

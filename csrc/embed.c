@@ -142,7 +142,9 @@ int if_embed_init(if_embed *e, const if_matrix *t, float scale, size_t ub, size_
         e->nr = tile_rows ? tile_rows : 1;
         e->tile = malloc(e->nr * e->dim);
     }
-    return e->hkey && e->hrow && (t->dtype != IF_Q4 || e->v) && (t->dtype != IF_Q8 || e->tile);
+    if (t->dtype == IF_KQ) e->rowb = malloc(t->raw_bytes / t->rows);
+    return e->hkey && e->hrow && (t->dtype != IF_Q4 || e->v) && (t->dtype != IF_Q8 || e->tile) &&
+           (t->dtype != IF_KQ || e->rowb);
 }
 
 void if_embed_use_packed(if_embed *e, const if_q8_gemm_kernel *k, const int8_t *packed) {
@@ -183,7 +185,12 @@ static void row(if_embed *e, float *x, size_t tok) {
         for (size_t i = 0; i < dim; i++) x[i] = (float)q[i] * s[i / gs];
     } else if (t->dtype == IF_KQ) { /* the file's blocks, as ggml dequantizes them */
         const size_t row_bytes = t->raw_bytes / t->rows;
-        if_ggml_dequant_row(t->ggml_type, (const uint8_t *)t->raw + tok * row_bytes, dim, x);
+        const uint8_t *b = (const uint8_t *)t->raw + tok * row_bytes;
+        if (t->group_rows) { /* the weight arena's row groups: the row's bytes gathered */
+            if_group_row(e->rowb, t->raw, t->ggml_type, tok, dim);
+            b = e->rowb;
+        }
+        if_ggml_dequant_row(t->ggml_type, b, dim, x);
     } else { /* 4-bit: per block of 32, byte j holds value j (low nibble) and j + 16 (high) */
         const size_t kp = t->kpad, gs = t->group_size;
         const uint8_t *w = t->q4 + tok * (kp / 2);
@@ -233,6 +240,7 @@ void if_embed_free(if_embed *e) {
     free(e->v);
     free(e->tile);
     free(e->tile4);
+    free(e->rowb);
     free(e->hkey);
     free(e->hrow);
     memset(e, 0, sizeof *e);

@@ -24,6 +24,7 @@ typedef struct if_embed {
     /* scratch */
     float *v;             /* (3, kpad) a 4-bit row's values, their transform, +1 signs */
     int8_t *tile;         /* (nr, dim) one unpacked tile */
+    uint8_t *rowb;        /* an in-place table's row bytes, gathered from its row groups */
     int32_t *hkey;        /* (nh) de-duplication hash of a chunk's tokens (-1: empty) */
     size_t *hrow;         /* (nh) the first row holding each */
     size_t nh;            /* a power of two >= 2 * ub */

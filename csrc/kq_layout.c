@@ -41,3 +41,23 @@ void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) 
                 }
     }
 }
+
+void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K) {
+    if (ggml_type == IF_GGML_Q4_K) {
+        const size_t nb = K / IF_QK, bb = IF_Q4K_BLOCK_BYTES;
+        const uint8_t *g = raw + r / 8 * 8 * nb * bb;
+        for (size_t b = 0; b < nb; b++)
+            for (size_t k = 0; k < bb / 4; k++)
+                memcpy(dst + b * bb + 4 * k, g + 8 * bb * b + 32 * k + 4 * (r % 8), 4);
+        return;
+    }
+    const size_t nb = K / IF_QL, bb = IF_Q80_BLOCK_BYTES;
+    const uint8_t *g = raw + r / 16 * 16 * nb * bb;
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *pr = g + b / 2 * 32 * bb;
+        const size_t e = b & 1, l = r % 16;
+        memcpy(dst + b * bb, pr + 32 * e + 2 * l, 2);
+        for (size_t k = 0; k < 8; k++)
+            memcpy(dst + b * bb + 2 + 4 * k, pr + 64 + 512 * e + 64 * k + 4 * l, 4);
+    }
+}

@@ -347,3 +347,22 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "yes")
     with pytest.raises(ValueError, match="ISAFORGE_WEIGHT_ARENA='yes' must be 0 or 1"):
         Engine(read_gguf(random_kq, quant="auto"), threads=1)
+
+
+@pytest.mark.skipif("avx2" not in SUPPORTED, reason="needs the avx2 tier")
+def test_a_grouped_token_table_looks_up_the_file_rows(tmp_path: Path, monkeypatch) -> None:
+    """A tied Q4_K token table moves into 8-row groups with its classifier (the avx2 tier):
+    the lookup gathers each row back, so rows, tokens and logits keep the bits of the engine
+    reading the file's rows."""
+    path = random_file(tmp_path / "tied_q4k.gguf", ("Q6_K", "Q4_K"), 13)
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
+    where = Engine(read_gguf(path, quant="auto"), threads=2, kernel="avx2")
+    rows, want = where.embed(ROW_IDS), greedy(where, TOKS, 4)
+    monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "1")
+    eng = Engine(read_gguf(path, quant="auto"), threads=2, kernel="avx2")
+    eng.arena_wait()
+    assert eng.embedding["tied"]
+    assert eng.kq_kernels[-1] == ("q4kx8_gemv_1x8_avx2", "q4kx8_gemm_4x8_avx2")
+    assert np.array_equal(eng.embed(ROW_IDS), rows)
+    got = greedy(eng, TOKS, 4)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1])

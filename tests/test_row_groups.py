@@ -93,6 +93,22 @@ def test_pack_equals_the_numpy_layout(typ):
 
 
 @pytest.mark.parametrize("typ", TYPES)
+def test_a_row_comes_back_as_the_file_gave_it(typ):
+    """if_group_row, a grouped token table's lookup: every row of several groups."""
+    _, g, _, bb, qb, _, _ = GROUPS[typ]
+    rng = np.random.default_rng(3)
+    N, K = 3 * g, 2304
+    blocks = rng.integers(0, 256, (N, K // qb * bb), dtype=np.uint8)
+    grouped = pack(typ, blocks, N, K)
+    row = np.empty(K // qb * bb, np.uint8)
+    for r in range(N):
+        _bench.group_row(typ, row, grouped, r, N, K)
+        assert np.array_equal(row, blocks[r]), r
+    with pytest.raises(ValueError, match="bad shape"):
+        _bench.group_row(typ, row, grouped, N, N, K)
+
+
+@pytest.mark.parametrize("typ", TYPES)
 def test_kernels_equal_scalar_bits(typ):
     """GEMV at M = 1, GEMM at every M (its full passes and the tails), several groups, K of
     one to several blocks' worth; then every value, scale and activation at its largest."""

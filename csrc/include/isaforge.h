@@ -295,6 +295,9 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
  * k (bytes 4k .. 4k + 3, k < 8) of row r at 64 + 512 e + 64 k + 4 r: every 64-byte load is
  * aligned and is the same 4 values of 16 rows. The same bytes, rearranged. */
 void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
+/* Row r of a Q4_K (IF_GGML_Q4_K) or Q8_0 matrix in its row groups (raw, K columns) back in the
+ * file's bytes (K / 256 * 144 or K / 32 * 34 of them) at dst: a grouped token table's lookup. */
+void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K);
 /* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
  * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
  * if_kq_gemm_kernel (iq4nl_*, iq4xs_*). Level k (0..15) of the nibble table: -127, -104, -83,

@@ -713,6 +713,32 @@ static PyObject *py_pack_groups(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* group_row(type, dst, grouped, r, N, K): row r of pack_groups' output back in the file's bytes
+ * (if_group_row, a grouped token table's lookup). */
+static PyObject *py_group_row(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *objs[2];
+    const char *type;
+    Py_ssize_t r, N, K;
+    if (!PyArg_ParseTuple(args, "sOOnnn", &type, &objs[0], &objs[1], &r, &N, &K)) return NULL;
+    const int q4k = strcmp(type, "q4_k") == 0;
+    if (!q4k && strcmp(type, "q8_0") != 0)
+        return PyErr_Format(PyExc_ValueError, "no row groups for type '%s' (q4_k, q8_0)", type);
+    const Py_ssize_t g = q4k ? 8 : 16, kq = q4k ? IF_QK : 64;
+    if (N <= 0 || K <= 0 || N % g || K % kq || r < 0 || r >= N)
+        return PyErr_Format(PyExc_ValueError, "bad shape N=%zd K=%zd r=%zd", N, K, r);
+    const size_t row = ((size_t)K / (q4k ? IF_QK : IF_QL)) *
+                       (q4k ? IF_Q4K_BLOCK_BYTES : IF_Q80_BLOCK_BYTES);
+    PyObject *o[2] = {objs[1], objs[0]}; /* the writable one last */
+    size_t need[2] = {row * (size_t)N, row};
+    Py_buffer v[2];
+    if (!get_views(o, need, 2, 1, v)) return NULL;
+    if_group_row(v[1].buf, v[0].buf, q4k ? IF_GGML_Q4_K : IF_GGML_Q8_0, (size_t)r, (size_t)K);
+    PyBuffer_Release(&v[0]);
+    PyBuffer_Release(&v[1]);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_k8_quantize(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *objs[4];
@@ -747,6 +773,8 @@ static PyMethodDef module_methods[] = {
      "(tests)."},
     {"kq_gemm", py_kq_gemm, METH_VARARGS,
      "kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): K-quant matmul (tests)."},
+    {"group_row", py_group_row, METH_VARARGS,
+     "group_row(type, dst, grouped, r, N, K): one row of pack_groups' output back (tests)."},
     {"pack_groups", py_pack_groups, METH_VARARGS,
      "pack_groups(type, dst, src, N, K): Q4_K / Q8_0 rows into their row groups (tests)."},
     {"kq_kernel", py_kq_kernel, METH_VARARGS,

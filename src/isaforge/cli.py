@@ -520,11 +520,11 @@ def _matrices_info(loaded, kernels: dict) -> list[dict]:
     mats = [(f"layers.{i}.{n}", getattr(w, n)[i]) for i in range(len(w.wq))
             for n in LAYER_MATRICES] + [("wcls", w.wcls)]
     out = []
-    tied = w.tok_embeddings is w.wcls
     for name, t in mats:
-        resident, dec, pre = matrix_kernels(t, kernels, tied and name == "wcls")
+        resident, dec, pre = matrix_kernels(t, kernels)
         out.append({"name": name, "stored": stored.get(name, loaded.format),
                     "resident": resident, "decode": dec, "prefill": pre})
+    tied = w.tok_embeddings is w.wcls
     out.append({"name": "tok_embeddings", "stored": stored.get("tok_embeddings", loaded.format),
                 "resident": "the classifier's (tied)" if tied else
                 matrix_kernels(w.tok_embeddings, kernels)[0],

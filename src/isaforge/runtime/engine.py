@@ -467,12 +467,11 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
 GROUPS = {"Q4_K": (8, 256, "q4kx8"), "Q8_0": (16, 64, "q80x16")}  # rows, cols %, kernels
 
 
-def group_rows(w, kernels: dict, tied: bool = False) -> int:
+def group_rows(w, kernels: dict) -> int:
     """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
     csrc/arena.c): Q4_K in 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where both tables have
-    the kernels, its shape fills whole groups, it is not the token table's rows (tied) and the
-    arena is on."""
-    if not isinstance(w, KQTensor) or w.type_name not in GROUPS or tied:
+    the kernels, its shape fills whole groups and the arena is on."""
+    if not isinstance(w, KQTensor) or w.type_name not in GROUPS:
         return 0
     g, cols, k = GROUPS[w.type_name]
     ok = (w.rows_ % g == 0 and w.cols % cols == 0 and kernels["decode"].get(f"{k}_gemv")
@@ -480,15 +479,15 @@ def group_rows(w, kernels: dict, tied: bool = False) -> int:
     return g if ok else 0
 
 
-def matrix_kernels(w, kernels: dict, tied: bool = False) -> tuple[str, str, str]:
+def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
     """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
-    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..}); tied:
-    w is also the token table. A matrix the arena groups runs its first decode steps on the
-    file's rows, the kernels given here once moved."""
+    tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..}). A
+    matrix the arena groups runs its first decode steps on the file's rows, the kernels given
+    here once moved."""
     d, p = kernels["decode"], kernels["prefill"]
     if q80_packed(w, kernels):
         return "Q8 g32", d["q8_decode"], p["q8_gemm"]
-    if g := group_rows(w, kernels, tied):
+    if g := group_rows(w, kernels):
         k = GROUPS[w.type_name][2]
         return f"{w.type_name} in {g}-row groups", d[f"{k}_gemv"], p[f"{k}_gemm"]
     if isinstance(w, KQTensor):
