@@ -99,7 +99,14 @@ def main() -> int:
 
     out = save_path(a.save, "ab/old_vs_new")
     work = Path(a.work) / a.old_rev
-    pkg = build_old(a.old_rev, work)
+    try:
+        pkg = build_old(a.old_rev, work)
+    except subprocess.CalledProcessError as e:
+        cmd = " ".join(map(str, e.cmd[:4]))
+        print(f"old_vs_new.py: building {a.old_rev} failed ({cmd} ... exited {e.returncode}; "
+              "its output is above). The wheel is built without isolation: this Python needs "
+              "the build requirements (pip install scikit-build-core).", file=sys.stderr)
+        return 2
     new_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True).stdout.strip()
     samples: dict[str, dict] = {"old": {}, "new": {}}

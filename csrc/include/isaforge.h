@@ -229,8 +229,8 @@ typedef struct if_q4_gemm_kernel {
     int decode_packed;
 } if_q4_gemm_kernel;
 /* ---- K-quants read as stored: GGUF Q4_K, Q5_K and Q6_K super-blocks of IF_QK = 256 values ----
- * w: (N, K / 256) blocks, row-major, each the file's bytes unchanged (no repack, no expanded
- * scales: the resident copy is the file's own). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
+ * w: (N, K / 256) blocks, row-major, each the file's bytes unchanged (no expanded scales: the
+ * resident copy is the file's own; the q4kx8_ kernels read the same bytes in 8-row groups). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
  * of 6-bit scales sc[8] and mins m[8] (ggml's packing), 128 bytes of nibbles: chunk c (32
  * bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; value = d * sc[j] *
  * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q5_K (176 bytes): Q4_K's fields with
@@ -270,7 +270,8 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
                               size_t n1, size_t K);
 /* ---- Legacy blocks read as stored: GGUF Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 blocks of IF_QL = 32 ----
  * w: (N, K / 32) blocks, row-major, the file's bytes unchanged, K a multiple of 32; the kernels
- * are if_kq_gemv_kernel / if_kq_gemm_kernel (q40_*, q41_*, q50_*, q51_*, q80_*). Q4_0 (18
+ * are if_kq_gemv_kernel / if_kq_gemm_kernel (q40_*, q41_*, q50_*, q51_*, q80_*; q80x16_* read
+ * Q8_0's bytes in 16-row groups, below). Q4_0 (18
  * bytes): f16 d, qs[16]; Q4_1 (20): f16 d, f16 m, qs[16]; Q5_0 (22): f16 d, qh[4], qs[16]; Q5_1
  * (24): f16 d, f16 m, qh[4], qs[16]; Q8_0 (34): f16 d, int8 qs[32]. Value j (0..31) has the
  * unsigned u = the low nibble of qs[j] (j < 16) or the high one of qs[j - 16], plus (five-bit
