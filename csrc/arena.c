@@ -14,8 +14,8 @@
  * from the file if read again), the whole matrix's again when it moves, so the file's pages
  * and the copy hold at most the matrix being copied twice.
  * The bytes are the same, so results do not depend on which matrices have moved; where both
- * tables have kernels on row groups (Q4_K in 8s on the AVX2 tiers, Q8_0 in 16s on AVX-512), a
- * matrix of that type is rearranged into them on the way (if_q4k_pack_x8, if_q80_pack_x16),
+ * tables have kernels on row groups (Q4_K, Q6_K in 8s on the AVX2 tiers, Q8_0 in 16s on
+ * AVX-512), a matrix of that type is rearranged into them on the way (if_kq_pack_x8, if_q80_pack_x16),
  * whole groups per piece, and moves to those kernels, which give the file-layout kernels'
  * bits. */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
@@ -58,6 +58,8 @@ struct if_arena_copy {
 static int group_rows_of(const if_model *m, const if_matrix *w) {
     const if_kernel_table *v = m->gemv_k, *p = m->gemm_k;
     if (w->ggml_type == IF_GGML_Q4_K && v->q4kx8_gemv && p->q4kx8_gemm && w->rows % 8 == 0)
+        return 8;
+    if (w->ggml_type == IF_GGML_Q6_K && v->q6kx8_gemv && p->q6kx8_gemm && w->rows % 8 == 0)
         return 8;
     if (w->ggml_type == IF_GGML_Q8_0 && v->q80x16_gemv && p->q80x16_gemm && w->rows % 16 == 0 &&
         w->cols % 64 == 0)
@@ -104,7 +106,7 @@ typedef struct piece_job {
     int drop_src;
 } piece_job;
 
-/* Bytes of an item's pieces: PIECE, or the whole 8-row groups in it (at least one). */
+/* Bytes of an item's pieces: PIECE, or the whole row groups in it (at least one). */
 static size_t piece_of(const arena_item *it) {
     return !it->unit ? PIECE : PIECE < it->unit ? it->unit : PIECE / it->unit * it->unit;
 }
@@ -117,7 +119,9 @@ static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
         const size_t at = j->at + t * j->piece;
         const size_t n = j->end - at < j->piece ? j->end - at : j->piece;
         if (it->group_rows == 8)
-            if_q4k_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols);
+            if_kq_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols,
+                          it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
+                                                           : IF_Q6K_BLOCK_BYTES);
         else if (it->group_rows == 16)
             if_q80_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols);
         else

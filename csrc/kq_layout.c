@@ -1,5 +1,6 @@
-/* kq_layout.c - Q4_K's 8-row groups and Q8_0's 16-row ones (isaforge.h, if_q4k_pack_x8,
- * if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is row r.
+/* kq_layout.c - Q4_K's and Q6_K's 8-row groups and Q8_0's 16-row ones (isaforge.h,
+ * if_kq_pack_x8, if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is
+ * row r.
  *
  * Why: on the file's row-major blocks an 8-lane kernel either reduces 8 rows' vectors per block
  * (the file-layout GEMV: ~60 instructions per row and block, bound by its own instructions at
@@ -10,15 +11,18 @@
 
 #include "isaforge.h"
 
-void if_q4k_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
-    const size_t nb = K / IF_QK, bb = IF_Q4K_BLOCK_BYTES, rowbytes = nb * bb;
+/* bb: the block's bytes (Q4_K 144, Q6_K 210); the bytes past its last whole dword (Q6_K's d)
+ * follow the dwords, bb % 4 of them per row. */
+void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
+    const size_t nb = K / IF_QK, rowbytes = nb * bb, nd = bb / 4, tail = bb % 4;
     for (size_t g = 0; g < groups; g++) {
         const uint8_t *rows = src + g * 8 * rowbytes;
         uint8_t *out = dst + g * 8 * rowbytes;
         for (size_t b = 0; b < nb; b++, out += 8 * bb)
             for (size_t r = 0; r < 8; r++) {
                 const uint8_t *blk = rows + r * rowbytes + b * bb;
-                for (size_t k = 0; k < bb / 4; k++) memcpy(out + 32 * k + 4 * r, blk + 4 * k, 4);
+                for (size_t k = 0; k < nd; k++) memcpy(out + 32 * k + 4 * r, blk + 4 * k, 4);
+                memcpy(out + 32 * nd + tail * r, blk + 4 * nd, tail);
             }
     }
 }
@@ -43,12 +47,15 @@ void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) 
 }
 
 void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K) {
-    if (ggml_type == IF_GGML_Q4_K) {
-        const size_t nb = K / IF_QK, bb = IF_Q4K_BLOCK_BYTES;
+    if (ggml_type == IF_GGML_Q4_K || ggml_type == IF_GGML_Q6_K) {
+        const size_t bb = ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
+        const size_t nb = K / IF_QK, nd = bb / 4, tail = bb % 4, l = r % 8;
         const uint8_t *g = raw + r / 8 * 8 * nb * bb;
-        for (size_t b = 0; b < nb; b++)
-            for (size_t k = 0; k < bb / 4; k++)
-                memcpy(dst + b * bb + 4 * k, g + 8 * bb * b + 32 * k + 4 * (r % 8), 4);
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *gb = g + 8 * bb * b;
+            for (size_t k = 0; k < nd; k++) memcpy(dst + b * bb + 4 * k, gb + 32 * k + 4 * l, 4);
+            memcpy(dst + b * bb + 4 * nd, gb + 32 * nd + tail * l, tail);
+        }
         return;
     }
     const size_t nb = K / IF_QL, bb = IF_Q80_BLOCK_BYTES;

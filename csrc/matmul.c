@@ -149,7 +149,10 @@ static void split_job(const if_model *m, mm_job *j) {
 /* Table k's GEMV for w's K-quant type (the scalar kernel where a test table has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
     /* grouped by the arena, which checked that both tables have the pair */
-    if (w->group_rows) return w->ggml_type == IF_GGML_Q4_K ? k->q4kx8_gemv : k->q80x16_gemv;
+    if (w->group_rows)
+        return w->ggml_type == IF_GGML_Q4_K   ? k->q4kx8_gemv
+               : w->ggml_type == IF_GGML_Q6_K ? k->q6kx8_gemv
+                                              : k->q80x16_gemv;
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemv ? k->q5k_gemv : &if_k_q5k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemv ? k->q40_gemv : &if_k_q40_gemv_1x1_scalar;
@@ -165,7 +168,10 @@ static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_ma
 }
 /* ... its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
-    if (w->group_rows) return w->ggml_type == IF_GGML_Q4_K ? k->q4kx8_gemm : k->q80x16_gemm;
+    if (w->group_rows)
+        return w->ggml_type == IF_GGML_Q4_K   ? k->q4kx8_gemm
+               : w->ggml_type == IF_GGML_Q6_K ? k->q6kx8_gemm
+                                              : k->q80x16_gemm;
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemm ? k->q5k_gemm : &if_k_q5k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q4_0) return k->q40_gemm ? k->q40_gemm : &if_k_q40_gemm_1x1_scalar;

@@ -1,6 +1,6 @@
-"""Row groups (isaforge.h: Q4_K in 8s, if_q4k_pack_x8; Q8_0 in 16s, if_q80_pack_x16): each
-layout against a numpy model of it, and the grouped kernels (q4kx8_* on the AVX2 tiers,
-q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit, on a shape
+"""Row groups (isaforge.h: Q4_K and Q6_K in 8s, if_kq_pack_x8; Q8_0 in 16s, if_q80_pack_x16):
+each layout against a numpy model of it, and the grouped kernels (q4kx8_*, q6kx8_* on the AVX2
+tiers, q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit, on a shape
 grid with several groups, extreme values, special scales and guard pages."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from isaforge import _bench
 # per block, the tiers that have the kernels, its test case maker)
 GROUPS = {
     "q4_k": ("q4_kx8", 8, 256, 144, 256, ("avx2", "avx_vnni"), kquant.make_case),
+    "q6_k": ("q6_kx8", 8, 256, 210, 256, ("avx2", "avx_vnni"), kquant.make_case),
     "q8_0": ("q8_0x16", 16, 64, 34, 32, ("avx512_vnni",), legacy.make_case),
 }
 TYPES = list(GROUPS)
@@ -43,12 +44,17 @@ def pack(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
 
 
 def pack_model(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
-    """The layouts in numpy. Q4_K: per 8-row group and block, dword k of row r at 32 k + 4 r.
+    """The layouts in numpy. Q4_K, Q6_K: per 8-row group and block, dword k of row r at
+    32 k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at 1664 + 2 r.
     Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then each block's
     qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
-    if typ == "q4_k":
-        d = blocks.reshape(N // 8, 8, K // 256, 36, 4)  # group, row, block, dword, byte
-        return np.ascontiguousarray(d.transpose(0, 2, 3, 1, 4)).reshape(N, -1)
+    if typ in ("q4_k", "q6_k"):
+        bb = GROUPS[typ][3]
+        b = blocks.reshape(N // 8, 8, K // 256, bb)  # group, row, block, byte
+        dw = b[..., :bb // 4 * 4].reshape(N // 8, 8, K // 256, bb // 4, 4)
+        dw = dw.transpose(0, 2, 3, 1, 4).reshape(N // 8, K // 256, -1)
+        tail = b[..., bb // 4 * 4:].transpose(0, 2, 1, 3).reshape(N // 8, K // 256, -1)
+        return np.ascontiguousarray(np.concatenate([dw, tail], axis=2)).reshape(N, -1)
     b = blocks.reshape(N // 16, 16, K // 64, 2, 34)  # group, row, pair, block of it, byte
     d = b[..., :2].transpose(0, 2, 3, 1, 4).reshape(N // 16, K // 64, 64)
     q = b[..., 2:].reshape(N // 16, 16, K // 64, 2, 8, 4).transpose(0, 2, 3, 4, 1, 5)
@@ -88,8 +94,8 @@ def test_pack_equals_the_numpy_layout(typ):
     bad = np.empty((g + 4) * 2304 // qb * bb, np.uint8)
     with pytest.raises(ValueError, match=f"bad shape N={g + 4}"):
         _bench.pack_groups(typ, bad, bad, g + 4, 2304)
-    with pytest.raises(ValueError, match="no row groups for type 'q6_k'"):
-        _bench.pack_groups("q6_k", bad, bad, 8, 256)
+    with pytest.raises(ValueError, match="no row groups for type 'q5_k'"):
+        _bench.pack_groups("q5_k", bad, bad, 8, 256)
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -144,9 +150,9 @@ def test_special_block_scales_equal_scalar_bits(typ):
     N, K = 3 * g, 512
     xq, xd, xsum, blocks = make_case(rng, typ, 3, N, K)
     blocks = blocks.reshape(-1, bb)
-    nd = 2 if typ == "q4_k" else 1
+    nd, off = {"q4_k": (2, 0), "q6_k": (1, 208), "q8_0": (1, 0)}[typ]  # d (and Q4_K's dmin)
     pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], nd))]
-    blocks[:, 0:2 * nd] = pick.view(np.uint8)
+    blocks[:, off:off + 2 * nd] = pick.view(np.uint8)
     blocks = blocks.reshape(N, -1)
     for M in (1, 3):
         want = scalar(typ, xq[:M], xd[:M], xsum[:M], blocks, N)
@@ -172,13 +178,14 @@ def test_refusals(typ):
 
 GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
-for typ, name, g, qb, bb, scale in (("q4_k", "q4_kx8", 8, 256, 144, [0.01, 0.02]),
-                                    ("q8_0", "q8_0x16", 16, 32, 34, [0.01])):
+for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.01, 0.02]),
+                                         ("q6_k", "q6_kx8", 8, 256, 210, 208, [0.01]),
+                                         ("q8_0", "q8_0x16", 16, 32, 34, 0, [0.01])):
     for (M, n, K) in [(1, 1, 256), (3, 2, 512), (5, 1, 768), (1, 3, 2304)]:
         N = n * g
         x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
-        w.reshape(-1, bb)[:, 0:2 * len(scale)] = np.frombuffer(np.float16(scale).tobytes(),
-                                                               np.uint8)
+        w.reshape(-1, bb)[:, off:off + 2 * len(scale)] = np.frombuffer(
+            np.float16(scale).tobytes(), np.uint8)
         ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         p = guarded(w.shape, np.uint8)
         _bench.pack_groups(typ, p, w, N, K)
@@ -201,6 +208,10 @@ X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q4kx8_gemv_1x8_avx_vnni": ("vpmaddubsw", "vpdpwssd", "vpshufb"),
     "q4kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpmulld"),
     "q4kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
+    "q6kx8_gemv_1x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpshufb", "vpsraw"),
+    "q6kx8_gemv_1x8_avx_vnni": ("vpmaddubsw", "vpdpwssd", "vpshufb", "vpsraw"),
+    "q6kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpmulld"),
+    "q6kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
     "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
     "q80x16_gemm_8x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
 }

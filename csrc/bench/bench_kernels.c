@@ -207,12 +207,15 @@ static const if_q4_gemm_kernel *q4_gemm_of(const if_kernel_table *t) {
     return t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
 }
 
-/* The rows per group table t runs c's matrix on (0: the file's rows), as a model does once its
- * weight arena holds it (Q4_K: if_q4k_pack_x8, Q8_0: if_q80_pack_x16). */
+/* How table t runs c's matrix, as a model does once its weight arena holds it: 0 the file's
+ * rows, 8 Q4_K's 8-row groups, 6 Q6_K's (if_kq_pack_x8), 16 Q8_0's 16-row ones. */
 static int group_rows(const ifb_case *c, const if_kernel_table *t) {
     if ((c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx8_gemv && t->q4kx8_gemm &&
         c->N % 8 == 0)
         return 8;
+    if ((c->op == IFB_Q6K_GEMV || c->op == IFB_Q6K_GEMM) && t->q6kx8_gemv && t->q6kx8_gemm &&
+        c->N % 8 == 0)
+        return 6; /* 8 rows, Q6_K's kernels */
     if ((c->op == IFB_Q80_GEMV || c->op == IFB_Q80_GEMM) && t->q80x16_gemv && t->q80x16_gemm &&
         c->N % 16 == 0 && c->K % 64 == 0)
         return 16;
@@ -238,8 +241,9 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
             snprintf(err, errlen, "out of memory packing weights for %s", q8 ? g->name : g4->name);
             return IF_ENOMEM;
         }
-        if (x8 == 8)
-            if_q4k_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K);
+        if (x8 == 8 || x8 == 6)
+            if_kq_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K,
+                          kq_block(c->op));
         else if (x8 == 16)
             if_q80_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K);
         else if (q8)
@@ -254,7 +258,9 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
 /* The K-quant GEMV table t runs for c's type (the scalar one when t has none). */
 static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
-    if (group_rows(c, t)) return group_rows(c, t) == 8 ? t->q4kx8_gemv : t->q80x16_gemv;
+    if (group_rows(c, t))
+        return group_rows(c, t) == 8 ? t->q4kx8_gemv : group_rows(c, t) == 6 ? t->q6kx8_gemv
+                                                                            : t->q80x16_gemv;
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
     if (c->op == IFB_Q40_GEMV) return t->q40_gemv ? t->q40_gemv : s->q40_gemv;
@@ -269,7 +275,9 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
 /* ... and its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
-    if (group_rows(c, t)) return group_rows(c, t) == 8 ? t->q4kx8_gemm : t->q80x16_gemm;
+    if (group_rows(c, t))
+        return group_rows(c, t) == 8 ? t->q4kx8_gemm : group_rows(c, t) == 6 ? t->q6kx8_gemm
+                                                                            : t->q80x16_gemm;
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
     if (c->op == IFB_Q40_GEMM) return t->q40_gemm ? t->q40_gemm : s->q40_gemm;

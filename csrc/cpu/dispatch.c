@@ -75,7 +75,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx2, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx2,
      .q80_gemv = &if_k_q80_gemv_1x8_avx2, .q80_gemm = &if_k_q80_gemm_4x8_avx2,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2,
-     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx2, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx2},
+     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx2, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx2,
+     .q6kx8_gemv = &if_k_q6kx8_gemv_1x8_avx2, .q6kx8_gemm = &if_k_q6kx8_gemm_4x8_avx2},
     {.tier = "avx_vnni", .q8_gemv = &if_k_q8_gemv_1x8_avx_vnni,
      .q8_gemm = &if_k_q8_gemm_4x16_avx_vnni, .quantize = &if_k_q8_quantize_1x1_avx2,
      .f32_gemv = &if_k_f32_gemv_1x1_scalar, .attn = &if_k_f32_attn_16x64_avx2,
@@ -94,7 +95,8 @@ static const if_kernel_table g_tiers[] = {
      .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx_vnni, .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx_vnni,
      .q80_gemv = &if_k_q80_gemv_1x8_avx_vnni, .q80_gemm = &if_k_q80_gemm_4x8_avx_vnni,
      .k8_quantize = &if_k_k8_quantize_1x1_avx2,
-     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx_vnni, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx_vnni},
+     .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx_vnni, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx_vnni,
+     .q6kx8_gemv = &if_k_q6kx8_gemv_1x8_avx_vnni, .q6kx8_gemm = &if_k_q6kx8_gemm_4x8_avx_vnni},
     {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,
      .q80x16_gemm = &if_k_q80x16_gemm_8x16_avx512_vnni,
@@ -218,6 +220,8 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->k8_quantize ? t->k8_quantize->requires : 0) |
            (t->q4kx8_gemv ? t->q4kx8_gemv->requires : 0) |
            (t->q4kx8_gemm ? t->q4kx8_gemm->requires : 0) |
+           (t->q6kx8_gemv ? t->q6kx8_gemv->requires : 0) |
+           (t->q6kx8_gemm ? t->q6kx8_gemm->requires : 0) |
            (t->q80x16_gemv ? t->q80x16_gemv->requires : 0) |
            (t->q80x16_gemm ? t->q80x16_gemm->requires : 0);
 }

@@ -230,7 +230,8 @@ typedef struct if_q4_gemm_kernel {
 } if_q4_gemm_kernel;
 /* ---- K-quants read as stored: GGUF Q4_K, Q5_K and Q6_K super-blocks of IF_QK = 256 values ----
  * w: (N, K / 256) blocks, row-major, each the file's bytes unchanged (no expanded scales: the
- * resident copy is the file's own; the q4kx8_ kernels read the same bytes in 8-row groups). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
+ * resident copy is the file's own; the q4kx8_ / q6kx8_ kernels read the same bytes in 8-row
+ * groups). Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes
  * of 6-bit scales sc[8] and mins m[8] (ggml's packing), 128 bytes of nibbles: chunk c (32
  * bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high ones; value = d * sc[j] *
  * q - dmin * m[j], q in 0..15, 8 sub-blocks of 32. Q5_K (176 bytes): Q4_K's fields with
@@ -252,8 +253,10 @@ typedef struct if_q4_gemm_kernel {
  * them, block b of the group at 8 * 144 * b, and within it dword k (bytes 4k .. 4k + 3, k < 36)
  * of row r's block at 32 k + 4 r: one 32-byte load is the same dword of 8 rows, so a kernel's
  * lane r is row r with no transpose (header dword 0 = d, dmin; 1-3 = the 12 scale bytes; 4 + k
- * = nibble bytes 4k .. 4k + 3). The same bytes, rearranged: no more memory than the file. */
-void if_q4k_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
+ * = nibble bytes 4k .. 4k + 3). The same bytes, rearranged: no more memory than the file.
+ * Q6_K likewise (q6kx8_*: dwords k < 52 at 32 k + 4 r, then row r's f16 d at 1664 + 2 r of
+ * the group's 1680-byte block). bb: the block's bytes (144 or 210). */
+void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb);
 #define IF_Q5K_BLOCK_BYTES 176
 #define IF_Q6K_BLOCK_BYTES 210
 /* Quantize one activation row x (K floats, K % 256 == 0) to the K8 form: q (K), d (K / 256),
@@ -296,8 +299,8 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
  * k (bytes 4k .. 4k + 3, k < 8) of row r at 64 + 512 e + 64 k + 4 r: every 64-byte load is
  * aligned and is the same 4 values of 16 rows. The same bytes, rearranged. */
 void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
-/* Row r of a Q4_K (IF_GGML_Q4_K) or Q8_0 matrix in its row groups (raw, K columns) back in the
- * file's bytes (K / 256 * 144 or K / 32 * 34 of them) at dst: a grouped token table's lookup. */
+/* Row r of a Q4_K, Q6_K or Q8_0 matrix in its row groups (raw, K columns) back in the
+ * file's bytes (a row's blocks) at dst: a grouped token table's lookup. */
 void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K);
 /* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
  * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
@@ -397,11 +400,11 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
-    /* Q4_K on 8-row groups (if_q4k_pack_x8), Q8_0 on 16-row groups (if_q80_pack_x16): the
+    /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8), Q8_0 on 16-row groups (if_q80_pack_x16): the
      * weight arena rearranges a matrix of the type into them when both the decode and the
      * prefill table have that pair (NULL: it copies the file's rows as they are) */
-    const if_kq_gemv_kernel *q4kx8_gemv;
-    const if_kq_gemm_kernel *q4kx8_gemm;
+    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv;
+    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm;
     const if_kq_gemv_kernel *q80x16_gemv;
     const if_kq_gemm_kernel *q80x16_gemm;
 } if_kernel_table;
@@ -535,7 +538,7 @@ typedef struct if_matrix {
     const void *raw;
     size_t raw_bytes;
     /* set by the core: 0, or the rows per group of raw's layout once the weight arena holds the
-     * matrix grouped: 8 (Q4_K, if_q4k_pack_x8) or 16 (Q8_0, if_q80_pack_x16) */
+     * matrix grouped: 8 (Q4_K, Q6_K: if_kq_pack_x8) or 16 (Q8_0, if_q80_pack_x16) */
     int group_rows;
 } if_matrix;
 

@@ -211,7 +211,7 @@ IFY_INLINE __m256i ifkx_pick(int i0, int i1) {
                             (char)(12 + i0), z, (char)(12 + i1), z);
 }
 
-/* Q4_K on 8-row groups (isaforge.h, if_q4k_pack_x8), lane r = row r throughout: per block the
+/* Q4_K on 8-row groups (isaforge.h, if_kq_pack_x8), lane r = row r throughout: per block the
  * 8 rows' 6-bit scales and mins unpacked at once from three loads, then per sub-block 8 loads
  * of 4 nibble bytes x 8 rows against the broadcast 4 activations, VPMADDUBSW summed in int16
  * (8 x 2 x 15 x 127 = 30480: no overflow), and one pair product-sum by the row's scale; the
@@ -288,6 +288,95 @@ IFY_INLINE void ifkx_q4k(float *out, const int8_t *xq, const float *xd, const in
     }
 }
 
+/* Q6_K's unsigned 6-bit values, 4 quarters of 32 bytes: u[t] byte l = the low (t < 2) or
+ * high nibble of l0 (t even) or l1 (t odd), with bits 2t, 2t + 1 of qh byte l as bits 4-5. */
+IFY_INLINE void ifky_q6u(__m256i l0, __m256i l1, __m256i qh, __m256i u[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
+/* A VPSHUFB control: dword r of each 128-bit lane becomes the int16 pair (byte 4r + i0 of v,
+ * byte 4r + i1) with each byte in the high half, so VPSRAW by 8 gives them sign-extended. */
+IFY_INLINE __m256i ifkx_pick_hi(int i0, int i1) {
+    const char z = (char)0x80;
+    return _mm256_setr_epi8(z, (char)i0, z, (char)i1, z, (char)(4 + i0), z, (char)(4 + i1), z,
+                            (char)(8 + i0), z, (char)(8 + i1), z, (char)(12 + i0), z,
+                            (char)(12 + i1), z, (char)i0, z, (char)i1, z, (char)(4 + i0), z,
+                            (char)(4 + i1), z, (char)(8 + i0), z, (char)(8 + i1), z,
+                            (char)(12 + i0), z, (char)(12 + i1));
+}
+
+/* Q6_K on 8-row groups (isaforge.h, if_kq_pack_x8), lane r = row r throughout: per block and
+ * 4-byte column i of a half, three loads (two of low nibbles, one of top bits) give the 4
+ * quarters' values of 8 rows (u = q + 32, 0..63); two VPMADDUBSW against the broadcast
+ * activations summed in int16 (2 x 2 x 63 x 127 = 32004: no overflow), then one pair
+ * product-sum by the rows' int8 sub-block scale (sign-extended by VPSHUFB + VPSRAW); the
+ * 32 * scale * sum(x) part per row by 8 VPMADDWD of scale pairs against the activations'
+ * 16-value sums. No reduction across lanes; the float step is the scalar kernel's, lane-wise.
+ * n0 is a multiple of 8 and whole groups are read. */
+IFY_INLINE void ifkx_q6k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
+                         const uint8_t *w, size_t n0, size_t n1, size_t K) {
+    const size_t nb = K / IF_QK, bb = 8 * IF_Q6K_BLOCK_BYTES, gbytes = nb * bb;
+    for (size_t n = n0; n < n1; n += 8) {
+        const uint8_t *g = w + n / 8 * gbytes, *next = g + gbytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = g + b * bb;
+            ifky_gemv_prefetch(next + b * bb, bb);
+            const int8_t *x = xq + b * IF_QK;
+            const __m256i xs = _mm256_loadu_si256((const __m256i *)(const void *)(xsum + b * 16));
+            __m256i S[4], corr = _mm256_setzero_si256();
+            IFY_UNROLL
+            for (int q = 0; q < 4; q++) { /* lane r: row r's scales 4q .. 4q + 3 */
+                S[q] = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 * (48 + q)));
+                IFY_UNROLL
+                for (int p = 0; p < 2; p++) {
+                    const __m256i sp =
+                        _mm256_srai_epi16(_mm256_shuffle_epi8(S[q], ifkx_pick_hi(2 * p, 2 * p + 1)), 8);
+                    const __m256i xp =
+                        _mm256_permutevar8x32_epi32(xs, _mm256_set1_epi32(2 * q + p));
+                    corr = ifky_dpwssd(corr, sp, xp);
+                }
+            }
+            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+            IFY_UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i p[4];
+                IFY_UNROLL
+                for (int i = 0; i < 8; i++) {
+                    const __m256i A = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 * (16 * h + i)));
+                    const __m256i B = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 * (16 * h + 8 + i)));
+                    const __m256i Q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 32 * (32 + 8 * h + i)));
+                    __m256i u[4];
+                    ifky_q6u(A, B, Q, u);
+                    IFY_UNROLL
+                    for (int t = 0; t < 4; t++) {
+                        int32_t a;
+                        memcpy(&a, x + 128 * h + 32 * t + 4 * i, 4);
+                        const __m256i m = _mm256_maddubs_epi16(u[t], _mm256_set1_epi32(a));
+                        p[t] = i % 2 ? _mm256_add_epi16(p[t], m) : m;
+                        if (i % 2) { /* sub-block j = 8h + 2t + i / 4: scale byte j % 4 of dword j / 4 */
+                            const int j = 8 * h + 2 * t + i / 4;
+                            const __m256i sc = _mm256_srai_epi16(
+                                _mm256_shuffle_epi8(S[j / 4], ifkx_pick_hi(j % 4, j % 4)), 8);
+                            sumi = ifky_dpwssd(sumi, p[t], sc);
+                        }
+                    }
+                }
+            }
+            const __m256 d = ifky_f16_dw(_mm256_cvtepu16_epi32(
+                _mm_loadu_si128((const __m128i *)(const void *)(blk + 32 * 52))));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(xd[b])),
+                                                   _mm256_cvtepi32_ps(sumi)));
+        }
+        ifky_store(out + n, acc, n1 - n < 8 ? n1 - n : 8);
+    }
+}
+
 /* Q6_K: per row and 128-value half, the 64 low-nibble bytes in two loads and the 32 high-bit
  * bytes in one; each 32-value product vector is two 16-value sub-blocks (one per 128-bit
  * lane), values 32t .. 32t + 31 of the half from quarter t: low nibbles of the first (t = 0)
@@ -297,7 +386,6 @@ IFY_INLINE void ifkx_q4k(float *out, const int8_t *xq, const float *xd, const in
 IFY_INLINE void ifky_q6k(float *out, const int8_t *xq, const float *xd, const int16_t *xsum,
                          const uint8_t *w, size_t n0, size_t n1, size_t K) {
     const size_t nb = K / IF_QK, rowbytes = nb * IF_Q6K_BLOCK_BYTES;
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     for (size_t n = n0; n < n1; n += 8) {
         const uint8_t *rows[8];
         const size_t nr = ifky_rows(rows, w, rowbytes, n, n1);
@@ -326,14 +414,7 @@ IFY_INLINE void ifky_q6k(float *out, const int8_t *xq, const float *xd, const in
                     const __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
                     const __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 128 + 32 * h));
                     __m256i u[4];
-                    u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                           _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                    u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                           _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                           _mm256_and_si256(qh, m30));
-                    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                    ifky_q6u(l0, l1, qh, u);
                     IFY_UNROLL
                     for (int t = 0; t < 4; t++) {
                         const __m256i xv = _mm256_loadu_si256(

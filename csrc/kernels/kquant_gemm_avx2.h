@@ -57,7 +57,7 @@ IFY_INLINE __m256i ifkyg_mv(__m256i v, int from, int to) {
     return from <= to ? _mm256_slli_epi32(v, to - from) : _mm256_srli_epi32(v, from - to);
 }
 
-/* ifkyg_t4's dwords from a Q4_K 8-row group's block (if_q4k_pack_x8): already in place. */
+/* ifkyg_t4's dwords from an 8-row group's block (if_kq_pack_x8): already in place. */
 IFY_INLINE void ifkyg_x8(const uint8_t *blk, size_t off, __m256i y[4]) {
     IFY_UNROLL
     for (int i = 0; i < 4; i++)
@@ -121,19 +121,25 @@ IFY_INLINE void ifkyg_expand_q45(ifky_gblk *B, const uint8_t *const rows[8], siz
 }
 
 /* Q6_K (see kquant_gemm_avx512.h's ifkg_expand_q6). */
-IFY_INLINE void ifkyg_expand_q6(ifky_gblk *B, const uint8_t *const rows[8], size_t b) {
+IFY_INLINE void ifkyg_expand_q6(ifky_gblk *B, const uint8_t *const rows[8], size_t b,
+                                const int x8) {
     const uint8_t *blk[8];
+    const uint8_t *grp = rows[0] + 8 * b * IF_Q6K_BLOCK_BYTES;
     _Alignas(16) uint16_t dh[8];
     for (int r = 0; r < 8; r++) {
         blk[r] = rows[r] + b * IF_Q6K_BLOCK_BYTES;
-        memcpy(&dh[r], blk[r] + 208, 2);
+        memcpy(&dh[r], x8 ? grp + 32 * 52 + 2 * r : blk[r] + 208, 2);
     }
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     __m256i qh[16], s4[4];
-    for (int g = 0; g < 4; g++) ifkyg_t4(blk, 128 + 16 * (size_t)g, qh + 4 * g);
+    for (int g = 0; g < 4; g++) {
+        if (x8) ifkyg_x8(grp, 128 + 16 * (size_t)g, qh + 4 * g);
+        else ifkyg_t4(blk, 128 + 16 * (size_t)g, qh + 4 * g);
+    }
     for (int g = 0; g < 8; g++) {
         __m256i t[4];
-        ifkyg_t4(blk, 16 * (size_t)g, t);
+        if (x8) ifkyg_x8(grp, 16 * (size_t)g, t);
+        else ifkyg_t4(blk, 16 * (size_t)g, t);
         const int h = g / 4, t0 = (g / 2) & 1;
         for (int j = 0; j < 4; j++) {
             const int jj = 4 * (g & 1) + j;
@@ -145,7 +151,8 @@ IFY_INLINE void ifkyg_expand_q6(ifky_gblk *B, const uint8_t *const rows[8], size
                 _mm256_and_si256(ifkyg_mv(q, 2 * (t0 + 2), 4), m30));
         }
     }
-    ifkyg_t4(blk, 192, s4);
+    if (x8) ifkyg_x8(grp, 192, s4);
+    else ifkyg_t4(blk, 192, s4);
     for (int s = 0; s < 16; s++) B->sc[s] = ifkyg_s8(s4[s / 4], s);
     for (int p = 0; p < 8; p++)
         B->c[p] = _mm256_or_si256(_mm256_and_si256(B->sc[2 * p], _mm256_set1_epi32(0xFFFF)),
@@ -224,7 +231,7 @@ IFY_INLINE void ifkyg_rows(const ifky_gblk *B, float *out, size_t ldo, const int
     }
 }
 
-/* x8: Q4_K on 8-row groups (if_q4k_pack_x8; n0 a multiple of 8, whole groups read). */
+/* x8: Q4_K or Q6_K on 8-row groups (if_kq_pack_x8; n0 a multiple of 8, whole groups read). */
 IFY_INLINE void ifkyg_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
                            const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
                            size_t K, const int kind, const int x8) {
@@ -242,7 +249,7 @@ IFY_INLINE void ifkyg_gemm(float *out, size_t ldo, const int8_t *xq, const float
         const uint8_t *next = w + (n + 16) * rowbytes;
         for (size_t b = 0; b < nb; b++) {
             ifky_prefetch(next + b * 8 * bb, 8 * bb);
-            if (kind == IFKY_Q6K) ifkyg_expand_q6(&B, rows, b);
+            if (kind == IFKY_Q6K) ifkyg_expand_q6(&B, rows, b, x8);
             else ifkyg_expand_q45(&B, rows, b, kind == IFKY_Q5K, x8);
             size_t m = 0;
             for (; m + IFKY_MR <= M; m += IFKY_MR)

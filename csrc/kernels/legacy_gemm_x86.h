@@ -358,6 +358,9 @@ IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *
                            const int8_t *xq, const float *xd, const int16_t *xsum, size_t M,
                            const uint8_t *w, size_t n0, size_t n1, size_t K, const int x16) {
     const size_t nb = K / IF_QL, rowbytes = nb * t.bb;
+#if !defined(__AVX512F__)
+    (void)x16; /* row groups are AVX-512's */
+#endif
     _Alignas(64) iflg_span S;
     for (size_t n = n0; n < n1; n += IFLG_NR) {
         const size_t nr = n1 - n < IFLG_NR ? n1 - n : IFLG_NR;

@@ -231,6 +231,8 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
          * arena keeps the file's rows) */
         {"q4kx8_gemv", t->q4kx8_gemv ? t->q4kx8_gemv->name : NULL},
         {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL},
+        {"q6kx8_gemv", t->q6kx8_gemv ? t->q6kx8_gemv->name : NULL},
+        {"q6kx8_gemm", t->q6kx8_gemm ? t->q6kx8_gemm->name : NULL},
         {"q80x16_gemv", t->q80x16_gemv ? t->q80x16_gemv->name : NULL},
         {"q80x16_gemm", t->q80x16_gemm ? t->q80x16_gemm->name : NULL}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -1,4 +1,4 @@
-/* Q4_K GEMM on 8-row groups (if_q4k_pack_x8), avx2 (kquant_gemm_avx2.h's body, whose block
+/* Q4_K GEMM on 8-row groups (if_kq_pack_x8), avx2 (kquant_gemm_avx2.h's body, whose block
  * expansion is then plain loads; the u8 x s8 product-sums by two VPMADDUBSW added in int16, then VPMADDWD by ones). */
 #include "../kquant_gemm_avx2.h"
 

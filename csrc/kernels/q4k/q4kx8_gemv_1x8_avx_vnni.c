@@ -1,4 +1,4 @@
-/* Q4_K GEMV on 8-row groups (if_q4k_pack_x8), avx_vnni (kquant_avx2.h's ifkx_q4k: lane = row, the
+/* Q4_K GEMV on 8-row groups (if_kq_pack_x8), avx_vnni (kquant_avx2.h's ifkx_q4k: lane = row, the
  * int16 pair product-sums by the row's scale by VPDPWSSD). */
 #include "../kquant_avx2.h"
 

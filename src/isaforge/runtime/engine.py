@@ -464,12 +464,13 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
     return out
 
 
-GROUPS = {"Q4_K": (8, 256, "q4kx8"), "Q8_0": (16, 64, "q80x16")}  # rows, cols %, kernels
+GROUPS = {"Q4_K": (8, 256, "q4kx8"), "Q6_K": (8, 256, "q6kx8"),  # rows, cols %, kernels
+          "Q8_0": (16, 64, "q80x16")}
 
 
 def group_rows(w, kernels: dict) -> int:
     """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
-    csrc/arena.c): Q4_K in 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where both tables have
+    csrc/arena.c): Q4_K, Q6_K in 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where both tables have
     the kernels, its shape fills whole groups and the arena is on."""
     if not isinstance(w, KQTensor) or w.type_name not in GROUPS:
         return 0
