@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_bench.h"
 #include "isaforge.h"
 #include "isaforge_bench.h"
 
@@ -189,7 +190,7 @@ static PyTypeObject CaseType = {
 
 /* The kernel table of `tier` (table_named), or with NULL the automatic choice's
  * decode/prefill table. */
-static const if_kernel_table *table_for(const char *tier, int prefill) {
+const if_kernel_table *ifb_table_for(const char *tier, int prefill) {
     if (tier) return table_named(tier);
     if_kernel_set ks;
     char err[ERRLEN] = "";
@@ -204,7 +205,7 @@ static PyObject *py_quantize_q8(PyObject *mod, PyObject *args) {
     Py_ssize_t gs;
     const char *tier = NULL;
     if (!PyArg_ParseTuple(args, "OnOO|z", &x, &gs, &q, &s, &tier)) return NULL;
-    const if_kernel_table *t = table_for(tier, 0);
+    const if_kernel_table *t = ifb_table_for(tier, 0);
     if (!t) return NULL;
     Py_buffer xv, qv, sv;
     if (PyObject_GetBuffer(x, &xv, PyBUF_C_CONTIGUOUS) != 0) return NULL;
@@ -234,7 +235,7 @@ static PyObject *gated(PyObject *args, int gelu) {
     PyObject *x, *g;
     const char *tier = NULL;
     if (!PyArg_ParseTuple(args, "OO|z", &x, &g, &tier)) return NULL;
-    const if_kernel_table *t = table_for(tier, 1);
+    const if_kernel_table *t = ifb_table_for(tier, 1);
     if (!t) return NULL;
     if_swiglu_fn fn = gelu ? t->geglu->run : t->swiglu->run;
     Py_buffer xv, gv;
@@ -274,7 +275,7 @@ static PyObject *py_q8_gemm(PyObject *mod, PyObject *args) {
         return NULL;
     if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || K % gs)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
-    const if_kernel_table *t = table_for(tier, M > 1);
+    const if_kernel_table *t = ifb_table_for(tier, M > 1);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
     size_t need[5] = {m * k, m * k / g * sizeof(float), n * k, n * k / g * sizeof(float),
@@ -345,7 +346,7 @@ static PyObject *py_attention(PyObject *mod, PyObject *args) {
                                           "is a multiple of IF_ATTN_KEY_BLOCK");
         return NULL;
     }
-    const if_kernel_table *t = table_for(tier, 1);
+    const if_kernel_table *t = ifb_table_for(tier, 1);
     if (!t) return NULL;
     Py_buffer v[4];
     PyObject *objs[4] = {qo, ko, vo, out};
@@ -502,8 +503,8 @@ static PyObject *py_now(PyObject *mod, PyObject *args) {
 /* The buffers of a kernel test call: each object's C-contiguous view, checked to hold at
  * least need[i] bytes (the last `writable` ones writable). 0 with an exception and nothing
  * held, else 1 (the caller releases all n). */
-static int get_views(PyObject *const *objs, const size_t *need, int n, int writable,
-                     Py_buffer *v) {
+int ifb_get_views(PyObject *const *objs, const size_t *need, int n, int writable,
+                  Py_buffer *v) {
     for (int i = 0; i < n; i++) {
         int fl = PyBUF_C_CONTIGUOUS | (i >= n - writable ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(objs[i], &v[i], fl) != 0 || (size_t)v[i].len < need[i]) {
@@ -533,13 +534,13 @@ static PyObject *py_q4_gemm(PyObject *mod, PyObject *args) {
         return NULL;
     if (M <= 0 || N <= 0 || K <= 0 || gs <= 0 || gs % 32 || K % gs)
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd gs=%zd", M, N, K, gs);
-    const if_kernel_table *t = table_for(tier, M > 1 || gemm);
+    const if_kernel_table *t = ifb_table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
     size_t m = (size_t)M, n = (size_t)N, k = (size_t)K, g = (size_t)gs;
     size_t need[6] = {m * k, m * k / g * sizeof(float), n * k / 2, n * k / g * sizeof(float), 16,
                       m * n * sizeof(float)};
     Py_buffer v[6];
-    if (!get_views(objs, need, 6, 1, v)) return NULL;
+    if (!ifb_get_views(objs, need, 6, 1, v)) return NULL;
     const if_q4_gemv_kernel *gv = t->q4_gemv ? t->q4_gemv : if_tier_table(0)->q4_gemv;
     const if_q4_gemm_kernel *gm = t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
     /* a GEMM with a packed layout gets its weights packed here, as at model load */
@@ -573,13 +574,13 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnnO|z", &x, &signs, &kpad, &gs, &out, &tier)) return NULL;
     if (kpad <= 0 || gs <= 0 || kpad % gs || (signs != Py_None && (gs & (gs - 1))))
         return PyErr_Format(PyExc_ValueError, "bad kpad=%zd gs=%zd", kpad, gs);
-    const if_kernel_table *t = table_for(tier, 0);
+    const if_kernel_table *t = ifb_table_for(tier, 0);
     if (!t) return NULL;
     Py_buffer v[3];
     PyObject *objs[3] = {x, signs == Py_None ? x : signs, out};
     size_t need[3] = {0, signs == Py_None ? 0 : (size_t)kpad * sizeof(float),
                       (size_t)kpad * sizeof(float)};
-    if (!get_views(objs, need, 3, 1, v)) return NULL;
+    if (!ifb_get_views(objs, need, 3, 1, v)) return NULL;
     size_t K = (size_t)v[0].len / sizeof(float);
     if (K > (size_t)kpad) {
         for (int i = 0; i < 3; i++) PyBuffer_Release(&v[i]);
@@ -589,200 +590,6 @@ static PyObject *py_hadamard(PyObject *mod, PyObject *args) {
     h->run(v[2].buf, v[0].buf, signs == Py_None ? NULL : v[1].buf, K, (size_t)kpad, (size_t)gs);
     for (int i = 0; i < 3; i++) PyBuffer_Release(&v[i]);
     Py_RETURN_NONE;
-}
-
-/* kq_gemm(type, xq, xd, xsum, M, w, N, K, out, tier=None, gemm=0): out (M, N) with `tier`'s
- * K-quant kernel of type "q4_k" / "q5_k" / "q6_k" over the file's blocks w (N, K / 256 blocks): its
- * GEMV when M == 1 and not gemm, else its GEMM. k8_quantize(x, q, d, bsum, tier=None): one
- * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
-static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
-                                        "iq4_nl", "iq4_xs", "q8_0", "q4_kx8", "q8_0x16",
-                                        "q6_kx8"};
-#define KQ_X8 10  /* "q4_kx8": Q4_K on 8-row groups (if_kq_pack_x8), N a multiple of 8 */
-#define KQ_X16 11 /* "q8_0x16": Q8_0 on 16-row groups (if_q80_pack_x16), N of 16, K of 64 */
-#define KQ_X8_6 12 /* "q6_kx8": Q6_K on 8-row groups (if_kq_pack_x8), N a multiple of 8 */
-
-/* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
-static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
-                    const if_kq_gemm_kernel **gm) {
-    const if_kernel_table *t0 = if_tier_table(0);
-#define PICK(f) (t->f ? t->f : t0->f)
-    const if_kq_gemv_kernel *gvs[] = {PICK(q4k_gemv), PICK(q5k_gemv), PICK(q6k_gemv),
-                                      PICK(q40_gemv), PICK(q41_gemv), PICK(q50_gemv),
-                                      PICK(q51_gemv), PICK(iq4nl_gemv), PICK(iq4xs_gemv),
-                                      PICK(q80_gemv)};
-    const if_kq_gemm_kernel *gms[] = {PICK(q4k_gemm), PICK(q5k_gemm), PICK(q6k_gemm),
-                                      PICK(q40_gemm), PICK(q41_gemm), PICK(q50_gemm),
-                                      PICK(q51_gemm), PICK(iq4nl_gemm), PICK(iq4xs_gemm),
-                                      PICK(q80_gemm)};
-#undef PICK
-    /* on 8-row groups: the table's own kernels or none (no scalar kernel reads the layout) */
-    *gv = ti == KQ_X8 ? t->q4kx8_gemv : ti == KQ_X8_6 ? t->q6kx8_gemv
-          : ti == KQ_X16 ? t->q80x16_gemv : gvs[ti];
-    *gm = ti == KQ_X8 ? t->q4kx8_gemm : ti == KQ_X8_6 ? t->q6kx8_gemm
-          : ti == KQ_X16 ? t->q80x16_gemm : gms[ti];
-}
-
-static int kq_type(const char *type) {
-    for (int i = 0; i < 13; i++)
-        if (strcmp(type, kq_names[i]) == 0) return i;
-    PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
-                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8, q8_0x16, q6_kx8)", type);
-    return -1;
-}
-
-/* kq_kernel(type, tier=None, gemm=0) -> the name of the kernel kq_gemm runs with these
- * arguments at M > 1 or gemm (its GEMM) or else at M = 1 (its GEMV): tests use it to see that a
- * table's own kernel runs, not the scalar fallback. */
-static PyObject *py_kq_kernel(PyObject *mod, PyObject *args) {
-    (void)mod;
-    const char *type, *tier = NULL;
-    int gemm = 0;
-    if (!PyArg_ParseTuple(args, "s|zp", &type, &tier, &gemm)) return NULL;
-    const int ti = kq_type(type);
-    if (ti < 0) return NULL;
-    const if_kernel_table *t = table_for(tier, gemm);
-    if (!t) return NULL;
-    const if_kq_gemv_kernel *gv;
-    const if_kq_gemm_kernel *gm;
-    kq_pick(t, ti, &gv, &gm);
-    if (!gv || !gm) Py_RETURN_NONE;
-    return PyUnicode_FromString(gemm ? gm->name : gv->name);
-}
-
-static PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *objs[5];
-    const char *type, *tier = NULL;
-    Py_ssize_t M, N, K;
-    int gemm = 0;
-    if (!PyArg_ParseTuple(args, "sOOOnOnnO|zp", &type, &objs[0], &objs[1], &objs[2], &M,
-                          &objs[3], &N, &K, &objs[4], &tier, &gemm))
-        return NULL;
-    static const size_t bbs[] = {IF_Q4K_BLOCK_BYTES, IF_Q5K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
-                                 IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
-                                 IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES,
-                                 IF_Q80_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES, IF_Q80_BLOCK_BYTES,
-                                 IF_Q6K_BLOCK_BYTES};
-    const int ti = kq_type(type);
-    if (ti < 0) return NULL;
-    const size_t qb = ti >= 3 && ti != 8 && ti != KQ_X8 && ti != KQ_X8_6 ? IF_QL : IF_QK;
-    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || ((ti == KQ_X8 || ti == KQ_X8_6) && N % 8) ||
-        (ti == KQ_X16 && (N % 16 || K % 64)))
-        return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
-    const if_kernel_table *t = table_for(tier, M > 1 || gemm);
-    if (!t) return NULL;
-    size_t m = (size_t)M, n = (size_t)N, k = (size_t)K;
-    size_t need[5] = {m * k, m * k / qb * sizeof(float), m * k / 16 * sizeof(int16_t),
-                      n * k / qb * bbs[ti], m * n * sizeof(float)};
-    const if_kq_gemv_kernel *gv;
-    const if_kq_gemm_kernel *gm;
-    kq_pick(t, ti, &gv, &gm);
-    if (!gv || !gm)
-        return PyErr_Format(PyExc_ValueError, "tier %s has no %s kernels", t->tier, type);
-    Py_buffer v[5];
-    if (!get_views(objs, need, 5, 1, v)) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    if (m == 1 && !gemm) gv->run(v[4].buf, v[0].buf, v[1].buf, v[2].buf, v[3].buf, 0, n, k);
-    else gm->run(v[4].buf, n, v[0].buf, v[1].buf, v[2].buf, m, v[3].buf, 0, n, k);
-    Py_END_ALLOW_THREADS
-    for (int i = 0; i < 5; i++) PyBuffer_Release(&v[i]);
-    Py_RETURN_NONE;
-}
-
-/* The row groups of type (q4_k, q6_k: 8 rows, K a multiple of 256; q8_0: 16 rows, K of 64):
- * its GGML type, or -1 with ValueError. *g, *kq, *rowbytes for (N, K) */
-static int group_type(const char *type, Py_ssize_t N, Py_ssize_t K, size_t *bb, size_t *row) {
-    const int t = strcmp(type, "q4_k") == 0   ? IF_GGML_Q4_K
-                  : strcmp(type, "q6_k") == 0 ? IF_GGML_Q6_K
-                  : strcmp(type, "q8_0") == 0 ? IF_GGML_Q8_0
-                                              : -1;
-    if (t < 0) {
-        PyErr_Format(PyExc_ValueError, "no row groups for type '%s' (q4_k, q6_k, q8_0)", type);
-        return -1;
-    }
-    const Py_ssize_t g = t == IF_GGML_Q8_0 ? 16 : 8, kq = t == IF_GGML_Q8_0 ? 64 : IF_QK;
-    if (N <= 0 || K <= 0 || N % g || K % kq) {
-        PyErr_Format(PyExc_ValueError, "bad shape N=%zd K=%zd", N, K);
-        return -1;
-    }
-    *bb = t == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
-          : t == IF_GGML_Q6_K ? IF_Q6K_BLOCK_BYTES
-                              : IF_Q80_BLOCK_BYTES;
-    *row = (size_t)K / (t == IF_GGML_Q8_0 ? IF_QL : IF_QK) * *bb;
-    return t;
-}
-
-/* pack_groups(type, dst, src, N, K): the rows src of type into their row groups at dst (the
- * same size), as the weight arena lays them out (if_kq_pack_x8, if_q80_pack_x16). */
-static PyObject *py_pack_groups(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *objs[2];
-    const char *type;
-    Py_ssize_t N, K;
-    if (!PyArg_ParseTuple(args, "sOOnn", &type, &objs[0], &objs[1], &N, &K)) return NULL;
-    size_t bb, row;
-    const int t = group_type(type, N, K, &bb, &row);
-    if (t < 0) return NULL;
-    PyObject *o[2] = {objs[1], objs[0]}; /* the writable one last */
-    size_t need[2] = {row * (size_t)N, row * (size_t)N};
-    Py_buffer v[2];
-    if (!get_views(o, need, 2, 1, v)) return NULL;
-    if (t == IF_GGML_Q8_0) if_q80_pack_x16(v[1].buf, v[0].buf, (size_t)N / 16, (size_t)K);
-    else if_kq_pack_x8(v[1].buf, v[0].buf, (size_t)N / 8, (size_t)K, bb);
-    PyBuffer_Release(&v[0]);
-    PyBuffer_Release(&v[1]);
-    Py_RETURN_NONE;
-}
-
-/* group_row(type, dst, grouped, r, N, K): row r of pack_groups' output back in the file's bytes
- * (if_group_row, a grouped token table's lookup). */
-static PyObject *py_group_row(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *objs[2];
-    const char *type;
-    Py_ssize_t r, N, K;
-    if (!PyArg_ParseTuple(args, "sOOnnn", &type, &objs[0], &objs[1], &r, &N, &K)) return NULL;
-    size_t bb, row;
-    const int t = group_type(type, N, K, &bb, &row);
-    if (t < 0) return NULL;
-    if (r < 0 || r >= N) return PyErr_Format(PyExc_ValueError, "bad shape N=%zd r=%zd", N, r);
-    PyObject *o[2] = {objs[1], objs[0]}; /* the writable one last */
-    size_t need[2] = {row * (size_t)N, row};
-    Py_buffer v[2];
-    if (!get_views(o, need, 2, 1, v)) return NULL;
-    if_group_row(v[1].buf, v[0].buf, t, (size_t)r, (size_t)K);
-    PyBuffer_Release(&v[0]);
-    PyBuffer_Release(&v[1]);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_k8_quantize(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *objs[4];
-    const char *tier = NULL;
-    if (!PyArg_ParseTuple(args, "OOOO|z", &objs[0], &objs[1], &objs[2], &objs[3], &tier))
-        return NULL;
-    const if_kernel_table *t = table_for(tier, 0);
-    if (!t) return NULL;
-    Py_buffer v[4];
-    size_t need[4] = {0, 0, 0, 0};
-    if (!get_views(objs, need, 4, 3, v)) return NULL;
-    size_t K = (size_t)v[0].len / sizeof(float);
-    PyObject *ret = NULL;
-    if (K == 0 || K % IF_QK) {
-        PyErr_SetString(PyExc_ValueError, "row length must be a multiple of 256");
-    } else if ((size_t)v[1].len < K || (size_t)v[2].len < K / IF_QK * sizeof(float) ||
-               (size_t)v[3].len < K / 16 * sizeof(int16_t)) {
-        PyErr_SetString(PyExc_ValueError, "output buffers too small");
-    } else {
-        const if_k8_quantize_kernel *qk = t->k8_quantize ? t->k8_quantize
-                                                         : if_tier_table(0)->k8_quantize;
-        qk->run(v[1].buf, v[2].buf, v[3].buf, v[0].buf, K);
-        ret = Py_NewRef(Py_None);
-    }
-    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
-    return ret;
 }
 
 static PyMethodDef module_methods[] = {

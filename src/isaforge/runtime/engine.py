@@ -480,6 +480,13 @@ def group_rows(w, kernels: dict) -> int:
     return g if ok else 0
 
 
+def resident_type(w, kernels: dict) -> str:
+    """w's resident type as its numbers see it: a matrix the arena holds in row groups counts
+    as in place (the same bytes, the same bits), so a fingerprint of these agrees across
+    tiers."""
+    return f"{w.type_name} in place" if group_rows(w, kernels) else matrix_kernels(w, kernels)[0]
+
+
 def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
     """(resident type, decode kernel, prefill kernel) of matrix w under an engine's kernel
     tables (`kernels`: runtime_info's or Engine.kernels' {"decode": .., "prefill": ..}). A

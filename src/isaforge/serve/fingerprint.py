@@ -21,7 +21,7 @@ import os
 import threading
 from pathlib import Path
 
-from ..runtime.engine import matrix_kernels
+from ..runtime.engine import resident_type
 from ..text.llama2c import Llama2cTokenizer
 from ..types import LAYER_MATRICES
 
@@ -51,13 +51,14 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 def resident_types(loaded, kernels: dict) -> list[str]:
     """Each matrix's resident type, layer by layer in the core's order, then the classifier
-    and the token table (when not the classifier's); the same on every tier."""
+    and the token table (when not the classifier's); the same on every tier (row groups count
+    as in place: resident_type)."""
     w = loaded.weights
-    out = [matrix_kernels(getattr(w, n)[layer], kernels)[0]
+    out = [resident_type(getattr(w, n)[layer], kernels)
            for layer in range(loaded.config.n_layers) for n in LAYER_MATRICES]
-    out.append(matrix_kernels(w.wcls, kernels)[0])
+    out.append(resident_type(w.wcls, kernels))
     if w.tok_embeddings is not w.wcls:
-        out.append("table " + matrix_kernels(w.tok_embeddings, kernels)[0])
+        out.append("table " + resident_type(w.tok_embeddings, kernels))
     return out
 
 
