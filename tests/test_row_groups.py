@@ -1,7 +1,7 @@
 """Row groups (isaforge.h: Q4_K and Q6_K in 8s, if_kq_pack_x8; Q8_0 in 16s, if_q80_pack_x16):
 each layout against a numpy model of it, and the grouped kernels (q4kx8_*, q6kx8_* on the AVX2
-tiers, q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit, on a shape
-grid with several groups, extreme values, special scales and guard pages."""
+tiers, q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit,
+on a shape grid with several groups, extreme values, special scales and guard pages."""
 
 from __future__ import annotations
 
