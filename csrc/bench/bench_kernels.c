@@ -207,15 +207,15 @@ static const if_q4_gemm_kernel *q4_gemm_of(const if_kernel_table *t) {
     return t->q4_gemm ? t->q4_gemm : if_tier_table(0)->q4_gemm;
 }
 
-/* How table t runs c's matrix, as a model does once its weight arena holds it: 0 the file's
- * rows, 8 Q4_K's 8-row groups, 6 Q6_K's (if_kq_pack_x8), 16 Q8_0's 16-row ones. */
+/* The rows per group table t runs c's matrix on, as a model does once its weight arena holds
+ * it: 8 (Q4_K, Q6_K: if_kq_pack_x8), 16 (Q8_0: if_q80_pack_x16), or 0 (the file's rows). */
 static int group_rows(const ifb_case *c, const if_kernel_table *t) {
     if ((c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx8_gemv && t->q4kx8_gemm &&
         c->N % 8 == 0)
         return 8;
     if ((c->op == IFB_Q6K_GEMV || c->op == IFB_Q6K_GEMM) && t->q6kx8_gemv && t->q6kx8_gemm &&
         c->N % 8 == 0)
-        return 6; /* 8 rows, Q6_K's kernels */
+        return 8;
     if ((c->op == IFB_Q80_GEMV || c->op == IFB_Q80_GEMM) && t->q80x16_gemv && t->q80x16_gemm &&
         c->N % 16 == 0 && c->K % 64 == 0)
         return 16;
@@ -223,7 +223,7 @@ static int group_rows(const ifb_case *c, const if_kernel_table *t) {
 }
 
 /* Pack every weight copy for table t if its GEMM wants a packed layout (as at model load), or
- * into 8-row groups where t runs them (as the weight arena does). */
+ * into the row groups t runs them on (as the weight arena does). */
 static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err, size_t errlen) {
     const if_q8_gemm_kernel *g = t->q8_gemm;
     const if_q4_gemm_kernel *g4 = q4_gemm_of(t);
@@ -241,7 +241,7 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
             snprintf(err, errlen, "out of memory packing weights for %s", q8 ? g->name : g4->name);
             return IF_ENOMEM;
         }
-        if (x8 == 8 || x8 == 6)
+        if (x8 == 8)
             if_kq_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K,
                           kq_block(c->op));
         else if (x8 == 16)
@@ -259,7 +259,7 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
 static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
     if (group_rows(c, t))
-        return group_rows(c, t) == 8 ? t->q4kx8_gemv : group_rows(c, t) == 6 ? t->q6kx8_gemv
+        return c->op == IFB_Q4K_GEMV ? t->q4kx8_gemv : c->op == IFB_Q6K_GEMV ? t->q6kx8_gemv
                                                                             : t->q80x16_gemv;
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
@@ -276,7 +276,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
 static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
     if (group_rows(c, t))
-        return group_rows(c, t) == 8 ? t->q4kx8_gemm : group_rows(c, t) == 6 ? t->q6kx8_gemm
+        return c->op == IFB_Q4K_GEMM ? t->q4kx8_gemm : c->op == IFB_Q6K_GEMM ? t->q6kx8_gemm
                                                                             : t->q80x16_gemm;
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
