@@ -206,11 +206,11 @@ def test_no_out_of_bounds_reads_at_guard_pages():
 X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q4kx8_gemv_1x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpshufb"),
     "q4kx8_gemv_1x8_avx_vnni": ("vpmaddubsw", "vpdpwssd", "vpshufb"),
-    "q4kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpmulld"),
+    "q4kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpaddw", "vpmaddwd"),
     "q4kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
     "q6kx8_gemv_1x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpshufb", "vpsraw"),
     "q6kx8_gemv_1x8_avx_vnni": ("vpmaddubsw", "vpdpwssd", "vpshufb", "vpsraw"),
-    "q6kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpmaddwd", "vpmulld"),
+    "q6kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpaddw", "vpmaddwd"),
     "q6kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
     "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
     "q80x16_gemm_8x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
@@ -230,6 +230,8 @@ def test_objects_use_the_designed_instructions_and_no_transpose(stem, tmp_path):
         assert any(ins in x and reg in x for x in asm), (stem, ins)
     if stem.endswith("_avx2"):
         assert not any("vpdp" in x for x in asm), stem
+    if stem.endswith("_avx2") and "_gemm_" in stem:  # VPMADDWD applies the scales
+        assert not any("vpmulld" in x for x in asm), stem
     for ins in ("vpunpckldq", "vpunpckhdq", "vpunpcklqdq", "vphaddd", "vperm2i128",
                 "vinserti32x4"):
         assert not any(ins in x for x in asm), (stem, ins)

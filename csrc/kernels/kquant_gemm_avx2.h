@@ -7,12 +7,14 @@
  * block the values expanded once into an L1 scratch [k / 4][row][4 bytes] (lane r = row r's
  * unsigned values 4 k4 .. 4 k4 + 3), then IFKY_MR activation rows at a time multiply it by
  * their broadcast 4-byte groups into one int32 vector per (activation row, sub-block), no
- * horizontal reduction. The u8 x s8 product-sum is VPDPBUSD under AVX-VNNI; under AVX2 two
- * VPMADDUBSW (pairs of at most 63 x 128 each) added in int16 (at most 4 x 63 x 128 = 32256: no
- * overflow) then VPMADDWD by ones: the same exact int32 sums. Scales per lane by VPMULLD, the
- * mins / Q6_K's -32 x scale x sum(x) by VPMADDWD against the broadcast int16 pairs of the
- * activations' 16-value sums; then the scalar kernel's float step in block order, lane-wise
- * (the running sums live in out between blocks). */
+ * horizontal reduction. Under AVX-VNNI the u8 x s8 product-sums are VPDPBUSD, one int32
+ * vector per sub-block, scaled per lane by VPMULLD. Under AVX2 VPMADDUBSW pairs are added in
+ * int16 over as many scratch vectors as the type's values allow without overflow, then one
+ * VPMADDWD by the sub-block's scale as an int16 pair gives the scaled int32 sums (no ones
+ * multiply, no VPMULLD): the same exact integers. The mins / Q6_K's -32 x scale x sum(x) come
+ * from VPMADDWD against the broadcast int16 pairs of the activations' 16-value sums; then the
+ * scalar kernel's float step in block order, lane-wise (the running sums live in out between
+ * blocks). */
 #ifndef IF_KQUANT_GEMM_AVX2_H
 #define IF_KQUANT_GEMM_AVX2_H
 
@@ -27,6 +29,7 @@ typedef struct ifky_gblk {
     __m256i w[64];  /* [k / 4][row][4 bytes]: the unsigned values */
     __m256i sc[16]; /* lane r: row r's scale of sub-block s */
     __m256i c[8];   /* lane r: the int16 pair multiplying the activations' sums 2p, 2p + 1 */
+    __m256i sc2[16]; /* AVX2: lane r = sc[s] as an int16 pair, VPMADDWD's multiplier */
     __m256 d, dmin; /* lane r: row r's steps */
 } ifky_gblk;
 
@@ -113,6 +116,9 @@ IFY_INLINE void ifkyg_expand_q45(ifky_gblk *B, const uint8_t *const rows[8], siz
         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h[2], 6), k3), 4));
     for (int s = 0; s < 8; s++) {
         B->sc[s] = ifkyg_u8(s < 4 ? sc_lo : sc_hi, s);
+#if !defined(__AVXVNNI__)
+        B->sc2[s] = _mm256_or_si256(B->sc[s], _mm256_slli_epi32(B->sc[s], 16));
+#endif
         const __m256i mn = ifkyg_u8(s < 4 ? m_lo : m_hi, s);
         B->c[s] = _mm256_or_si256(mn, _mm256_slli_epi32(mn, 16));
     }
@@ -153,7 +159,13 @@ IFY_INLINE void ifkyg_expand_q6(ifky_gblk *B, const uint8_t *const rows[8], size
     }
     if (x8) ifkyg_x8(grp, 192, s4);
     else ifkyg_t4(blk, 192, s4);
-    for (int s = 0; s < 16; s++) B->sc[s] = ifkyg_s8(s4[s / 4], s);
+    for (int s = 0; s < 16; s++) {
+        B->sc[s] = ifkyg_s8(s4[s / 4], s);
+#if !defined(__AVXVNNI__)
+        B->sc2[s] = _mm256_or_si256(_mm256_and_si256(B->sc[s], _mm256_set1_epi32(0xFFFF)),
+                                    _mm256_slli_epi32(B->sc[s], 16));
+#endif
+    }
     for (int p = 0; p < 8; p++)
         B->c[p] = _mm256_or_si256(_mm256_and_si256(B->sc[2 * p], _mm256_set1_epi32(0xFFFF)),
                                   _mm256_slli_epi32(B->sc[2 * p + 1], 16));
@@ -166,17 +178,12 @@ IFY_INLINE __m256i ifkyg_bcast(const void *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* acc + the u8 x s8 4-byte product-sums of w and x0 (then w1 and x1: a pair of scratch
- * vectors per call). */
-IFY_INLINE __m256i ifkyg_dp2(__m256i acc, __m256i w0, __m256i x0, __m256i w1, __m256i x1) {
 #if defined(__AVXVNNI__)
+/* acc + the u8 x s8 4-byte product-sums of w0 and x0, then w1 and x1. */
+IFY_INLINE __m256i ifkyg_dp2(__m256i acc, __m256i w0, __m256i x0, __m256i w1, __m256i x1) {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, w0, x0), w1, x1);
-#else
-    const __m256i p =
-        _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-#endif
 }
+#endif
 
 /* mr (<= IFKY_MR) activation rows from m against the expanded block b of the tile at n. */
 IFY_INLINE void ifkyg_rows(const ifky_gblk *B, float *out, size_t ldo, const int8_t *xq,
@@ -190,6 +197,7 @@ IFY_INLINE void ifkyg_rows(const ifky_gblk *B, float *out, size_t ldo, const int
         x[i] = xq + (m + (size_t)i) * K + b * IF_QK;
         tot[i] = _mm256_setzero_si256();
     }
+#if defined(__AVXVNNI__)
     /* one sub-block per iteration: a rolled loop keeps the accumulators in registers */
     _Pragma("GCC unroll 1")
     for (int s = 0; s < nsub; s++) {
@@ -208,6 +216,35 @@ IFY_INLINE void ifkyg_rows(const ifky_gblk *B, float *out, size_t ldo, const int
         for (int i = 0; i < mr; i++)
             tot[i] = _mm256_add_epi32(tot[i], _mm256_mullo_epi32(a[i], B->sc[s]));
     }
+#else
+    /* VPMADDUBSW results added in int16 over `run` scratch vectors: Q4_K 8 (16 products of at
+     * most 15 x 128 = 30720), Q5_K 4 (8 x 31 x 128 = 31744), Q6_K 2 (4 x 63 x 128 = 32256), all
+     * below 32768; then VPMADDWD by the scale pair. A rolled sub-block loop keeps the
+     * accumulators in registers. */
+    const int run = kind == IFKY_Q4K ? 8 : kind == IFKY_Q5K ? 4 : 2;
+    _Pragma("GCC unroll 1")
+    for (int s = 0; s < nsub; s++) {
+        IFY_UNROLL
+        for (int j0 = 0; j0 < per; j0 += run) {
+            __m256i p[IFKY_MR];
+            IFY_UNROLL
+            for (int j = j0; j < j0 + run; j++) {
+                const int k = per * s + j;
+                IFY_UNROLL
+                for (int i = 0; i < mr; i++) {
+                    const __m256i q = _mm256_maddubs_epi16(B->w[k], ifkyg_bcast(x[i] + 4 * k));
+                    p[i] = j == j0 ? q : _mm256_add_epi16(p[i], q);
+                    /* one running sum per row: without this the compiler builds an add tree
+                     * over all rows' products and spills (20 % slower) */
+                    __asm__("" : "+x"(p[i]));
+                }
+            }
+            IFY_UNROLL
+            for (int i = 0; i < mr; i++)
+                tot[i] = _mm256_add_epi32(tot[i], _mm256_madd_epi16(p[i], B->sc2[s]));
+        }
+    }
+#endif
     IFY_UNROLL
     for (int i = 0; i < mr; i++) {
         const int16_t *xs = xsum + (m + (size_t)i) * (K / 16) + b * 16;
