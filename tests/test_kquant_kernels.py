@@ -274,6 +274,15 @@ def test_tiers_equal_scalar_bits(typ):
     assert not failures, failures[:10]
 
 
+@pytest.mark.parametrize("typ", TYPES)
+def test_tiers_equal_scalar_bits_across_gemm_chunks(typ):
+    """Past the AVX-512 GEMM's chunks of 144 activation rows and 16 blocks (M = 147, 17 blocks)
+    and through its 32-row tiles' tails (N = 49: a tile whose second half has 1 row; 80)."""
+    rng = np.random.default_rng(16 + len(typ))
+    failures = tier_failures(make_case, rng, typ, [17 * 256], [49, 80], [147], TIERS)
+    assert not failures, failures[:10]
+
+
 def test_amx_emulated_has_the_kquant_gemms_where_the_cpu_runs_them():
     """The amx_emulated table lists its K-quant GEMMs exactly when the CPU has their AVX-512
     features (elsewhere kq_gemm runs scalar), so on an AVX-512 machine the tests above cannot
@@ -400,11 +409,11 @@ def test_bench_cases_gate_and_count_the_file_bytes():
 KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register width)
     "q4k_gemv_1x4_avx512_vnni": ("vpdpbusd", "vpackssdw", "vpdpwssd", "vpermw"),
     "q5k_gemv_1x4_avx512_vnni": ("vpdpbusd", "vpackssdw", "vpdpwssd", "vpermw", "vptestmb"),
-    "q5k_gemm_8x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
+    "q5k_gemm_6x32_avx512_vnni": ("vpdpbusd", "vpmulld", "vpunpckldq"),
     "q5k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
     "q5k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
     "q6k_gemv_1x4_avx512_vnni": ("vpdpwssd", "vpermw", "vpmaddubsw"),
-    "q4k_gemm_8x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
+    "q4k_gemm_6x32_avx512_vnni": ("vpdpbusd", "vpmulld", "vpunpckldq"),
     "q6k_gemm_8x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
     "q4k_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
     "q6k_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpunpckldq"),
@@ -426,7 +435,8 @@ KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register wi
 def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
     """Each x86 K-quant kernel compiled with only its manifest group's flags contains its
     product instructions on its own register width (zmm for AVX-512, ymm otherwise), the AVX2
-    body no VNNI instruction, and the AVX2 GEMMs no VPMULLD (VPMADDWD applies the scales)."""
+    body no VNNI instruction, the AVX2 GEMMs no VPMULLD (VPMADDWD applies the scales), the
+    AVX-512 Q4_K / Q5_K GEMMs no VPDPWSSD (their mins go through VPDPBUSD)."""
     asm = x86_object_asm(manifest_and_header(tmp_path), stem, tmp_path)
     reg = "%zmm" if "avx512" in stem or "amx" in stem else "%ymm"
     for ins in KQ_SIMD[stem]:  # tile products name tile registers
@@ -436,6 +446,8 @@ def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
         assert not any("vpdp" in x for x in asm), stem
     if stem.endswith("_avx2") and "_gemm_" in stem:
         assert not any("vpmulld" in x for x in asm), stem
+    if stem.startswith(("q4k_gemm", "q5k_gemm")) and stem.endswith("_avx512_vnni"):
+        assert not any("vpdpwssd" in x for x in asm), stem  # the mins by VPDPBUSD of bytes
 
 
 EMU_DRIVER = r"""

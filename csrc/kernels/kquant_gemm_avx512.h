@@ -1,21 +1,23 @@
 /* kquant_gemm_avx512.h - the AVX-512 VNNI K-quant GEMM body (q4k/, q5k/, q6k/
- * *_gemm_*x16_avx512_vnni.c): one body, the type a compile-time constant.
+ * *_gemm_*_avx512_vnni.c): one body, the type a compile-time constant.
  * Include only from translation units compiled with -mavx512f -mavx512bw -mavx512vl
  * -mavx512vnni.
  *
  * An outer-product GEMM on the file's blocks, read in place (no packed copy). Per tile of 16
  * weight rows and 256-value block the rows' values are expanded once into an L1 scratch laid
  * out [k / 4][row][4 bytes]: vector k4 holds, in lane r, row r's unsigned values 4 k4 .. 4 k4 +
- * 3 (Q6_K's as u = q + 32). Then IFKG_MR activation rows at a time run VPDPBUSD of each
- * scratch vector against the activation's 4 bytes broadcast from memory (VPBROADCASTD: a load,
- * no shuffle), one int32 vector per (activation row, sub-block): lane r is row r's exact
- * sub-block dot product, so no horizontal reduction is needed. The sub-block scales apply per
- * lane in int32 (VPMULLD, exact: a scaled sub-block is at most 63 x 32 x 31 x 128 for Q5_K,
- * 128 x 16 x 63 x 128 for Q6_K, and the block's sum within the scalar sumi's int32 bound); the
- * mins or Q6_K's -32 x scale x sum(x) come from one VPDPWSSD per pair of the activations'
- * 16-value sums, broadcast as int16 pairs. Per output the scalar kernel's arithmetic: the same
- * exact int32 sumi / summ per block, then its float step in block order, lane-wise (the running
- * sums live in out between blocks, float32 values stored and reloaded as they are).
+ * 3 (Q6_K's as u = q + 32). Then a few activation rows at a time run VPDPBUSD of each scratch
+ * vector against the activation's 4 bytes broadcast from memory (VPBROADCASTD: a load, no
+ * shuffle), one int32 vector per (activation row, sub-block): lane r is row r's exact
+ * sub-block dot product, so no horizontal reduction is needed. Q4_K / Q5_K run two 16-row
+ * tiles side by side (32 rows), so each broadcast feeds two VPDPBUSDs. The sub-block scales
+ * apply per lane in int32 (VPMULLD, exact: a scaled sub-block is at most 63 x 32 x 31 x 128 for
+ * Q5_K, 128 x 16 x 63 x 128 for Q6_K, and the block's sum within the scalar sumi's int32
+ * bound). Q4_K / Q5_K's mins take four VPDPBUSD against bytes of the activations' 32-value sums
+ * (ifkg_hl); Q6_K's -32 x scale x sum(x) one VPDPWSSD per pair of the 16-value sums, broadcast
+ * as int16 pairs. Per output the scalar kernel's arithmetic: the same exact int32 sumi / summ
+ * per block, then its float step in block order, lane-wise (the running sums live in out
+ * between blocks, float32 values stored and reloaded as they are).
  *
  * The expansion reads each row's block as 16-byte chunks, four rows per 512-bit vector (one per
  * 128-bit lane), and a 4 x 4 dword transpose within the lanes then gives dword j of the 16
@@ -26,11 +28,12 @@
 
 #include "kquant_avx512.h"
 
-/* Activation rows per pass over a block's scratch (each scratch vector load feeds this many
- * VPDPBUSDs): 8 or 4 (the remainder runs in steps of 4, 2, 1). */
-#ifndef IFKG_MR
+/* Activation rows per pass over a block's scratch: Q4_K / Q5_K 6 rows against two 16-row
+ * tiles (each broadcast activation dword feeds two VPDPBUSDs: 24 accumulators), Q6_K 8 against
+ * one (its 16 sub-blocks per block put a VPMULLD after every 4 VPDPBUSDs; two tiles measured
+ * slower). The remainder runs in steps of 4, 2, 1. */
 #define IFKG_MR 8
-#endif
+#define IFKG_MR45 6
 
 enum { IFKG_Q4K = 0, IFKG_Q5K = 1, IFKG_Q6K = 2 };
 
@@ -38,7 +41,8 @@ enum { IFKG_Q4K = 0, IFKG_Q5K = 1, IFKG_Q6K = 2 };
 typedef struct ifkg_blk {
     __m512i w[64];  /* [k / 4][row][4 bytes]: the unsigned values */
     __m512i sc[16]; /* lane r: row r's scale of sub-block s (8 of 32 values or 16 of 16) */
-    __m512i c[8];   /* lane r: the int16 pair multiplying the activations' sums 2p, 2p + 1 */
+    __m512i c[8];   /* Q6_K lane r: the int16 pair multiplying the activations' sums 2p, 2p + 1;
+                     * Q4_K / Q5_K c[0], c[1]: row r's mins 0..3, 4..7 as bytes */
     __m512 d, dmin; /* lane r: row r's steps */
 } ifkg_blk;
 
@@ -123,11 +127,9 @@ IFZ_INLINE void ifkg_expand_q45(ifkg_blk *B, const uint8_t *const rows[16], size
         _mm512_and_si512(_mm512_srli_epi32(h[3], 4), k2),
         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], 6), k3), 4));
     IFZ_UNROLL
-    for (int s = 0; s < 8; s++) {
-        B->sc[s] = ifkg_u8(s < 4 ? sc_lo : sc_hi, s);
-        const __m512i mn = ifkg_u8(s < 4 ? m_lo : m_hi, s);
-        B->c[s] = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)); /* min s times sums 2s, 2s+1 */
-    }
+    for (int s = 0; s < 8; s++) B->sc[s] = ifkg_u8(s < 4 ? sc_lo : sc_hi, s);
+    B->c[0] = m_lo; /* lane r: row r's mins 0..3 as bytes, then 4..7 (ifkg_hl) */
+    B->c[1] = m_hi;
     B->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
     B->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16)));
 }
@@ -177,61 +179,139 @@ IFZ_INLINE __m512i ifkg_bcast(const void *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* mr (<= IFKG_MR) activation rows from m against the expanded block b of the tile at n. */
-IFZ_INLINE void ifkg_rows(const ifkg_blk *B, float *out, size_t ldo, const int8_t *xq,
-                          const float *xd, const int16_t *xsum, size_t m, const int mr, size_t b,
-                          size_t nb, size_t K, size_t n, __mmask16 om, const int kind) {
+/* Activation rows per chunk of a call (at least matmul.c's 128-row prefill task rounded up to
+ * the 6-row steps, so a task is one chunk and its tiles are expanded once) and blocks per chunk
+ * of the 32-sum bytes (ifkg_hl: 16 bytes per row and block, 36 KiB on the stack). */
+#define IFKG_MC 144
+#define IFKG_KC 16
+
+/* Q4_K / Q5_K's min term needs sum_s m_s xs_s, xs_s the activations' sum over sub-block s (32
+ * values, |xs| <= 32 x 127 = 4064). As xs = 128 h + l (h = xs >> 7 in -32..31, l = xs & 127)
+ * both parts are signed bytes, so two VPDPBUSD each (the mins are unsigned 6-bit bytes, four
+ * per dword) give sum m h and sum m l exactly, where the int16 pairs of the 16-value sums took
+ * eight VPDPWSSD. Row m's bytes for block b of the chunk: h0..h7 then l0..l7. */
+IFZ_INLINE void ifkg_hl(uint8_t *hl, const int16_t *xsum, size_t K, size_t m0, size_t mc,
+                        size_t b0, size_t nbc) {
+    const __m256i one = _mm256_set1_epi16(1);
+    for (size_t m = 0; m < mc; m++) {
+        for (size_t b = 0; b < nbc; b++) {
+            const __m256i s16 = _mm256_loadu_si256(
+                (const __m256i *)(const void *)(xsum + (m0 + m) * (K / 16) + (b0 + b) * 16));
+            const __m256i xs = _mm256_madd_epi16(s16, one); /* the 8 sums of 32 */
+            const __m128i h = _mm256_cvtepi32_epi8(_mm256_srai_epi32(xs, 7));
+            const __m128i l = _mm256_cvtepi32_epi8(_mm256_and_si256(xs, _mm256_set1_epi32(127)));
+            _mm_storeu_si128((__m128i *)(void *)(hl + (m * IFKG_KC + b) * 16),
+                             _mm_unpacklo_epi64(h, l));
+        }
+    }
+}
+
+/* mr (<= IFKG_MR) activation rows from m against nv (1 or 2) expanded 16-row tiles of block b
+ * (rows n .. n + 16 nv - 1): each broadcast activation dword feeds nv VPDPBUSDs. hl: the rows'
+ * 32-sum bytes for this block (Q4_K / Q5_K), row i at hl + i IFKG_KC 16. */
+IFZ_INLINE void ifkg_rows(const ifkg_blk *B, const int nv, float *out, size_t ldo,
+                          const int8_t *xq, const float *xd, const int16_t *xsum,
+                          const uint8_t *hl, size_t m, const int mr, size_t b, size_t nb,
+                          size_t K, size_t n, __mmask16 om, const int kind) {
     const int nsub = kind == IFKG_Q6K ? 16 : 8, per = 64 / nsub;
     const int8_t *x[IFKG_MR];
-    const int16_t *xs[IFKG_MR];
-    __m512i tot[IFKG_MR], cor[IFKG_MR];
+    __m512i tot[IFKG_MR][2];
     IFZ_UNROLL
     for (int i = 0; i < mr; i++) {
         x[i] = xq + (m + (size_t)i) * K + b * IF_QK;
-        xs[i] = xsum + (m + (size_t)i) * (K / 16) + b * 16;
-        tot[i] = _mm512_setzero_si512();
-        cor[i] = _mm512_setzero_si512();
+        IFZ_UNROLL
+        for (int v = 0; v < nv; v++) tot[i][v] = _mm512_setzero_si512();
     }
     /* one sub-block per iteration: a rolled loop keeps the accumulators in registers */
     _Pragma("GCC unroll 1")
     for (int s = 0; s < nsub; s++) {
-        __m512i a[IFKG_MR];
+        __m512i a[IFKG_MR][2];
         IFZ_UNROLL
-        for (int i = 0; i < mr; i++) a[i] = _mm512_setzero_si512();
+        for (int i = 0; i < mr; i++) {
+            IFZ_UNROLL
+            for (int v = 0; v < nv; v++) a[i][v] = _mm512_setzero_si512();
+        }
         IFZ_UNROLL
         for (int j = 0; j < per; j++) {
-            const __m512i wv = B->w[per * s + j];
+            __m512i wv[2];
             IFZ_UNROLL
-            for (int i = 0; i < mr; i++)
-                a[i] = _mm512_dpbusd_epi32(a[i], wv, ifkg_bcast(x[i] + 4 * (per * s + j)));
+            for (int v = 0; v < nv; v++) wv[v] = B[v].w[per * s + j];
+            IFZ_UNROLL
+            for (int i = 0; i < mr; i++) {
+                const __m512i xb = ifkg_bcast(x[i] + 4 * (per * s + j));
+                IFZ_UNROLL
+                for (int v = 0; v < nv; v++) a[i][v] = _mm512_dpbusd_epi32(a[i][v], wv[v], xb);
+            }
         }
         IFZ_UNROLL
-        for (int i = 0; i < mr; i++)
-            tot[i] = _mm512_add_epi32(tot[i], _mm512_mullo_epi32(a[i], B->sc[s]));
-    }
-    IFZ_UNROLL
-    for (int p = 0; p < 8; p++) {
-        IFZ_UNROLL
-        for (int i = 0; i < mr; i++)
-            cor[i] = _mm512_dpwssd_epi32(cor[i], B->c[p], ifkg_bcast(xs[i] + 2 * p));
-    }
-    IFZ_UNROLL
-    for (int i = 0; i < mr; i++) {
-        const __m512 xdb = _mm512_set1_ps(xd[(m + (size_t)i) * nb + b]);
-        float *o = out + (m + (size_t)i) * ldo + n;
-        const __m512 acc = b ? _mm512_maskz_loadu_ps(om, o) : _mm512_setzero_ps();
-        __m512 r;
-        if (kind == IFKG_Q6K) { /* sumi = sum sc (dot - 32 sum(x)) */
-            const __m512i sumi = _mm512_sub_epi32(tot[i], _mm512_slli_epi32(cor[i], 5));
-            r = _mm512_add_ps(acc,
-                              _mm512_mul_ps(_mm512_mul_ps(B->d, xdb), _mm512_cvtepi32_ps(sumi)));
-        } else {
-            const __m512 t1 = _mm512_mul_ps(B->d, xdb), t2 = _mm512_mul_ps(B->dmin, xdb);
-            r = _mm512_sub_ps(_mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(tot[i]))),
-                              _mm512_mul_ps(t2, _mm512_cvtepi32_ps(cor[i])));
+        for (int i = 0; i < mr; i++) {
+            IFZ_UNROLL
+            for (int v = 0; v < nv; v++)
+                tot[i][v] = _mm512_add_epi32(tot[i][v], _mm512_mullo_epi32(a[i][v], B[v].sc[s]));
         }
-        _mm512_mask_storeu_ps(o, om, r);
     }
+    IFZ_UNROLL
+    for (int v = 0; v < nv; v++) {
+        const ifkg_blk *Bv = &B[v];
+        IFZ_UNROLL
+        for (int i = 0; i < mr; i++) {
+            __m512i cor = _mm512_setzero_si512();
+            if (kind == IFKG_Q6K) { /* -32 x sum sc_s xs_s by the int16 pairs of 16-sums */
+                const int16_t *xs = xsum + (m + (size_t)i) * (K / 16) + b * 16;
+                IFZ_UNROLL
+                for (int p = 0; p < 8; p++)
+                    cor = _mm512_dpwssd_epi32(cor, Bv->c[p], ifkg_bcast(xs + 2 * p));
+            } else {
+                const uint8_t *q = hl + (size_t)i * IFKG_KC * 16;
+                __m512i ch = _mm512_dpbusd_epi32(_mm512_setzero_si512(), Bv->c[0], ifkg_bcast(q));
+                ch = _mm512_dpbusd_epi32(ch, Bv->c[1], ifkg_bcast(q + 4));
+                cor = _mm512_dpbusd_epi32(_mm512_slli_epi32(ch, 7), Bv->c[0], ifkg_bcast(q + 8));
+                cor = _mm512_dpbusd_epi32(cor, Bv->c[1], ifkg_bcast(q + 12));
+            }
+            const __m512 xdb = _mm512_set1_ps(xd[(m + (size_t)i) * nb + b]);
+            float *o = out + (m + (size_t)i) * ldo + n + 16 * (size_t)v;
+            const __mmask16 mv = v ? om : (nv == 2 ? (__mmask16)0xFFFF : om);
+            const __m512 acc = b ? _mm512_maskz_loadu_ps(mv, o) : _mm512_setzero_ps();
+            __m512 r;
+            if (kind == IFKG_Q6K) { /* sumi = sum sc (dot - 32 sum(x)) */
+                const __m512i sumi = _mm512_sub_epi32(tot[i][v], _mm512_slli_epi32(cor, 5));
+                r = _mm512_add_ps(
+                    acc, _mm512_mul_ps(_mm512_mul_ps(Bv->d, xdb), _mm512_cvtepi32_ps(sumi)));
+            } else {
+                const __m512 t1 = _mm512_mul_ps(Bv->d, xdb), t2 = _mm512_mul_ps(Bv->dmin, xdb);
+                r = _mm512_sub_ps(
+                    _mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(tot[i][v]))),
+                    _mm512_mul_ps(t2, _mm512_cvtepi32_ps(cor)));
+            }
+            _mm512_mask_storeu_ps(o, mv, r);
+        }
+    }
+}
+
+/* The activation-row passes of block b over the nv expanded tiles. */
+IFZ_INLINE void ifkg_block(const ifkg_blk *B, const int nv, float *out, size_t ldo,
+                           const int8_t *xq, const float *xd, const int16_t *xsum,
+                           const uint8_t *hl, size_t m0, size_t mc, size_t b, size_t nb,
+                           size_t K, size_t n, __mmask16 om, const int kind) {
+    size_t m = 0;
+#define IFKG_PASS(R)                                                                              \
+    ifkg_rows(B, nv, out, ldo, xq, xd, xsum, hl + m * IFKG_KC * 16, m0 + m, R, b, nb, K, n, om, \
+              kind)
+    if (kind == IFKG_Q6K)
+        for (; m + IFKG_MR <= mc; m += IFKG_MR) IFKG_PASS(IFKG_MR);
+    else
+        for (; m + IFKG_MR45 <= mc; m += IFKG_MR45) IFKG_PASS(IFKG_MR45);
+    /* the last rows, in halving steps */
+    if (mc - m >= 4) {
+        IFKG_PASS(4);
+        m += 4;
+    }
+    if (mc - m >= 2) {
+        IFKG_PASS(2);
+        m += 2;
+    }
+    if (mc - m >= 1) IFKG_PASS(1);
+#undef IFKG_PASS
 }
 
 IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
@@ -241,30 +321,40 @@ IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float 
                       : kind == IFKG_Q5K ? IF_Q5K_BLOCK_BYTES
                                          : IF_Q4K_BLOCK_BYTES;
     const size_t nb = K / IF_QK, rowbytes = nb * bb;
-    ifkg_blk B;
-    for (size_t n = n0; n < n1; n += 16) {
-        const uint8_t *rows[16];
-        const __mmask16 om = ifkz_rows(rows, w, rowbytes, n, n1);
-        const uint8_t *next = w + (n + 32) * rowbytes;
-        for (size_t b = 0; b < nb; b++) {
-            ifkz_prefetch(next + b * 16 * bb, 16 * bb);
-            if (kind == IFKG_Q6K) ifkg_expand_q6(&B, rows, b);
-            else ifkg_expand_q45(&B, rows, b, kind == IFKG_Q5K);
-            size_t m = 0;
-            for (; m + IFKG_MR <= M; m += IFKG_MR)
-                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, IFKG_MR, b, nb, K, n, om, kind);
-            /* the last M % IFKG_MR rows, in halving steps */
-#if IFKG_MR > 4
-            if (M - m >= 4) {
-                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 4, b, nb, K, n, om, kind);
-                m += 4;
+    ifkg_blk B[2];
+    _Alignas(64) uint8_t hl[IFKG_MC * IFKG_KC * 16];
+    for (size_t m0 = 0; m0 < M; m0 += IFKG_MC) {
+        const size_t mc = M - m0 < IFKG_MC ? M - m0 : IFKG_MC;
+        for (size_t b0 = 0; b0 < nb; b0 += IFKG_KC) {
+            const size_t nbc = nb - b0 < IFKG_KC ? nb - b0 : IFKG_KC;
+            if (kind != IFKG_Q6K) ifkg_hl(hl, xsum, K, m0, mc, b0, nbc);
+            /* Q4_K / Q5_K: tiles of 32 rows (two expanded 16-row halves), the last of 16 or
+             * fewer alone; Q6_K: tiles of 16 */
+            const size_t step = kind == IFKG_Q6K ? 16 : 32;
+            for (size_t n = n0; n < n1; n += step) {
+                const int nv = n1 - n > 16 && kind != IFKG_Q6K ? 2 : 1;
+                const uint8_t *rows[2][16];
+                __mmask16 om = ifkz_rows(rows[0], w, rowbytes, n, n1);
+                if (nv == 2) om = ifkz_rows(rows[1], w, rowbytes, n + 16, n1);
+                for (size_t bi = 0; bi < nbc; bi++) {
+                    const size_t b = b0 + bi;
+                    /* the chunk's bytes of the tile two ahead, a block's share of its rows */
+                    for (size_t r = bi * step / nbc; r < (bi + 1) * step / nbc; r++)
+                        if (n + 2 * step + r < n1)
+                            ifkz_prefetch(w + (n + 2 * step + r) * rowbytes + b0 * bb, nbc * bb);
+                    for (int v = 0; v < nv; v++) {
+                        if (kind == IFKG_Q6K) ifkg_expand_q6(&B[v], rows[v], b);
+                        else ifkg_expand_q45(&B[v], rows[v], b, kind == IFKG_Q5K);
+                    }
+                    const uint8_t *hb = hl + bi * 16;
+                    if (nv == 2)
+                        ifkg_block(B, 2, out, ldo, xq, xd, xsum, hb, m0, mc, b, nb, K, n, om,
+                                   kind);
+                    else
+                        ifkg_block(B, 1, out, ldo, xq, xd, xsum, hb, m0, mc, b, nb, K, n, om,
+                                   kind);
+                }
             }
-#endif
-            if (M - m >= 2) {
-                ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 2, b, nb, K, n, om, kind);
-                m += 2;
-            }
-            if (M - m >= 1) ifkg_rows(&B, out, ldo, xq, xd, xsum, m, 1, b, nb, K, n, om, kind);
         }
     }
 }
