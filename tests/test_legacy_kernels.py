@@ -291,7 +291,7 @@ def test_simd_objects_use_the_designed_instructions(isa, tile, ins, reg, tmp_pat
 @x86_only
 @pytest.mark.parametrize("stem, ins, reg", [("gemm_4x8_avx2", "vpmaddubsw", "%ymm"),
                                             ("gemm_4x8_avx_vnni", "vpdpbusd", "%ymm"),
-                                            ("gemm_8x16_avx512_vnni", "vpdpbusd", "%zmm")])
+                                            ("gemm_6x32_avx512_vnni", "vpdpbusd", "%zmm")])
 def test_gemm_objects_use_the_outer_product_instructions(stem, ins, reg, tmp_path):
     """Each x86 legacy GEMM, compiled with only its manifest group's flags, forms its products
     by its ISA's instruction on the tile's full-width registers (16 rows per zmm on AVX-512),

@@ -213,7 +213,7 @@ X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q6kx8_gemm_4x8_avx2": ("vpmaddubsw", "vpaddw", "vpmaddwd"),
     "q6kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
     "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
-    "q80x16_gemm_8x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
+    "q80x16_gemm_6x32_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
 }
 
 

@@ -26,13 +26,13 @@
     .q4k_gemv = &if_k_q4k_gemv_1x4_avx512_vnni, .q6k_gemv = &if_k_q6k_gemv_1x4_avx512_vnni,       \
     .q5k_gemv = &if_k_q5k_gemv_1x4_avx512_vnni, .q40_gemv = &if_k_q40_gemv_1x4_avx512_vnni,        \
     .q41_gemv = &if_k_q41_gemv_1x4_avx512_vnni, .q50_gemv = &if_k_q50_gemv_1x4_avx512_vnni,        \
-    .q51_gemv = &if_k_q51_gemv_1x4_avx512_vnni, .q40_gemm = &if_k_q40_gemm_8x16_avx512_vnni,       \
-    .q41_gemm = &if_k_q41_gemm_8x16_avx512_vnni, .q50_gemm = &if_k_q50_gemm_8x16_avx512_vnni,      \
-    .q51_gemm = &if_k_q51_gemm_8x16_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,   \
+    .q51_gemv = &if_k_q51_gemv_1x4_avx512_vnni, .q40_gemm = &if_k_q40_gemm_6x32_avx512_vnni,       \
+    .q41_gemm = &if_k_q41_gemm_6x32_avx512_vnni, .q50_gemm = &if_k_q50_gemm_6x32_avx512_vnni,      \
+    .q51_gemm = &if_k_q51_gemm_6x32_avx512_vnni, .iq4nl_gemv = &if_k_iq4nl_gemv_1x8_avx512_vnni,   \
     .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                                \
     .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                                \
     .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x4_avx512_vnni,    \
-    .q80_gemm = &if_k_q80_gemm_8x16_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
+    .q80_gemm = &if_k_q80_gemm_6x32_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
 
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
  * kernel it runs, decode and prefill alike (a tier needs its kernels' features). Adding a
@@ -99,7 +99,7 @@ static const if_kernel_table g_tiers[] = {
      .q6kx8_gemv = &if_k_q6kx8_gemv_1x8_avx_vnni, .q6kx8_gemm = &if_k_q6kx8_gemm_4x8_avx_vnni},
     {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,
-     .q80x16_gemm = &if_k_q80x16_gemm_8x16_avx512_vnni,
+     .q80x16_gemm = &if_k_q80x16_gemm_6x32_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_6x32_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_8x16_avx512_vnni,

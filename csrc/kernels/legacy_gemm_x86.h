@@ -29,14 +29,21 @@
 
 #define IFLG_INLINE static inline __attribute__((always_inline))
 #define IFLG_UNROLL _Pragma("GCC unroll 16")
-/* Blocks per span: the span's expanded values (SB * 8 vectors, 16 KiB at 512 bits) and
- * scales stay in L1 while every activation row of the call runs over them. */
+/* Blocks per span: the span's expanded values (SB * NV * 8 vectors, 16 KiB) and scales stay
+ * in L1 while every activation row of the call runs over them. */
+#if defined(__AVX512F__)
+#define IFLG_SB 16
+#else
 #define IFLG_SB 32
+#endif
 
 #if defined(__AVX512F__)
+/* AVX-512: tiles of two 16-row halves (NV), so each broadcast activation dword feeds two
+ * VPDPBUSDs, 6 activation rows a pass (24 accumulators). */
 #define IFLG_NR 16
+#define IFLG_NV 2
 #ifndef IFLG_MR
-#define IFLG_MR 8
+#define IFLG_MR 6
 #endif
 typedef __m512i iflg_vi;
 typedef __m512 iflg_vf;
@@ -55,6 +62,7 @@ typedef __mmask16 iflg_mask;
 #define iflg_zerof _mm512_setzero_ps
 #else
 #define IFLG_NR 8
+#define IFLG_NV 1
 #ifndef IFLG_MR
 #define IFLG_MR 4
 #endif
@@ -189,23 +197,28 @@ IFLG_INLINE iflg_vf iflg_f16(iflg_vi x) {
  * products of at most vmax * 128, vmax 15 for 4 bits (g = 8), 31 for 5 (g = 4): below 2^15),
  * then VPMADDWD against ones into int32; g = 0: signed values (Q8_0), |w| times x with w's sign
  * (VPSIGNB; a pair at most 2 * 128 * 127 for the Q8 rule's |x| <= 127), each into int32. */
-IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], const iflg_vi W[8],
-                           const int8_t *const x[IFLG_MR]) {
+IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR][IFLG_NV],
+                           const iflg_vi W[IFLG_NV][8], const int8_t *const x[IFLG_MR]) {
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
     (void)g;
     IFLG_UNROLL
     for (int k = 0; k < 8; k++) {
-        const iflg_vi w = W[k];
+        iflg_vi w[IFLG_NV];
+        IFLG_UNROLL
+        for (int v = 0; v < IFLG_NV; v++) w[v] = W[v][k];
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
             const iflg_vi xb = iflg_set1_32(iflg_ld32(x[i] + 4 * k));
+            IFLG_UNROLL
+            for (int v = 0; v < IFLG_NV; v++) {
 #if defined(__AVX512F__)
-            dot[i] = _mm512_dpbusd_epi32(dot[i], w, xb);
+                dot[i][v] = _mm512_dpbusd_epi32(dot[i][v], w[v], xb);
 #elif defined(__AVX512VNNI__)
-            dot[i] = _mm256_dpbusd_epi32(dot[i], w, xb);
+                dot[i][v] = _mm256_dpbusd_epi32(dot[i][v], w[v], xb);
 #else
-            dot[i] = _mm256_dpbusd_avx_epi32(dot[i], w, xb);
+                dot[i][v] = _mm256_dpbusd_avx_epi32(dot[i][v], w[v], xb);
 #endif
+            }
         }
     }
 #else
@@ -213,12 +226,12 @@ IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], cons
     if (g == 0) {
         IFLG_UNROLL
         for (int k = 0; k < 8; k++) {
-            const __m256i w = W[k], aw = _mm256_abs_epi8(w); /* -128 -> 0x80: 128 unsigned */
+            const __m256i w = W[0][k], aw = _mm256_abs_epi8(w); /* -128 -> 0x80: 128 unsigned */
             IFLG_UNROLL
             for (int i = 0; i < mr; i++) {
                 const __m256i xs = _mm256_sign_epi8(iflg_set1_32(iflg_ld32(x[i] + 4 * k)), w);
-                dot[i] = _mm256_add_epi32(dot[i],
-                                          _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+                dot[i][0] = _mm256_add_epi32(
+                    dot[i][0], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
             }
         }
         return;
@@ -228,7 +241,7 @@ IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], cons
         __m256i p[IFLG_MR];
         IFLG_UNROLL
         for (int k = k0; k < k0 + g; k++) {
-            const __m256i w = W[k];
+            const __m256i w = W[0][k];
             IFLG_UNROLL
             for (int i = 0; i < mr; i++) {
                 const __m256i q = _mm256_maddubs_epi16(w, iflg_set1_32(iflg_ld32(x[i] + 4 * k)));
@@ -238,7 +251,7 @@ IFLG_INLINE void iflg_dots(const int mr, const int g, iflg_vi dot[IFLG_MR], cons
         }
         IFLG_UNROLL
         for (int i = 0; i < mr; i++)
-            dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p[i], ones));
+            dot[i][0] = _mm256_add_epi32(dot[i][0], _mm256_madd_epi16(p[i], ones));
     }
 #endif
 }
@@ -289,8 +302,8 @@ IFLG_INLINE void iflg_xs(int32_t *o, const int16_t *xsum, size_t nbs, int min, i
 
 /* The expanded span of a tile. */
 typedef struct iflg_span {
-    iflg_vi w[IFLG_SB][8];
-    iflg_vf d[IFLG_SB], m[IFLG_SB];
+    iflg_vi w[IFLG_SB][IFLG_NV][8];
+    iflg_vf d[IFLG_SB][IFLG_NV], m[IFLG_SB][IFLG_NV];
 } iflg_span;
 
 /* mr activation rows (from m0) over the span's nbs blocks from b0: the running sums from out
@@ -298,41 +311,53 @@ typedef struct iflg_span {
  * to the stack first (as -z xs, or as floats with a minimum). */
 IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span *S, float *out,
                            size_t ldo, const int8_t *xq, const float *xd, const int16_t *xsum,
-                           size_t K, size_t b0, size_t nbs, iflg_mask om) {
+                           size_t K, size_t b0, size_t nbs, const iflg_mask om[IFLG_NV]) {
     const size_t nb = K / IF_QL;
     _Alignas(64) int32_t xs[IFLG_MR][IFLG_SB + IFLG_NR]; /* -z xs, or (float)xs */
-    iflg_vf acc[IFLG_MR];
+    iflg_vf acc[IFLG_MR][IFLG_NV];
     IFLG_UNROLL
     for (int i = 0; i < mr; i++) {
         iflg_xs(xs[i], xsum + i * (K / 16) + 2 * b0, nbs, t.min, z);
-        acc[i] = b0 ? iflg_loadf(out + i * ldo, om) : iflg_zerof();
+        IFLG_UNROLL
+        for (int v = 0; v < IFLG_NV; v++)
+            acc[i][v] = b0 ? iflg_loadf(out + i * ldo + v * IFLG_NR, om[v]) : iflg_zerof();
     }
     /* The activations are read where they are (row i at i K bytes from the span's start): a
      * copy to the stack per tile cost a fifth of the time at K = 576. */
     const int8_t *xb = xq + b0 * IF_QL;
     const float *xdb0 = xd + b0;
     for (size_t b = 0; b < nbs; b++) {
-        iflg_vi dot[IFLG_MR];
+        iflg_vi dot[IFLG_MR][IFLG_NV];
         const int8_t *x[IFLG_MR];
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
-            dot[i] = t.min ? iflg_zero() : iflg_set1_32(xs[i][b]);
+            IFLG_UNROLL
+            for (int v = 0; v < IFLG_NV; v++)
+                dot[i][v] = t.min ? iflg_zero() : iflg_set1_32(xs[i][b]);
             x[i] = xb + i * K + b * IF_QL;
         }
         iflg_dots(mr, IFLG_S8(t) ? 0 : t.qh ? 4 : 8, dot, S->w[b], x);
         IFLG_UNROLL
         for (int i = 0; i < mr; i++) {
             const iflg_vf xdb = iflg_set1f(xdb0[i * nb + b]);
-            acc[i] = iflg_addf(acc[i], iflg_mulf(iflg_mulf(S->d[b], xdb), iflg_cvt(dot[i])));
-            if (t.min) {
-                float xf;
-                memcpy(&xf, &xs[i][b], sizeof xf);
-                acc[i] = iflg_addf(acc[i], iflg_mulf(iflg_mulf(S->m[b], xdb), iflg_set1f(xf)));
+            IFLG_UNROLL
+            for (int v = 0; v < IFLG_NV; v++) {
+                acc[i][v] = iflg_addf(acc[i][v], iflg_mulf(iflg_mulf(S->d[b][v], xdb),
+                                                           iflg_cvt(dot[i][v])));
+                if (t.min) {
+                    float xf;
+                    memcpy(&xf, &xs[i][b], sizeof xf);
+                    acc[i][v] = iflg_addf(acc[i][v],
+                                          iflg_mulf(iflg_mulf(S->m[b][v], xdb), iflg_set1f(xf)));
+                }
             }
         }
     }
     IFLG_UNROLL
-    for (int i = 0; i < mr; i++) iflg_storef(out + i * ldo, om, acc[i]);
+    for (int i = 0; i < mr; i++) {
+        IFLG_UNROLL
+        for (int v = 0; v < IFLG_NV; v++) iflg_storef(out + i * ldo + v * IFLG_NR, om[v], acc[i][v]);
+    }
 }
 
 typedef void (*iflg_expand_fn)(ifl_type, const uint8_t *const[IFLG_NR], size_t, iflg_vi[8]);
@@ -362,26 +387,42 @@ IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *
     (void)x16; /* row groups are AVX-512's */
 #endif
     _Alignas(64) iflg_span S;
-    for (size_t n = n0; n < n1; n += IFLG_NR) {
-        const size_t nr = n1 - n < IFLG_NR ? n1 - n : IFLG_NR;
-        const uint8_t *rows[IFLG_NR]; /* rows past n1 repeat the last: read, never stored */
-        for (size_t r = 0; r < IFLG_NR; r++) rows[r] = w + (n + (r < nr ? r : nr - 1)) * rowbytes;
-        const iflg_mask om = iflg_lanes(nr);
+    for (size_t n = n0; n < n1; n += IFLG_NR * IFLG_NV) {
+        /* rows past n1 repeat the last (a half wholly past n1 repeats the one before, mask 0):
+         * read, never stored */
+        const uint8_t *rows[IFLG_NV][IFLG_NR];
+        iflg_mask om[IFLG_NV];
+        IFLG_UNROLL
+        for (int v = 0; v < IFLG_NV; v++) {
+            const size_t nv = n + (size_t)v * IFLG_NR;
+            if (nv >= n1) {
+                memcpy(rows[v], rows[v - 1], sizeof rows[v]);
+                om[v] = iflg_lanes(0);
+                continue;
+            }
+            const size_t nr = n1 - nv < IFLG_NR ? n1 - nv : IFLG_NR;
+            for (size_t r = 0; r < IFLG_NR; r++)
+                rows[v][r] = w + (nv + (r < nr ? r : nr - 1)) * rowbytes;
+            om[v] = iflg_lanes(nr);
+        }
         for (size_t b0 = 0; b0 < nb; b0 += IFLG_SB) {
             const size_t nbs = nb - b0 < IFLG_SB ? nb - b0 : IFLG_SB;
             for (size_t b = 0; b < nbs; b++) {
                 const size_t off = (b0 + b) * t.bb;
+                IFLG_UNROLL
+                for (int v = 0; v < IFLG_NV; v++) {
 #if defined(__AVX512F__)
-                if (x16) {
-                    iflg_x16(rows[0], b0 + b, S.w[b], &S.d[b]);
-                    continue;
-                }
+                    if (x16) {
+                        iflg_x16(rows[v][0], b0 + b, S.w[b][v], &S.d[b][v]);
+                        continue;
+                    }
 #endif
-                expand(t, rows, off, S.w[b]);
-                iflg_vi h[4];
-                iflg_col4(rows, off, h);
-                S.d[b] = iflg_f16(h[0]);
-                if (t.min) S.m[b] = iflg_f16(iflg_srli32(h[0], 16));
+                    expand(t, rows[v], off, S.w[b][v]);
+                    iflg_vi h[4];
+                    iflg_col4(rows[v], off, h);
+                    S.d[b][v] = iflg_f16(h[0]);
+                    if (t.min) S.m[b][v] = iflg_f16(iflg_srli32(h[0], 16));
+                }
             }
             for (size_t m = 0; m < M; m += IFLG_MR) {
                 const size_t mr = M - m < IFLG_MR ? M - m : IFLG_MR;

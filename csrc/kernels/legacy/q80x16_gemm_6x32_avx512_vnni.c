@@ -1,16 +1,16 @@
 /* Q8_0 GEMM on 16-row groups (if_q80_pack_x16), avx512_vnni: legacy_gemm_x86.h's body, whose
  * block expansion is then 8 aligned loads with the sign bit flipped (VPDPBUSD on value + 128),
- * 8 activation rows per step. */
-#define IFLG_MR 8
+ * two groups side by side, 6 activation rows a step. */
+#define IFLG_MR 6
 #include "../legacy_gemm_x86.h"
 
-void if_q80x16_gemm_8x16_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
+void if_q80x16_gemm_6x32_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
                                      const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                                      size_t n1, size_t K) {
     iflg_gemm(IFL_Q80, iflg_s8, IFLG_Z80, out, ldo, xq, xd, xsum, M, w, n0, n1, K, 1);
 }
 
-const if_kq_gemm_kernel if_k_q80x16_gemm_8x16_avx512_vnni = {
-    .name = "q80x16_gemm_8x16_avx512_vnni",
-    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 8, .nr = 16,
-    .run = if_q80x16_gemm_8x16_avx512_vnni};
+const if_kq_gemm_kernel if_k_q80x16_gemm_6x32_avx512_vnni = {
+    .name = "q80x16_gemm_6x32_avx512_vnni",
+    .requires = IF_FEATS_AVX512 | IF_FEAT_AVX512_VNNI, .mr = 6, .nr = 32,
+    .run = if_q80x16_gemm_6x32_avx512_vnni};
