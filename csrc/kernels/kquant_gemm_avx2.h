@@ -56,6 +56,12 @@ IFY_INLINE __m256i ifkyg_u8(__m256i v, int s) {
 IFY_INLINE __m256i ifkyg_s8(__m256i v, int s) {
     return _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * (s & 3)), 24);
 }
+/* Lane r: the low 16 bits of lo's lane r, then hi's as the high half (an int16 pair for
+ * VPMADDWD). */
+IFY_INLINE __m256i ifkyg_pair16(__m256i lo, __m256i hi) {
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF)),
+                           _mm256_slli_epi32(hi, 16));
+}
 IFY_INLINE __m256i ifkyg_mv(__m256i v, int from, int to) {
     return from <= to ? _mm256_slli_epi32(v, to - from) : _mm256_srli_epi32(v, from - to);
 }
@@ -117,10 +123,10 @@ IFY_INLINE void ifkyg_expand_q45(ifky_gblk *B, const uint8_t *const rows[8], siz
     for (int s = 0; s < 8; s++) {
         B->sc[s] = ifkyg_u8(s < 4 ? sc_lo : sc_hi, s);
 #if !defined(__AVXVNNI__)
-        B->sc2[s] = _mm256_or_si256(B->sc[s], _mm256_slli_epi32(B->sc[s], 16));
+        B->sc2[s] = ifkyg_pair16(B->sc[s], B->sc[s]);
 #endif
         const __m256i mn = ifkyg_u8(s < 4 ? m_lo : m_hi, s);
-        B->c[s] = _mm256_or_si256(mn, _mm256_slli_epi32(mn, 16));
+        B->c[s] = ifkyg_pair16(mn, mn);
     }
     B->d = ifky_f16x8(dh);
     B->dmin = ifky_f16x8(mh);
@@ -162,13 +168,11 @@ IFY_INLINE void ifkyg_expand_q6(ifky_gblk *B, const uint8_t *const rows[8], size
     for (int s = 0; s < 16; s++) {
         B->sc[s] = ifkyg_s8(s4[s / 4], s);
 #if !defined(__AVXVNNI__)
-        B->sc2[s] = _mm256_or_si256(_mm256_and_si256(B->sc[s], _mm256_set1_epi32(0xFFFF)),
-                                    _mm256_slli_epi32(B->sc[s], 16));
+        B->sc2[s] = ifkyg_pair16(B->sc[s], B->sc[s]);
 #endif
     }
     for (int p = 0; p < 8; p++)
-        B->c[p] = _mm256_or_si256(_mm256_and_si256(B->sc[2 * p], _mm256_set1_epi32(0xFFFF)),
-                                  _mm256_slli_epi32(B->sc[2 * p + 1], 16));
+        B->c[p] = ifkyg_pair16(B->sc[2 * p], B->sc[2 * p + 1]);
     B->d = ifky_f16x8(dh);
 }
 

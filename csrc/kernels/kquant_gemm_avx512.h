@@ -207,12 +207,13 @@ IFZ_INLINE void ifkg_hl(uint8_t *hl, const int16_t *xsum, size_t K, size_t m0, s
 }
 
 /* mr (<= IFKG_MR) activation rows from m against nv (1 or 2) expanded 16-row tiles of block b
- * (rows n .. n + 16 nv - 1): each broadcast activation dword feeds nv VPDPBUSDs. hl: the rows'
- * 32-sum bytes for this block (Q4_K / Q5_K), row i at hl + i IFKG_KC 16. */
+ * (rows n .. n + 16 nv - 1, om[v] the store mask of tile v): each broadcast activation dword
+ * feeds nv VPDPBUSDs. hl: the rows' 32-sum bytes for this block (Q4_K / Q5_K), row i at
+ * hl + i IFKG_KC 16. */
 IFZ_INLINE void ifkg_rows(const ifkg_blk *B, const int nv, float *out, size_t ldo,
                           const int8_t *xq, const float *xd, const int16_t *xsum,
                           const uint8_t *hl, size_t m, const int mr, size_t b, size_t nb,
-                          size_t K, size_t n, __mmask16 om, const int kind) {
+                          size_t K, size_t n, const __mmask16 om[2], const int kind) {
     const int nsub = kind == IFKG_Q6K ? 16 : 8, per = 64 / nsub;
     const int8_t *x[IFKG_MR];
     __m512i tot[IFKG_MR][2];
@@ -270,8 +271,7 @@ IFZ_INLINE void ifkg_rows(const ifkg_blk *B, const int nv, float *out, size_t ld
             }
             const __m512 xdb = _mm512_set1_ps(xd[(m + (size_t)i) * nb + b]);
             float *o = out + (m + (size_t)i) * ldo + n + 16 * (size_t)v;
-            const __mmask16 mv = v ? om : (nv == 2 ? (__mmask16)0xFFFF : om);
-            const __m512 acc = b ? _mm512_maskz_loadu_ps(mv, o) : _mm512_setzero_ps();
+            const __m512 acc = b ? _mm512_maskz_loadu_ps(om[v], o) : _mm512_setzero_ps();
             __m512 r;
             if (kind == IFKG_Q6K) { /* sumi = sum sc (dot - 32 sum(x)) */
                 const __m512i sumi = _mm512_sub_epi32(tot[i][v], _mm512_slli_epi32(cor, 5));
@@ -283,7 +283,7 @@ IFZ_INLINE void ifkg_rows(const ifkg_blk *B, const int nv, float *out, size_t ld
                     _mm512_add_ps(acc, _mm512_mul_ps(t1, _mm512_cvtepi32_ps(tot[i][v]))),
                     _mm512_mul_ps(t2, _mm512_cvtepi32_ps(cor)));
             }
-            _mm512_mask_storeu_ps(o, mv, r);
+            _mm512_mask_storeu_ps(o, om[v], r);
         }
     }
 }
@@ -292,7 +292,7 @@ IFZ_INLINE void ifkg_rows(const ifkg_blk *B, const int nv, float *out, size_t ld
 IFZ_INLINE void ifkg_block(const ifkg_blk *B, const int nv, float *out, size_t ldo,
                            const int8_t *xq, const float *xd, const int16_t *xsum,
                            const uint8_t *hl, size_t m0, size_t mc, size_t b, size_t nb,
-                           size_t K, size_t n, __mmask16 om, const int kind) {
+                           size_t K, size_t n, const __mmask16 om[2], const int kind) {
     size_t m = 0;
 #define IFKG_PASS(R)                                                                              \
     ifkg_rows(B, nv, out, ldo, xq, xd, xsum, hl + m * IFKG_KC * 16, m0 + m, R, b, nb, K, n, om, \
@@ -334,8 +334,8 @@ IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float 
             for (size_t n = n0; n < n1; n += step) {
                 const int nv = n1 - n > 16 && kind != IFKG_Q6K ? 2 : 1;
                 const uint8_t *rows[2][16];
-                __mmask16 om = ifkz_rows(rows[0], w, rowbytes, n, n1);
-                if (nv == 2) om = ifkz_rows(rows[1], w, rowbytes, n + 16, n1);
+                __mmask16 om[2] = {ifkz_rows(rows[0], w, rowbytes, n, n1), 0};
+                if (nv == 2) om[1] = ifkz_rows(rows[1], w, rowbytes, n + 16, n1);
                 for (size_t bi = 0; bi < nbc; bi++) {
                     const size_t b = b0 + bi;
                     /* the chunk's bytes of the tile two ahead, a block's share of its rows */
