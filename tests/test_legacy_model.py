@@ -34,12 +34,10 @@ from blocks_helper import (
 )
 from conftest import cli
 from isaforge import _native
-from isaforge.formats import with_context
 from isaforge.formats.gguf import read_gguf
 from isaforge.quant.ggml import KQTensor
-from isaforge.quant.mapped import MappedQ8
 from isaforge.reference import Reference
-from isaforge.runtime.engine import Engine, _route_q80, matrix_kernels, runtime_info, select_kernel
+from isaforge.runtime.engine import Engine, matrix_kernels, runtime_info, select_kernel
 from isaforge.types import Config
 from test_gguf import base_kv, write_gguf
 
@@ -249,28 +247,7 @@ def test_q8_0_token_rows_and_classifier(q8_0: Path) -> None:
     assert w.tok_embeddings is w.wcls
     eng = Engine(m, threads=1)
     assert np.array_equal(eng.embed(ROW_IDS), gguf_token_rows(q8_0, CL))
-    assert eng.kernels["prefill"]["q80_in_place"]
     assert matrix_kernels(w.wcls, eng.kernels)[1].startswith("q80_gemv_")
-
-
-def test_q8_0_on_a_packed_tier_takes_the_q8_path(q8_0: Path) -> None:
-    """A tier whose Q8 GEMM reads packed tiles (AMX: q80_in_place false) gets the Q8_0 matrices
-    as MappedQ8 (the core converts and packs them, as before), the tied table with its
-    classifier; the model then equals the q8 load bit for bit, and info names the Q8 kernels.
-    No AMX is needed: the routing reads the tables' flag."""
-    m = with_context(read_gguf(q8_0, quant="auto"), len(TOKS))
-    kernels = runtime_info()
-    assert kernels["prefill"]["q80_in_place"]  # no AMX tier is chosen here
-    packed = {p: {**kernels[p], "q80_in_place": False} for p in ("decode", "prefill")}
-    assert matrix_kernels(m.weights.wv[0], packed) == (
-        "Q8 g32", packed["decode"]["q8_decode"], packed["prefill"]["q8_gemm"])
-    _route_q80(m.weights, packed)
-    w = m.weights
-    assert all(isinstance(t, MappedQ8) for t in w.wq + w.wv + w.w2)
-    assert isinstance(w.wcls, MappedQ8) and w.tok_embeddings is w.wcls
-    got = Engine(m, threads=2).prefill(TOKS, all_logits=True)
-    q8 = all_logits(q8_0, "q8")[1]
-    assert np.array_equal(got.view(np.uint32), q8.view(np.uint32))
 
 
 def test_info_lists_q8_0_in_place(q8_0: Path, monkeypatch) -> None:
@@ -282,13 +259,17 @@ def test_info_lists_q8_0_in_place(q8_0: Path, monkeypatch) -> None:
         assert x["decode"].startswith("q80_gemv_") and x["prefill"].startswith("q80_gemm_"), x
 
 
-def test_only_the_amx_tier_keeps_q8_0_packed() -> None:
-    """if_table_q80_in_place over every compiled tier (supported here or not): false exactly for
-    a tier whose Q8 GEMM is AMX, so Q8_0 runs in place on every other tier."""
-    tiers = _native.info()["tiers"]
-    packed = {t["name"] for t in tiers if not t["q80_in_place"]}
-    assert packed == ({"amx"} & {t["name"] for t in tiers})
-    for t in tiers:
-        if t["supported"]:
-            select_kernel(t["name"])
-            assert runtime_info()["prefill"]["q80_in_place"] == t["q80_in_place"], t["name"]
+def test_every_tier_runs_q8_0_in_place(q8_0: Path) -> None:
+    """Every tier this CPU supports (AMX too) runs GGUF Q8_0 on the file's blocks with its q80
+    kernels, whose bits equal q80's scalar kernels (a packed Q8 copy would follow Q8's float
+    order instead, and a model mixing Q8_0 with other types would differ across tiers)."""
+    w = read_gguf(q8_0, quant="auto").weights
+    tiers = [t["name"] for t in _native.info()["tiers"] if t["supported"]]
+    assert "scalar" in tiers
+    for name in tiers:
+        select_kernel(name)
+        kernels = runtime_info()
+        res, dec, pre = matrix_kernels(w.wv[0], kernels)
+        assert res == "Q8_0 in place", (name, res)
+        assert dec.startswith(("q80_gemv_", "q80x16_gemv_")), (name, dec)
+        assert pre.startswith(("q80_gemm_", "q80x16_gemm_")), (name, pre)

@@ -32,7 +32,9 @@
     .iq4xs_gemv = &if_k_iq4xs_gemv_1x8_avx512_vnni,                                                \
     .iq4nl_gemm = &if_k_iq4nl_gemm_1x8_avx512_vnni,                                                \
     .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x4_avx512_vnni,    \
-    .q80_gemm = &if_k_q80_gemm_6x32_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512
+    .q80_gemm = &if_k_q80_gemm_6x32_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512,     \
+    .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,                                             \
+    .q80x16_gemm = &if_k_q80x16_gemm_6x32_avx512_vnni
 
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
  * kernel it runs, decode and prefill alike (a tier needs its kernels' features). Adding a
@@ -98,8 +100,6 @@ static const if_kernel_table g_tiers[] = {
      .q4kx8_gemv = &if_k_q4kx8_gemv_1x8_avx_vnni, .q4kx8_gemm = &if_k_q4kx8_gemm_4x8_avx_vnni,
      .q6kx8_gemv = &if_k_q6kx8_gemv_1x8_avx_vnni, .q6kx8_gemm = &if_k_q6kx8_gemm_4x8_avx_vnni},
     {.tier = "avx512_vnni", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
-     .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,
-     .q80x16_gemm = &if_k_q80x16_gemm_6x32_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_6x32_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_8x16_avx512_vnni,
@@ -107,8 +107,8 @@ static const if_kernel_table g_tiers[] = {
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. Q8, CQ4
      * and the K-quants have AMX GEMMs (the CQ4 one decodes from its packed copy,
-     * decode_packed); the legacy and IQ4 blocks (and Q8_0 held as stored) run the AVX-512 VNNI
-     * GEMMs. */
+     * decode_packed); the legacy and IQ4 blocks, GGUF Q8_0 included, run in place on the
+     * AVX-512 VNNI kernels (a packed Q8 copy would take Q8's float order, not Q8_0's). */
     {.tier = "amx", IF_AVX512_SHARED, .q8_gemv = &if_k_q8_gemv_1x1_avx512_vnni,
      .q8_gemm = &if_k_q8_gemm_16x16_amx, .attn_i8 = &if_k_i8_attn_16x64_amx,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
@@ -224,10 +224,6 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->q6kx8_gemm ? t->q6kx8_gemm->requires : 0) |
            (t->q80x16_gemv ? t->q80x16_gemv->requires : 0) |
            (t->q80x16_gemm ? t->q80x16_gemm->requires : 0);
-}
-
-int if_table_q80_in_place(const if_kernel_table *t) {
-    return !(t->q8_gemm->requires & (IF_FEAT_AMX_TILE | IF_FEAT_AMX_INT8));
 }
 
 int if_table_decodes_packed(const if_kernel_table *t) {

@@ -433,8 +433,6 @@ uint32_t if_table_requires(const if_kernel_table *t);
 /* 1 if a model running tier t for decode and prefill decodes from the packed copy (t's GEMM
  * packs, declares decode_packed and can unpack): its row-major int8 is then never read. */
 int if_table_decodes_packed(const if_kernel_table *t);
-/* 1 if tier t runs GGUF Q8_0 in place (q80_*), 0 if packed Q8 (its AMX GEMM reads packed tiles) */
-int if_table_q80_in_place(const if_kernel_table *t);
 /* Notes on features the CPU has but cannot use (e.g. AMX permission refused), or "". */
 const char *if_cpu_notes(void);
 

@@ -247,10 +247,6 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
 PyObject *ifpy_table_dict(const if_kernel_table *t) {
     PyObject *d = table_dict(t);
     if (d && kq_names(d, t) < 0) Py_CLEAR(d);
-    /* whether GGUF Q8_0 matrices run in place (q80_*) or as packed Q8 on this tier */
-    if (d && PyDict_SetItemString(d, "q80_in_place",
-                                  if_table_q80_in_place(t) ? Py_True : Py_False) < 0)
-        Py_CLEAR(d);
     return d;
 }
 
@@ -289,10 +285,8 @@ static PyObject *py_info(PyObject *mod, PyObject *args) {
     for (size_t i = 0; i < if_tier_count(); i++) {
         char why[256];
         int ok = if_tier_supported(i, mask, why, sizeof why);
-        /* q80_in_place: whether GGUF Q8_0 runs in place on the tier (if_table_q80_in_place) */
-        PyObject *t = Py_BuildValue("{s:s,s:O,s:s,s:O}", "name", if_tier_name(i), "supported",
-                                    ok ? Py_True : Py_False, "reason", why, "q80_in_place",
-                                    if_table_q80_in_place(if_tier_table(i)) ? Py_True : Py_False);
+        PyObject *t = Py_BuildValue("{s:s,s:O,s:s}", "name", if_tier_name(i), "supported",
+                                    ok ? Py_True : Py_False, "reason", why);
         if (!t || PyList_Append(tiers, t) != 0) {
             Py_XDECREF(t);
             Py_DECREF(tiers);

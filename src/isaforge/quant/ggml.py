@@ -275,8 +275,7 @@ def q4_split(raw, type_id: int, rows: int, cols: int) -> Q4Tensor:
                     kind=t.name.lower())
 
 
-# The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE;
-# Q8_0 except on a tier whose Q8 GEMM is AMX: runtime.engine.q80_packed)
+# The types run in place (--quant auto): the K-quants, and the legacy blocks of 32 (LEGACY_NATIVE)
 LEGACY_NATIVE = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
 KQ_NATIVE = ("Q4_K", "Q5_K", "Q6_K") + LEGACY_NATIVE
 # IQ4_NL (blocks of 32, L8 activations) and IQ4_XS (256, K8) run in place too (IQ4_NATIVE)

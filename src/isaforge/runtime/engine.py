@@ -69,31 +69,6 @@ def packed_bytes(config: Config, group_size: int, kernel: str | None = None) -> 
                                 disabled_features())
 
 
-def q80_packed(w, kernels: dict) -> bool:
-    """Whether w, a GGUF Q8_0 matrix held in place (KQTensor), runs as packed Q8 under the
-    kernel tables `kernels` (runtime_info's): on a tier whose Q8 GEMM is AMX, whose tiles read
-    a packed copy that no in-place kernel matches; every other tier runs its q80 kernels on
-    the file's blocks."""
-    return (isinstance(w, KQTensor) and w.type_name == "Q8_0"
-            and not kernels["prefill"]["q80_in_place"])
-
-
-def _route_q80(w, kernels: dict) -> None:
-    """Make each in-place Q8_0 matrix of w that q80_packed sends to packed Q8 a MappedQ8 over
-    the same blocks (the core converts and packs it, and its pages are then released); a tied
-    token table follows its classifier, an untied one stays in place (only looked up)."""
-    for name in LAYER_MATRICES:
-        per_layer = getattr(w, name)
-        for i, t in enumerate(per_layer):
-            if q80_packed(t, kernels):
-                per_layer[i] = MappedQ8(t.raw, t.type_id, t.shape, f"layers.{i}.{name}")
-    if q80_packed(w.wcls, kernels):
-        tied = w.tok_embeddings is w.wcls
-        w.wcls = MappedQ8(w.wcls.raw, w.wcls.type_id, w.wcls.shape, "classifier")
-        if tied:
-            w.tok_embeddings = w.wcls
-
-
 def _matrix_spec(w) -> tuple:
     if isinstance(w, MappedQ8):  # the file's bytes: the core converts them (ggml_intake.c)
         return (GGML, *w.shape, w.type_id, w.raw)
@@ -297,7 +272,6 @@ class Engine:
             raise ValueError(f"ubatch must be >= 0, got {ubatch}")
         c: Config = model.config
         w = model.weights
-        _route_q80(w, runtime_info(kernel))
         self.config = c
         self.model = model
         mats = []
@@ -493,8 +467,6 @@ def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
     matrix the arena groups runs its first decode steps on the file's rows, the kernels given
     here once moved."""
     d, p = kernels["decode"], kernels["prefill"]
-    if q80_packed(w, kernels):
-        return "Q8 g32", d["q8_decode"], p["q8_gemm"]
     if g := group_rows(w, kernels):
         k = GROUPS[w.type_name][2]
         return f"{w.type_name} in {g}-row groups", d[f"{k}_gemv"], p[f"{k}_gemm"]
