@@ -423,8 +423,8 @@ KQ_SIMD = {  # kernel file stem -> instructions its design rests on (register wi
     "q6k_gemv_1x8_avx_vnni": ("vpdpwssd", "vpshufb", "vpmaddubsw"),
     "q4k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
     "q6k_gemv_1x8_avx2": ("vpmaddwd", "vpshufb", "vpmaddubsw"),
-    "q4k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw"),
-    "q5k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw"),
+    "q4k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw", "vpdpwssd"),
+    "q5k_gemm_16x16_amx": ("tdpbsud", "vpgatherdd", "vpmullw", "vpdpwssd"),
     "q6k_gemm_16x16_amx": ("tdpbsud", "tdpbssd", "vpgatherdd", "vpmullw"),
 }
 
@@ -436,7 +436,8 @@ def test_simd_objects_use_the_designed_instructions(stem, tmp_path):
     """Each x86 K-quant kernel compiled with only its manifest group's flags contains its
     product instructions on its own register width (zmm for AVX-512, ymm otherwise), the AVX2
     body no VNNI instruction, the AVX2 GEMMs no VPMULLD (VPMADDWD applies the scales), the
-    AVX-512 Q4_K / Q5_K GEMMs no VPDPWSSD (their mins go through VPDPBUSD)."""
+    AVX-512 Q4_K / Q5_K GEMMs no VPDPWSSD (their mins go through VPDPBUSD), the AMX ones
+    VPDPWSSD (their mins on the vector units, not a third set of tiles)."""
     asm = x86_object_asm(manifest_and_header(tmp_path), stem, tmp_path)
     reg = "%zmm" if "avx512" in stem or "amx" in stem else "%ymm"
     for ins in KQ_SIMD[stem]:  # tile products name tile registers

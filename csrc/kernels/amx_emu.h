@@ -5,7 +5,8 @@
  * #GP / #UD on hardware (reported here with abort()): a configuration or operand shape the
  * emulator accepts is one the hardware accepts.
  *
- * The includer gets AMX_TILE_STATE (the per-call machine, a local named amx_emu_s_),
+ * The includer gets AMX_TILE_STATE (the per-call machine, a local pointed to by amx_emu_s_;
+ * a helper taking AMX_TILE_PARAM is passed AMX_TILE_ARG),
  * AMX_TILE_CONFIG(cfgp) (64 bytes at cfgp), AMX_TILE_RELEASE(), AMX_TILE_ZERO(t),
  * AMX_TILE_LOAD(t, p, s), AMX_TILE_STORE(t, p, s), AMX_TILE_DPBSSD(c, a, b),
  * AMX_TILE_DPBSUD(c, a, b) and AMX_BARRIER() (nothing to order: plain C loads and stores). */
@@ -130,14 +131,18 @@ static void amx_emu_dp(amx_emu *s, int c, int a, int b, int b_unsigned, const ch
 
 #define AMX_BARRIER() ((void)0)
 #define AMX_TILE_STATE                                                                     \
-    amx_emu amx_emu_s_;                                                                    \
-    amx_emu_release(&amx_emu_s_)
-#define AMX_TILE_CONFIG(cfgp) amx_emu_config(&amx_emu_s_, (cfgp))
-#define AMX_TILE_RELEASE() amx_emu_release(&amx_emu_s_)
-#define AMX_TILE_ZERO(t) amx_emu_zero(&amx_emu_s_, (t))
-#define AMX_TILE_LOAD(t, p, s) amx_emu_load(&amx_emu_s_, (t), (p), (size_t)(s))
-#define AMX_TILE_DPBSSD(c, a, b) amx_emu_dp(&amx_emu_s_, (c), (a), (b), 0, "TDPBSSD")
-#define AMX_TILE_DPBSUD(c, a, b) amx_emu_dp(&amx_emu_s_, (c), (a), (b), 1, "TDPBSUD")
-#define AMX_TILE_STORE(t, p, s) amx_emu_store(&amx_emu_s_, (t), (p), (size_t)(s))
+    amx_emu amx_emu_m_;                                                                    \
+    amx_emu *const amx_emu_s_ = &amx_emu_m_;                                               \
+    amx_emu_release(amx_emu_s_)
+/* a helper that runs tile operations takes the caller's machine */
+#define AMX_TILE_PARAM amx_emu *const amx_emu_s_
+#define AMX_TILE_ARG amx_emu_s_
+#define AMX_TILE_CONFIG(cfgp) amx_emu_config(amx_emu_s_, (cfgp))
+#define AMX_TILE_RELEASE() amx_emu_release(amx_emu_s_)
+#define AMX_TILE_ZERO(t) amx_emu_zero(amx_emu_s_, (t))
+#define AMX_TILE_LOAD(t, p, s) amx_emu_load(amx_emu_s_, (t), (p), (size_t)(s))
+#define AMX_TILE_DPBSSD(c, a, b) amx_emu_dp(amx_emu_s_, (c), (a), (b), 0, "TDPBSSD")
+#define AMX_TILE_DPBSUD(c, a, b) amx_emu_dp(amx_emu_s_, (c), (a), (b), 1, "TDPBSUD")
+#define AMX_TILE_STORE(t, p, s) amx_emu_store(amx_emu_s_, (t), (p), (size_t)(s))
 
 #endif

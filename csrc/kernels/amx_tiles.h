@@ -17,6 +17,9 @@
 
 #define AMX_BARRIER() __asm__ volatile("" : : : "memory")
 #define AMX_TILE_STATE ((void)0)
+/* a helper that runs tile operations: the tiles are the core's, nothing to pass */
+#define AMX_TILE_PARAM __attribute__((unused)) int amx_tile_unused_
+#define AMX_TILE_ARG 0
 #define AMX_TILE_CONFIG(cfgp)                                                              \
     do {                                                                                   \
         __asm__ volatile("" : : "r"(cfgp) : "memory");                                     \

@@ -4,14 +4,20 @@
  * (csrc/testing/q4k_gemm_16x16_amx_emulated.c, q5k_..., amx_emu.h: the test-only
  * "amx_emulated" table). Both compile with AVX-512 flags: only the tile operations differ.
  *
- * Per block and 16 weight rows the values are expanded once into three sets of VNNI B tiles
- * (see q45ka_blk), the f16 scales into lanes; then per 16 activation rows and 64-value window
- * 3 TDPBSUD (K = 64), so per block 12 TDPs and 3 tile stores, and the readout
- * sumi = lo + 2^S hi, summ = mn, then the scalar kernel's float step, block after block. The
- * integers are the scalar kernel's sumi and summ (integer sums in another order; summ by the
- * K8 rule that xsum is the sum of its 16 xq values), the float chain is its own, so the same
- * bits; activation and weight rows past M and n1 are never read (tile rows configured to the
- * tail, masked gathers).
+ * Per block and 16 weight rows the values are expanded once into two sets of VNNI B tiles
+ * (see q45ka_blk), the f16 scales and the mins into lanes; then per pair of 16-row activation
+ * tiles and 64-value window 4 TDPBSUD (K = 64: A tiles 4, 5 x B tiles 6, 7 into C tiles 0-3,
+ * so each tile load feeds two TDPs), per block 16 TDPs and 4 tile stores, and the readout
+ * sumi = lo + 2^S hi per row, summ = the mins times the activations' 32-value sums (4
+ * VPDPWSSD of int16 pairs per row: the AVX-512 units take this term, where a third B tile of
+ * repeated mins took a third of the TDPs), then the scalar kernel's float step, block after
+ * block, each output row read and written once per chunk of Q45KA_NBC blocks. The TDPs, the
+ * expansion and the readout add up in time (the readout, on the AVX-512 ports, is the largest),
+ * so the readout is kept short.
+ * The integers are the scalar kernel's sumi and summ (integer sums in another order; summ by
+ * the K8 rule that xsum is the sum of its 16 xq values), the float chain is its own, so the
+ * same bits; activation and weight rows past M and n1 are never read (tile rows configured to
+ * the tail, masked gathers).
  *
  * The two types differ only in the values and the scale split, both from Q45KA_Q5 (0: Q4_K,
  * 1: Q5_K): a 6-bit scale is split into its low S bits and its top 6 - S so that a value
@@ -35,8 +41,12 @@
 #define Q45KA_SCALAR if_q4k_gemm_1x1_scalar
 #endif
 
-/* Blocks expanded per chunk: 3 x 12.1 KiB, L1 sized. */
-#define Q45KA_NBC 3
+/* Blocks expanded per chunk (8.4 KiB each): 2 measured within noise of 1 and ahead of 3-6. */
+#define Q45KA_NBC 2
+/* Activation rows per piece (xp's rows), weight rows per column chunk (the output tile of
+ * 128 x 128 floats, 64 KiB, that the blocks' readouts update, stays in L2) */
+#define Q45KA_MP 128
+#define Q45KA_NC 128
 
 /* One block of 16 weight rows, expanded: the values times the low S bits of their sub-block's
  * scale (lo) and times its top 6 - S bits (hi), and the sub-block's 6-bit min repeated (mn),
@@ -45,7 +55,7 @@
 typedef struct q45ka_blk {
     uint8_t lo[4][16][64]; /* window w, VNNI row (4 values), 4 bytes per weight row */
     uint8_t hi[4][16][64];
-    uint8_t mn[4][16][64];
+    int32_t mn[4][16]; /* the mins of sub-blocks 2j, 2j + 1 as an int16 pair, lane = weight row */
     float d[16], dmin[16];
 } q45ka_blk;
 
@@ -88,7 +98,6 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
         _mm512_set1_epi32((int)rowbytes));
     const __m512i k15 = _mm512_set1_epi32(15), klo = _mm512_set1_epi32((1 << Q45KA_S) - 1);
     const __m512i k63 = _mm512_set1_epi32(63), rep16 = _mm512_set1_epi32(0x00010001);
-    const __m512i rep8 = _mm512_set1_epi32(0x01010101);
     /* the f16 scales and the 12 scale bytes (ifk_q4k_scales, lane-wise) */
     const __m512i dd = ifka_gather(k, idx, p);
     _mm512_store_ps(B->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
@@ -111,8 +120,8 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
         const __m512i h0 = _mm512_mullo_epi32(_mm512_srli_epi32(sc[2 * c], Q45KA_S), rep16);
         const __m512i l1 = _mm512_mullo_epi32(_mm512_and_si512(sc[2 * c + 1], klo), rep16);
         const __m512i h1 = _mm512_mullo_epi32(_mm512_srli_epi32(sc[2 * c + 1], Q45KA_S), rep16);
-        const __m512i n0 = _mm512_mullo_epi32(mn[2 * c], rep8);
-        const __m512i n1 = _mm512_mullo_epi32(mn[2 * c + 1], rep8);
+        const __m512i pair = _mm512_or_si512(mn[2 * c], _mm512_slli_epi32(mn[2 * c + 1], 16));
+        _mm512_store_si512((void *)B->mn[c], pair);
         IFZ_UNROLL
         for (size_t q = 0; q < 8; q++) {
             __m512i a, b;
@@ -121,100 +130,200 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
             _mm512_store_si512((void *)B->hi[c][q], _mm512_mullo_epi16(a, h0));
             _mm512_store_si512((void *)B->lo[c][q + 8], _mm512_mullo_epi16(b, l1));
             _mm512_store_si512((void *)B->hi[c][q + 8], _mm512_mullo_epi16(b, h1));
-            _mm512_store_si512((void *)B->mn[c][q], n0);
-            _mm512_store_si512((void *)B->mn[c][q + 8], n1);
         }
     }
 }
 
-/* One window: A tile TA from xa, the lo / hi / mn B tiles into C tiles CL, CH, CM. */
-#define Q45KA_WIN(CL, CH, CM, TA, xa, lda, B, w)                                           \
+/* One window of two activation tiles (A tiles 4 and 5) against the lo / hi B tiles 6, 7:
+ * C tiles 0, 1 take tile a's lo . x and hi . x, 2, 3 tile b's; each B load feeds two TDPs. */
+#define Q45KA_WIN2(xa, xb, lda, B, w)                                                      \
     do {                                                                                   \
-        AMX_TILE_LOAD(TA, (xa), (lda));                                                    \
+        AMX_TILE_LOAD(4, (xa), (lda));                                                     \
         AMX_TILE_LOAD(6, (B)->lo[w], 64);                                                  \
+        AMX_TILE_DPBSUD(0, 4, 6);                                                          \
         AMX_TILE_LOAD(7, (B)->hi[w], 64);                                                  \
-        AMX_TILE_DPBSUD(CL, TA, 6);                                                        \
-        AMX_TILE_DPBSUD(CH, TA, 7);                                                        \
-        AMX_TILE_LOAD(6, (B)->mn[w], 64);                                                  \
-        AMX_TILE_DPBSUD(CM, TA, 6);                                                        \
+        AMX_TILE_DPBSUD(1, 4, 7);                                                          \
+        AMX_TILE_LOAD(5, (xb), (lda));                                                     \
+        AMX_TILE_DPBSUD(2, 5, 6);                                                          \
+        AMX_TILE_DPBSUD(3, 5, 7);                                                          \
     } while (0)
 
-/* C tiles 0, 1, 2 = the block's lo . x, hi . x and mn . x over its 4 windows (A tiles 4, 5
- * alternating), stored to c[0..2]. */
-#define Q45KA_BLOCK(xa, lda, B, c)                                                         \
+/* The same for one activation tile (A tile 4, C tiles 0, 1). */
+#define Q45KA_WIN1(xa, lda, B, w)                                                          \
     do {                                                                                   \
-        AMX_TILE_ZERO(0);                                                                  \
-        AMX_TILE_ZERO(1);                                                                  \
-        AMX_TILE_ZERO(2);                                                                  \
-        Q45KA_WIN(0, 1, 2, 4, (xa), (lda), (B), 0);                                        \
-        Q45KA_WIN(0, 1, 2, 5, (xa) + 64, (lda), (B), 1);                                   \
-        Q45KA_WIN(0, 1, 2, 4, (xa) + 128, (lda), (B), 2);                                  \
-        Q45KA_WIN(0, 1, 2, 5, (xa) + 192, (lda), (B), 3);                                  \
-        AMX_TILE_STORE(0, (c)[0], 64);                                                     \
-        AMX_TILE_STORE(1, (c)[1], 64);                                                     \
-        AMX_TILE_STORE(2, (c)[2], 64);                                                     \
+        AMX_TILE_LOAD(4, (xa), (lda));                                                     \
+        AMX_TILE_LOAD(6, (B)->lo[w], 64);                                                  \
+        AMX_TILE_DPBSUD(0, 4, 6);                                                          \
+        AMX_TILE_LOAD(7, (B)->hi[w], 64);                                                  \
+        AMX_TILE_DPBSUD(1, 4, 7);                                                          \
     } while (0)
 
-/* Block b's float step for activation rows [m0, m0 + mr) from its stored C tiles. */
-static inline void q45ka_readout(float *out, size_t ldo, const float *xd, size_t nb, size_t m0,
-                                 size_t mr, size_t n, __mmask16 km, size_t b,
-                                 const q45ka_blk *B, int32_t c[3][256]) {
-    const __m512 d = _mm512_load_ps(B->d), dmin = _mm512_load_ps(B->dmin);
+/* The float steps of blocks b0 .. b0 + bc - 1 for activation rows [m0, m0 + mr), from their
+ * stored C tiles (block i's lo at c[i][t], hi at c[i][t + 1]): sumi = lo + 2^S hi; summ = the
+ * mins times the activations' 32-value sums (int16 pairs of both, VPDPWSSD: exact); then
+ * acc = (acc + (d xd) sumi) - (dmin xd) summ block after block, the scalar chain. Each output
+ * row is read and written once for the bc blocks (a row stored by one block and loaded again
+ * by the next, a masked store then a masked load, waited for the store each time). */
+static inline void q45ka_readout(float *out, size_t ldo, const float *xd, const int32_t *xp,
+                                 size_t nb, size_t m0, size_t mr, size_t n, __mmask16 km,
+                                 size_t b0, size_t bc, const q45ka_blk *S,
+                                 int32_t c[Q45KA_NBC][4][256], size_t t) {
     for (size_t rr = 0; rr < mr; rr++) {
         const size_t m = m0 + rr;
-        const __m512i sumi =
-            _mm512_add_epi32(_mm512_load_si512((const void *)(c[0] + 16 * rr)),
-                             _mm512_slli_epi32(_mm512_load_si512((const void *)(c[1] + 16 * rr)), Q45KA_S));
-        const __m512i summ = _mm512_load_si512((const void *)(c[2] + 16 * rr));
-        const __m512 xdb = _mm512_set1_ps(xd[m * nb + b]);
         float *o = out + m * ldo + n;
-        const __m512 acc = b ? _mm512_maskz_loadu_ps(km, o) : _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(
-            o, km,
-            _mm512_sub_ps(
-                _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(d, xdb), _mm512_cvtepi32_ps(sumi))),
-                _mm512_mul_ps(_mm512_mul_ps(dmin, xdb), _mm512_cvtepi32_ps(summ))));
+        __m512 acc = b0 ? _mm512_maskz_loadu_ps(km, o) : _mm512_setzero_ps();
+        for (size_t i = 0; i < bc; i++) {
+            const q45ka_blk *B = &S[i];
+            const __m512i h = _mm512_load_si512((const void *)(c[i][t + 1] + 16 * rr));
+            const __m512i l = _mm512_load_si512((const void *)(c[i][t] + 16 * rr));
+            const __m512i sumi = _mm512_add_epi32(l, _mm512_slli_epi32(h, Q45KA_S));
+            const int32_t *x = xp + (i * Q45KA_MP + rr) * 4;
+            __m512i summ = _mm512_madd_epi16(_mm512_load_si512((const void *)B->mn[0]),
+                                             _mm512_set1_epi32(x[0]));
+            for (size_t j = 1; j < 4; j++)
+                summ = _mm512_dpwssd_epi32(summ, _mm512_load_si512((const void *)B->mn[j]),
+                                           _mm512_set1_epi32(x[j]));
+            const __m512 xdb = _mm512_set1_ps(xd[m * nb + b0 + i]);
+            const __m512 p = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(B->d), xdb),
+                                           _mm512_cvtepi32_ps(sumi));
+            const __m512 q = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(B->dmin), xdb),
+                                           _mm512_cvtepi32_ps(summ));
+            acc = _mm512_sub_ps(_mm512_add_ps(acc, p), q);
+        }
+        _mm512_mask_storeu_ps(o, km, acc);
     }
+}
+
+/* Tiles for activation tiles of ma and mb rows (mb 0: one tile) and K = 64 windows. */
+static inline void q45ka_config2(ifka_cfg *c, size_t ma, size_t mb) {
+    memset(c, 0, sizeof *c);
+    c->palette_id = 1;
+    const size_t rows[8] = {ma, ma, mb, mb, ma, mb, 16, 16};
+    for (int t = 0; t < 8; t++) {
+        c->rows[t] = (uint8_t)rows[t];
+        c->colsb[t] = rows[t] ? 64 : 0;
+    }
+}
+
+/* The tile configuration loaded now (rows of the two activation tiles; a = 0: none yet). */
+typedef struct q45ka_state {
+    _Alignas(64) ifka_cfg cfg;
+    size_t a, b;
+} q45ka_state;
+
+/* The pieces' activation rows [p0, p0 + pm) against the bc expanded blocks S (blocks b0..) of
+ * the 16 weight rows at n (r real, mask km): two activation tiles a pass, per block the TDPs,
+ * the tile stores to cb and the readouts; xp the rows' sum pairs (xp[i][row - p0]). */
+static void q45ka_rows(float *out, size_t ldo, const int8_t *xq, const float *xd,
+                       int32_t xp[Q45KA_NBC][Q45KA_MP][4], size_t nb, size_t K, size_t p0,
+                       size_t pm, size_t n, __mmask16 km, size_t b0, size_t bc,
+                       const q45ka_blk *S, int32_t cb[Q45KA_NBC][4][256], q45ka_state *st,
+                       AMX_TILE_PARAM) {
+    for (size_t m0 = p0; m0 < p0 + pm; m0 += 32) {
+        const size_t left = p0 + pm - m0;
+        const size_t ma = left < 16 ? left : 16, mb = left <= 16 ? 0 : (left < 32 ? left - 16 : 16);
+        if (ma != st->a || mb != st->b) {
+            q45ka_config2(&st->cfg, ma, mb);
+            AMX_TILE_CONFIG(&st->cfg);
+            st->a = ma;
+            st->b = mb;
+        }
+        const int8_t *xa = xq + m0 * K, *xb = mb ? xa + 16 * K : xa;
+        for (size_t i = 0; i < bc; i++) {
+            const size_t o = (b0 + i) * IF_QK;
+            AMX_TILE_ZERO(0);
+            AMX_TILE_ZERO(1);
+            if (mb) {
+                AMX_TILE_ZERO(2);
+                AMX_TILE_ZERO(3);
+                for (size_t w = 0; w < 4; w++)
+                    Q45KA_WIN2(xa + o + 64 * w, xb + o + 64 * w, K, &S[i], w);
+            } else {
+                for (size_t w = 0; w < 4; w++) Q45KA_WIN1(xa + o + 64 * w, K, &S[i], w);
+            }
+            AMX_TILE_STORE(0, cb[i][0], 64);
+            AMX_TILE_STORE(1, cb[i][1], 64);
+            if (mb) {
+                AMX_TILE_STORE(2, cb[i][2], 64);
+                AMX_TILE_STORE(3, cb[i][3], 64);
+            }
+        }
+        const int32_t *xpa = xp[0][m0 - p0];
+        q45ka_readout(out, ldo, xd, xpa, nb, m0, ma, n, km, b0, bc, S, cb, 0);
+        if (mb) q45ka_readout(out, ldo, xd, xpa + 64, nb, m0 + 16, mb, n, km, b0, bc, S, cb, 2);
+    }
+}
+
+/* Software prefetch (L2) of bc blocks of r rows at p (row stride rowbytes): whole lines from
+ * the first block's start, never past the last block's end. */
+static inline void q45ka_prefetch(const uint8_t *p, size_t rowbytes, size_t r, size_t bc) {
+    const size_t bytes = bc * Q45KA_BLOCK_BYTES;
+    for (size_t i = 0; i < r; i++)
+        for (size_t o = 0; o < bytes; o += 64)
+            _mm_prefetch((const char *)(p + i * rowbytes + o), _MM_HINT_T1);
+}
+
+/* Per block and activation row of the piece, its 32-value sums by pairs (int16: |sum| <= 32
+ * x 128), the operands of the mins' VPDPWSSD. */
+static void q45ka_pairs(int32_t xp[Q45KA_NBC][Q45KA_MP][4], const int16_t *xsum, size_t ns,
+                        size_t p0, size_t pm, size_t b0, size_t bc) {
+    for (size_t i = 0; i < bc; i++)
+        for (size_t rr = 0; rr < pm; rr++) {
+            const __m256i s16 = _mm256_loadu_si256(
+                (const __m256i *)(const void *)(xsum + (p0 + rr) * ns + (b0 + i) * 16));
+            const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+            _mm_store_si128((__m128i *)(void *)xp[i][rr],
+                            _mm_packs_epi32(_mm256_castsi256_si128(s32),
+                                            _mm256_extracti128_si256(s32, 1)));
+        }
 }
 
 void Q45KA_FN(IF_KQ_GEMM_ARGS);
 void Q45KA_FN(float *out, size_t ldo, const int8_t *xq, const float *xd, const int16_t *xsum,
               size_t M, const uint8_t *w, size_t n0, size_t n1, size_t K) {
-    const size_t nb = K / IF_QK, rowbytes = nb * Q45KA_BLOCK_BYTES;
+    const size_t nb = K / IF_QK, rowbytes = nb * Q45KA_BLOCK_BYTES, ns = nb * (IF_QK / 16);
     if (M == 0 || n0 >= n1) return;
     if (rowbytes > (size_t)INT32_MAX / 16) { /* gather offsets are int32 */
         Q45KA_SCALAR(out, ldo, xq, xd, xsum, M, w, n0, n1, K);
         return;
     }
     _Alignas(64) q45ka_blk S[Q45KA_NBC];
-    _Alignas(64) int32_t cb[3][256];
-    _Alignas(64) ifka_cfg cfg;
-    size_t cfg_rows = 0;
+    _Alignas(64) int32_t cb[Q45KA_NBC][4][256];
+    _Alignas(64) int32_t xp[Q45KA_NBC][Q45KA_MP][4];
+    q45ka_state st = {.a = 0, .b = 0};
     AMX_TILE_STATE;
-    (void)xsum; /* summ comes from the mins' B tiles (mn . x), the same integer */
-    for (size_t n = n0; n < n1; n += 16) {
-        const size_t r = n1 - n < 16 ? n1 - n : 16;
-        const __mmask16 km = ifka_mask(r);
-        for (size_t b0 = 0; b0 < nb; b0 += Q45KA_NBC) {
-            const size_t bc = nb - b0 < Q45KA_NBC ? nb - b0 : Q45KA_NBC;
-            AMX_BARRIER(); /* earlier tile loads of the scratch stay before its rewrite */
-            for (size_t i = 0; i < bc; i++)
-                q45ka_expand(&S[i], w + n * rowbytes + (b0 + i) * Q45KA_BLOCK_BYTES, rowbytes, r);
-            for (size_t m0 = 0; m0 < M; m0 += 16) {
-                const size_t mr = M - m0 < 16 ? M - m0 : 16;
-                if (mr != cfg_rows) {
-                    ifka_config(&cfg, mr, 64);
-                    AMX_TILE_CONFIG(&cfg);
-                    cfg_rows = mr;
-                }
-                for (size_t i = 0; i < bc; i++) {
-                    Q45KA_BLOCK(xq + m0 * K + (b0 + i) * IF_QK, K, &S[i], cb);
-                    q45ka_readout(out, ldo, xd, nb, m0, mr, n, km, b0 + i, &S[i], cb);
+    /* pieces of activation rows x chunks of weight rows x chunks of blocks, so that the
+     * expanded blocks are reused by every activation tile of the piece and the output tile
+     * the readouts update stays in cache */
+    for (size_t p0 = 0; p0 < M; p0 += Q45KA_MP) {
+        const size_t pm = M - p0 < Q45KA_MP ? M - p0 : Q45KA_MP;
+        for (size_t c0 = n0; c0 < n1; c0 += Q45KA_NC) {
+            const size_t c1 = n1 - c0 < Q45KA_NC ? n1 : c0 + Q45KA_NC;
+            for (size_t b0 = 0; b0 < nb; b0 += Q45KA_NBC) {
+                const size_t bc = nb - b0 < Q45KA_NBC ? nb - b0 : Q45KA_NBC;
+                q45ka_pairs(xp, xsum, ns, p0, pm, b0, bc);
+                for (size_t n = c0; n < c1; n += 16) {
+                    const size_t r = c1 - n < 16 ? c1 - n : 16;
+                    /* the next step's blocks into L2 while this one computes: the gathers
+                     * of the expansion would otherwise wait on memory, row by row */
+                    if (n + 16 < c1)
+                        q45ka_prefetch(w + (n + 16) * rowbytes + b0 * Q45KA_BLOCK_BYTES, rowbytes,
+                                       c1 - n - 16 < 16 ? c1 - n - 16 : 16, bc);
+                    else if (b0 + bc < nb)
+                        q45ka_prefetch(w + c0 * rowbytes + (b0 + bc) * Q45KA_BLOCK_BYTES,
+                                       rowbytes, c1 - c0 < 16 ? c1 - c0 : 16,
+                                       nb - b0 - bc < Q45KA_NBC ? nb - b0 - bc : Q45KA_NBC);
+                    AMX_BARRIER(); /* earlier tile loads of the scratch stay before its rewrite */
+                    for (size_t i = 0; i < bc; i++)
+                        q45ka_expand(&S[i], w + n * rowbytes + (b0 + i) * Q45KA_BLOCK_BYTES,
+                                     rowbytes, r);
+                    q45ka_rows(out, ldo, xq, xd, xp, nb, K, p0, pm, n, ifka_mask(r), b0, bc, S,
+                               cb, &st, AMX_TILE_ARG);
                 }
             }
         }
     }
-    if (cfg_rows) AMX_TILE_RELEASE();
+    if (st.a) AMX_TILE_RELEASE();
 }
 
 #endif
