@@ -27,7 +27,7 @@ from isaforge import _bench
 GROUPS = {
     "q4_k": ("q4_kx8", 8, 256, 144, 256, ("avx2", "avx_vnni"), kquant.make_case),
     "q6_k": ("q6_kx8", 8, 256, 210, 256, ("avx2", "avx_vnni"), kquant.make_case),
-    "q8_0": ("q8_0x16", 16, 64, 34, 32, ("avx512_vnni",), legacy.make_case),
+    "q8_0": ("q8_0x16", 16, 64, 34, 32, ("avx512_vnni", "amx"), legacy.make_case),
 }
 TYPES = list(GROUPS)
 
