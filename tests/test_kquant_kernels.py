@@ -304,11 +304,12 @@ def test_amx_gemm_equals_scalar_bits_across_tiles(typ, tier):
     """The AMX GEMM (16 x 16 C tiles, weights expanded a chunk of blocks at a time; on a CPU
     without AMX its body with the tiles emulated in C) = scalar bit for bit where its tiling has
     tails: M and N not multiples of 16, several activation tiles with a short last one, K
-    spanning several expansion chunks."""
+    spanning several expansion chunks, and (147, 145, 768) past the Q4_K / Q5_K body's 128-row
+    activation pieces and 128-row output chunks with a pair of a full and a 3-row tile."""
     rng = np.random.default_rng(40 + len(typ))
     failures = []
     for M, N, K in [(16, 16, 256), (31, 17, 1024), (64, 48, 2304), (70, 33, 768),
-                    (33, 130, 4352), (5, 1, 512)]:
+                    (33, 130, 4352), (5, 1, 512), (147, 145, 768)]:
         xq, xd, xsum, blocks = make_case(rng, typ, M, N, K)
         want = run(typ, xq, xd, xsum, blocks, N, "scalar").view(np.uint32)
         got = run(typ, xq, xd, xsum, blocks, N, tier, gemm=True).view(np.uint32)
