@@ -49,9 +49,9 @@
 #define Q45KA_NC 128
 
 /* One block of 16 weight rows, expanded: the values times the low S bits of their sub-block's
- * scale (lo) and times its top 6 - S bits (hi), and the sub-block's 6-bit min repeated (mn),
- * as unsigned bytes in VNNI order per 64-value window (sub-blocks 2w, 2w + 1):
- * sumi = lo . x + 2^S (hi . x) and summ = mn . x, exact in int32. */
+ * scale (lo) and times its top 6 - S bits (hi), as unsigned bytes in VNNI order per 64-value
+ * window (sub-blocks 2w, 2w + 1), so sumi = lo . x + 2^S (hi . x); the 6-bit mins by pairs of
+ * sub-blocks (mn), the readout's VPDPWSSD operand for summ. Exact in int32. */
 typedef struct q45ka_blk {
     uint8_t lo[4][16][64]; /* window w, VNNI row (4 values), 4 bytes per weight row */
     uint8_t hi[4][16][64];
@@ -134,21 +134,8 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
     }
 }
 
-/* One window of two activation tiles (A tiles 4 and 5) against the lo / hi B tiles 6, 7:
- * C tiles 0, 1 take tile a's lo . x and hi . x, 2, 3 tile b's; each B load feeds two TDPs. */
-#define Q45KA_WIN2(xa, xb, lda, B, w)                                                      \
-    do {                                                                                   \
-        AMX_TILE_LOAD(4, (xa), (lda));                                                     \
-        AMX_TILE_LOAD(6, (B)->lo[w], 64);                                                  \
-        AMX_TILE_DPBSUD(0, 4, 6);                                                          \
-        AMX_TILE_LOAD(7, (B)->hi[w], 64);                                                  \
-        AMX_TILE_DPBSUD(1, 4, 7);                                                          \
-        AMX_TILE_LOAD(5, (xb), (lda));                                                     \
-        AMX_TILE_DPBSUD(2, 5, 6);                                                          \
-        AMX_TILE_DPBSUD(3, 5, 7);                                                          \
-    } while (0)
-
-/* The same for one activation tile (A tile 4, C tiles 0, 1). */
+/* One window of one activation tile (A tile 4) against the lo / hi B tiles 6, 7 into C tiles
+ * 0, 1. */
 #define Q45KA_WIN1(xa, lda, B, w)                                                          \
     do {                                                                                   \
         AMX_TILE_LOAD(4, (xa), (lda));                                                     \
@@ -156,6 +143,16 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
         AMX_TILE_DPBSUD(0, 4, 6);                                                          \
         AMX_TILE_LOAD(7, (B)->hi[w], 64);                                                  \
         AMX_TILE_DPBSUD(1, 4, 7);                                                          \
+    } while (0)
+
+/* The same for two activation tiles: the second (A tile 5) into C tiles 2, 3 against the same
+ * B tiles, so each B load feeds two TDPs. */
+#define Q45KA_WIN2(xa, xb, lda, B, w)                                                      \
+    do {                                                                                   \
+        Q45KA_WIN1((xa), (lda), (B), (w));                                                 \
+        AMX_TILE_LOAD(5, (xb), (lda));                                                     \
+        AMX_TILE_DPBSUD(2, 5, 6);                                                          \
+        AMX_TILE_DPBSUD(3, 5, 7);                                                          \
     } while (0)
 
 /* The float steps of blocks b0 .. b0 + bc - 1 for activation rows [m0, m0 + mr), from their
@@ -254,15 +251,6 @@ static void q45ka_rows(float *out, size_t ldo, const int8_t *xq, const float *xd
     }
 }
 
-/* Software prefetch (L2) of bc blocks of r rows at p (row stride rowbytes): whole lines from
- * the first block's start, never past the last block's end. */
-static inline void q45ka_prefetch(const uint8_t *p, size_t rowbytes, size_t r, size_t bc) {
-    const size_t bytes = bc * Q45KA_BLOCK_BYTES;
-    for (size_t i = 0; i < r; i++)
-        for (size_t o = 0; o < bytes; o += 64)
-            _mm_prefetch((const char *)(p + i * rowbytes + o), _MM_HINT_T1);
-}
-
 /* Per block and activation row of the piece, its 32-value sums by pairs (int16: |sum| <= 32
  * x 128), the operands of the mins' VPDPWSSD. */
 static void q45ka_pairs(int32_t xp[Q45KA_NBC][Q45KA_MP][4], const int16_t *xsum, size_t ns,
@@ -304,15 +292,6 @@ void Q45KA_FN(float *out, size_t ldo, const int8_t *xq, const float *xd, const i
                 q45ka_pairs(xp, xsum, ns, p0, pm, b0, bc);
                 for (size_t n = c0; n < c1; n += 16) {
                     const size_t r = c1 - n < 16 ? c1 - n : 16;
-                    /* the next step's blocks into L2 while this one computes: the gathers
-                     * of the expansion would otherwise wait on memory, row by row */
-                    if (n + 16 < c1)
-                        q45ka_prefetch(w + (n + 16) * rowbytes + b0 * Q45KA_BLOCK_BYTES, rowbytes,
-                                       c1 - n - 16 < 16 ? c1 - n - 16 : 16, bc);
-                    else if (b0 + bc < nb)
-                        q45ka_prefetch(w + c0 * rowbytes + (b0 + bc) * Q45KA_BLOCK_BYTES,
-                                       rowbytes, c1 - c0 < 16 ? c1 - c0 : 16,
-                                       nb - b0 - bc < Q45KA_NBC ? nb - b0 - bc : Q45KA_NBC);
                     AMX_BARRIER(); /* earlier tile loads of the scratch stay before its rewrite */
                     for (size_t i = 0; i < bc; i++)
                         q45ka_expand(&S[i], w + n * rowbytes + (b0 + i) * Q45KA_BLOCK_BYTES,
