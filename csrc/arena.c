@@ -57,6 +57,8 @@ struct if_arena_copy {
  * too: its lookup gathers a row's bytes back (if_group_row). */
 static int group_rows_of(const if_model *m, const if_matrix *w) {
     const if_kernel_table *v = m->gemv_k, *p = m->gemm_k;
+    if (w->ggml_type == IF_GGML_Q4_K && v->q4kx16_gemv && p->q4kx16_gemm && w->rows % 16 == 0)
+        return 16;
     if (w->ggml_type == IF_GGML_Q4_K && v->q4kx8_gemv && p->q4kx8_gemm && w->rows % 8 == 0)
         return 8;
     if (w->ggml_type == IF_GGML_Q6_K && v->q6kx8_gemv && p->q6kx8_gemm && w->rows % 8 == 0)
@@ -122,6 +124,9 @@ static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
             if_kq_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols,
                           it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
                                                            : IF_Q6K_BLOCK_BYTES);
+        else if (it->group_rows == 16 && it->w->ggml_type == IF_GGML_Q4_K)
+            if_kq_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols,
+                           IF_Q4K_BLOCK_BYTES);
         else if (it->group_rows == 16)
             if_q80_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols);
         else

@@ -187,7 +187,7 @@ static void row(if_embed *e, float *x, size_t tok) {
         const size_t row_bytes = t->raw_bytes / t->rows;
         const uint8_t *b = (const uint8_t *)t->raw + tok * row_bytes;
         if (t->group_rows) { /* the weight arena's row groups: the row's bytes gathered */
-            if_group_row(e->rowb, t->raw, t->ggml_type, tok, dim);
+            if_group_row(e->rowb, t->raw, t->ggml_type, t->group_rows, tok, dim);
             b = e->rowb;
         }
         if_ggml_dequant_row(t->ggml_type, b, dim, x);

@@ -1,5 +1,5 @@
-/* kq_layout.c - Q4_K's and Q6_K's 8-row groups and Q8_0's 16-row ones (isaforge.h,
- * if_kq_pack_x8, if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is
+/* kq_layout.c - Q4_K's and Q6_K's 8-row groups, Q4_K's and Q8_0's 16-row ones (isaforge.h,
+ * if_kq_pack_x8, if_kq_pack_x16, if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is
  * row r.
  *
  * Why: on the file's row-major blocks an 8-lane kernel either reduces 8 rows' vectors per block
@@ -13,18 +13,27 @@
 
 /* bb: the block's bytes (Q4_K 144, Q6_K 210); the bytes past its last whole dword (Q6_K's d)
  * follow the dwords, bb % 4 of them per row. */
-void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
+static void kq_pack(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb,
+                    size_t G) {
     const size_t nb = K / IF_QK, rowbytes = nb * bb, nd = bb / 4, tail = bb % 4;
     for (size_t g = 0; g < groups; g++) {
-        const uint8_t *rows = src + g * 8 * rowbytes;
-        uint8_t *out = dst + g * 8 * rowbytes;
-        for (size_t b = 0; b < nb; b++, out += 8 * bb)
-            for (size_t r = 0; r < 8; r++) {
+        const uint8_t *rows = src + g * G * rowbytes;
+        uint8_t *out = dst + g * G * rowbytes;
+        for (size_t b = 0; b < nb; b++, out += G * bb)
+            for (size_t r = 0; r < G; r++) {
                 const uint8_t *blk = rows + r * rowbytes + b * bb;
-                for (size_t k = 0; k < nd; k++) memcpy(out + 32 * k + 4 * r, blk + 4 * k, 4);
-                memcpy(out + 32 * nd + tail * r, blk + 4 * nd, tail);
+                for (size_t k = 0; k < nd; k++) memcpy(out + 4 * G * k + 4 * r, blk + 4 * k, 4);
+                memcpy(out + 4 * G * nd + tail * r, blk + 4 * nd, tail);
             }
     }
+}
+void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
+    kq_pack(dst, src, groups, K, bb, 8);
+}
+/* Q4_K for a 512-bit kernel's 16 lanes: each block of a group is 36 aligned 64-byte loads, the
+ * group one sequential stream (the file's rows are 16 streams side by side). */
+void if_kq_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
+    kq_pack(dst, src, groups, K, bb, 16);
 }
 
 /* Q8_0 (a 512-bit kernel's 16 lanes): besides lane = row, the group is one sequential stream
@@ -46,15 +55,18 @@ void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) 
     }
 }
 
-void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K) {
+void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_rows, size_t r,
+                  size_t K) {
     if (ggml_type == IF_GGML_Q4_K || ggml_type == IF_GGML_Q6_K) {
         const size_t bb = ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES : IF_Q6K_BLOCK_BYTES;
-        const size_t nb = K / IF_QK, nd = bb / 4, tail = bb % 4, l = r % 8;
-        const uint8_t *g = raw + r / 8 * 8 * nb * bb;
+        const size_t G = (size_t)group_rows;
+        const size_t nb = K / IF_QK, nd = bb / 4, tail = bb % 4, l = r % G;
+        const uint8_t *g = raw + r / G * G * nb * bb;
         for (size_t b = 0; b < nb; b++) {
-            const uint8_t *gb = g + 8 * bb * b;
-            for (size_t k = 0; k < nd; k++) memcpy(dst + b * bb + 4 * k, gb + 32 * k + 4 * l, 4);
-            memcpy(dst + b * bb + 4 * nd, gb + 32 * nd + tail * l, tail);
+            const uint8_t *gb = g + G * bb * b;
+            for (size_t k = 0; k < nd; k++)
+                memcpy(dst + b * bb + 4 * k, gb + 4 * G * k + 4 * l, 4);
+            memcpy(dst + b * bb + 4 * nd, gb + 4 * G * nd + tail * l, tail);
         }
         return;
     }

@@ -204,12 +204,14 @@ def test_bad_in_place_matrices_are_clear_errors(random_kq: Path) -> None:
 
 
 def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
-    """Q4_K and Q8_0 as the default tier holds them: in place, or in row groups (Q4_K on the
-    AVX2 tiers, Q8_0 on AVX-512)."""
+    """Q4_K and Q8_0 as the default tier holds them: in place, or in row groups (Q4_K in 8s on
+    the AVX2 tiers and in 16s on amx, Q8_0 in 16s on AVX-512)."""
     mats = info_matrices(random_kq)
     q = mats["layers.0.wq"]
-    grouped = runtime_info()["decode"]["q4kx8_gemv"] is not None
-    how, k = ("in 8-row groups", "q4kx8") if grouped else ("in place", "q4k")
+    d = runtime_info()["decode"]
+    how, k = (("in 16-row groups", "q4kx16") if d["q4kx16_gemv"] is not None
+              else ("in 8-row groups", "q4kx8") if d["q4kx8_gemv"] is not None
+              else ("in place", "q4k"))
     assert q["stored"] == "Q4_K" and q["resident"] == f"Q4_K {how}"
     assert q["decode"].startswith(f"{k}_gemv_") and q["prefill"].startswith(f"{k}_gemm_")
     v = mats["layers.0.wv"]
@@ -309,7 +311,7 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     where they are, while matrices move (the file's pages dropped as copied) and after the
     copy, when the caller's bytes overwritten change nothing; a bad value is a clear error.
     Where the tier has row-group kernels (Q4_K, Q6_K on the AVX2 tiers, Q8_0 on avx512_vnni
-    and amx) the matrices of that type move into groups and to those kernels."""
+    and amx, Q4_K on amx) the matrices of that type move into groups and to those kernels."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
     assert where.arena_pending == 0
@@ -329,12 +331,13 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     before = copied.kq_kernels
     copied.arena_wait()
     assert copied.arena_pending == 0
-    # the types the tier runs on row groups: Q4_K on the AVX2 tiers, Q8_0 on AVX-512 (amx too)
+    # the types the tier runs on row groups: Q4_K on the AVX2 tiers and amx, Q8_0 on AVX-512
     groups = {"avx2": {"Q4_K": "q4kx8_gemv_1x8_avx2", "Q6_K": "q6kx8_gemv_1x8_avx2"},
               "avx_vnni": {"Q4_K": "q4kx8_gemv_1x8_avx_vnni",
                            "Q6_K": "q6kx8_gemv_1x8_avx_vnni"},
               "avx512_vnni": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni"},
-              "amx": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni"}}
+              "amx": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni",
+                      "Q4_K": "q4kx16_gemv_1x16_avx512_vnni"}}
     grouped = groups.get(copied.kernels["decode"]["tier"], {})
     for was, now, t in zip(before, copied.kq_kernels, in_place_order(m.weights), strict=True):
         assert (now != was) == (t in grouped), (was, now, t)

@@ -1,7 +1,8 @@
-"""Row groups (isaforge.h: Q4_K and Q6_K in 8s, if_kq_pack_x8; Q8_0 in 16s, if_q80_pack_x16):
-each layout against a numpy model of it, and the grouped kernels (q4kx8_*, q6kx8_* on the AVX2
-tiers, q80x16_* on AVX-512) against the type's scalar kernel on the file's rows, bit for bit,
-on a shape grid with several groups, extreme values, special scales and guard pages."""
+"""Row groups (isaforge.h: Q4_K and Q6_K in 8s, if_kq_pack_x8; Q4_K in 16s, if_kq_pack_x16;
+Q8_0 in 16s, if_q80_pack_x16): each layout against a numpy model of it, and the grouped kernels
+(q4kx8_*, q6kx8_* on the AVX2 tiers, q4kx16_* and q80x16_* on AVX-512) against the type's
+scalar kernel on the file's rows, bit for bit, on a shape grid with several groups, extreme
+values, special scales and guard pages."""
 
 from __future__ import annotations
 
@@ -22,38 +23,39 @@ from blocks_helper import (
 )
 from isaforge import _bench
 
-# type -> (its grouped kernels' type name, rows per group, K a multiple of, block bytes, values
-# per block, the tiers that have the kernels, its test case maker)
+# grouped kernels' type name -> (the file's type, rows per group, K a multiple of, block bytes,
+# values per block, the tiers that have the kernels, its test case maker, pack_groups' name)
 GROUPS = {
-    "q4_k": ("q4_kx8", 8, 256, 144, 256, ("avx2", "avx_vnni"), kquant.make_case),
-    "q6_k": ("q6_kx8", 8, 256, 210, 256, ("avx2", "avx_vnni"), kquant.make_case),
-    "q8_0": ("q8_0x16", 16, 64, 34, 32, ("avx512_vnni", "amx"), legacy.make_case),
+    "q4_kx8": ("q4_k", 8, 256, 144, 256, ("avx2", "avx_vnni"), kquant.make_case, "q4_k"),
+    "q6_kx8": ("q6_k", 8, 256, 210, 256, ("avx2", "avx_vnni"), kquant.make_case, "q6_k"),
+    "q8_0x16": ("q8_0", 16, 64, 34, 32, ("avx512_vnni", "amx"), legacy.make_case, "q8_0"),
+    "q4_kx16": ("q4_k", 16, 256, 144, 256, ("amx",), kquant.make_case, "q4_kx16"),
 }
 TYPES = list(GROUPS)
 
 
-def tiers_of(typ: str) -> list[str]:
-    """The tiers of this machine with typ's grouped kernels (the others run the file's rows)."""
-    return [t for t in SIMD_TIERS if _bench.kq_kernel(GROUPS[typ][0], t)]
+def tiers_of(name: str) -> list[str]:
+    """The tiers of this machine with the grouped kernels (the others run the file's rows)."""
+    return [t for t in SIMD_TIERS if _bench.kq_kernel(name, t)]
 
 
-def pack(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
+def pack(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
     out = np.empty_like(blocks)
-    _bench.pack_groups(typ, out, blocks, N, K)
+    _bench.pack_groups(GROUPS[name][7], out, blocks, N, K)
     return out
 
 
-def pack_model(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
-    """The layouts in numpy. Q4_K, Q6_K: per 8-row group and block, dword k of row r at
-    32 k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at 1664 + 2 r.
-    Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then each block's
-    qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
-    if typ in ("q4_k", "q6_k"):
-        bb = GROUPS[typ][3]
-        b = blocks.reshape(N // 8, 8, K // 256, bb)  # group, row, block, byte
-        dw = b[..., :bb // 4 * 4].reshape(N // 8, 8, K // 256, bb // 4, 4)
-        dw = dw.transpose(0, 2, 3, 1, 4).reshape(N // 8, K // 256, -1)
-        tail = b[..., bb // 4 * 4:].transpose(0, 2, 1, 3).reshape(N // 8, K // 256, -1)
+def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
+    """The layouts in numpy. Q4_K, Q6_K: per g-row group (8; Q4_K also 16) and block, dword k
+    of row r at 4 g k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at
+    1664 + 2 r. Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then
+    each block's qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
+    if name != "q8_0x16":
+        _, g, _, bb, *_ = GROUPS[name]
+        b = blocks.reshape(N // g, g, K // 256, bb)  # group, row, block, byte
+        dw = b[..., :bb // 4 * 4].reshape(N // g, g, K // 256, bb // 4, 4)
+        dw = dw.transpose(0, 2, 3, 1, 4).reshape(N // g, K // 256, -1)
+        tail = b[..., bb // 4 * 4:].transpose(0, 2, 1, 3).reshape(N // g, K // 256, -1)
         return np.ascontiguousarray(np.concatenate([dw, tail], axis=2)).reshape(N, -1)
     b = blocks.reshape(N // 16, 16, K // 64, 2, 34)  # group, row, pair, block of it, byte
     d = b[..., :2].transpose(0, 2, 3, 1, 4).reshape(N // 16, K // 64, 64)
@@ -62,18 +64,17 @@ def pack_model(typ, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, -1)
 
 
-def run_grouped(typ, xq, xd, xsum, blocks, N, tier, gemm) -> np.ndarray:
+def run_grouped(name, xq, xd, xsum, blocks, N, tier, gemm) -> np.ndarray:
     M, K = xq.shape
     out = np.zeros((M, N), np.float32)
-    _bench.kq_gemm(GROUPS[typ][0], xq, xd, xsum, M, pack(typ, blocks, N, K), N, K, out, tier,
-                   gemm)
+    _bench.kq_gemm(name, xq, xd, xsum, M, pack(name, blocks, N, K), N, K, out, tier, gemm)
     return out
 
 
-def scalar(typ, xq, xd, xsum, blocks, N) -> np.ndarray:
+def scalar(name, xq, xd, xsum, blocks, N) -> np.ndarray:
     M, K = xq.shape
     out = np.zeros((M, N), np.float32)
-    _bench.kq_gemm(typ, xq, xd, xsum, M, blocks, N, K, out, "scalar")
+    _bench.kq_gemm(GROUPS[name][0], xq, xd, xsum, M, blocks, N, K, out, "scalar")
     return out
 
 
@@ -86,14 +87,14 @@ def test_the_tiers_that_have_the_kernels(typ):
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_pack_equals_the_numpy_layout(typ):
-    _, g, kq, bb, qb, _, _ = GROUPS[typ]
+    _, g, kq, bb, qb, *_ = GROUPS[typ]
     rng = np.random.default_rng(0)
     for N, K in [(g, kq), (3 * g, 3 * kq), (2 * g, 2304)]:
         blocks = rng.integers(0, 256, (N, K // qb * bb), dtype=np.uint8)
         assert np.array_equal(pack(typ, blocks, N, K), pack_model(typ, blocks, N, K))
     bad = np.empty((g + 4) * 2304 // qb * bb, np.uint8)
     with pytest.raises(ValueError, match=f"bad shape N={g + 4}"):
-        _bench.pack_groups(typ, bad, bad, g + 4, 2304)
+        _bench.pack_groups(GROUPS[typ][7], bad, bad, g + 4, 2304)
     with pytest.raises(ValueError, match="no row groups for type 'q5_k'"):
         _bench.pack_groups("q5_k", bad, bad, 8, 256)
 
@@ -101,17 +102,17 @@ def test_pack_equals_the_numpy_layout(typ):
 @pytest.mark.parametrize("typ", TYPES)
 def test_a_row_comes_back_as_the_file_gave_it(typ):
     """if_group_row, a grouped token table's lookup: every row of several groups."""
-    _, g, _, bb, qb, _, _ = GROUPS[typ]
+    _, g, _, bb, qb, *_ = GROUPS[typ]
     rng = np.random.default_rng(3)
     N, K = 3 * g, 2304
     blocks = rng.integers(0, 256, (N, K // qb * bb), dtype=np.uint8)
     grouped = pack(typ, blocks, N, K)
     row = np.empty(K // qb * bb, np.uint8)
     for r in range(N):
-        _bench.group_row(typ, row, grouped, r, N, K)
+        _bench.group_row(GROUPS[typ][7], row, grouped, r, N, K)
         assert np.array_equal(row, blocks[r]), r
     with pytest.raises(ValueError, match="bad shape"):
-        _bench.group_row(typ, row, grouped, N, N, K)
+        _bench.group_row(GROUPS[typ][7], row, grouped, N, N, K)
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -121,14 +122,14 @@ def test_kernels_equal_scalar_bits(typ):
     tiers = tiers_of(typ)
     if not tiers:
         pytest.skip(f"no tier with {typ}'s grouped kernels on this machine")
-    _, g, kq, _, _, _, make_case = GROUPS[typ]
+    ftype, g, kq, _, _, _, make_case, _ = GROUPS[typ]
     rng = np.random.default_rng(1)
     failures = []
     for M, n, K, extreme in [(1, 1, kq, False), (1, 8, 2304, False), (2, 2, 2 * kq, False),
                              (3, 3, 3 * kq, False), (7, 5, 2304, False), (17, 1, kq, False),
                              (1, 2, 2304, True), (9, 3, 2304, True)]:
         N = n * g
-        xq, xd, xsum, blocks = make_case(rng, typ, M, N, K, extreme=extreme)
+        xq, xd, xsum, blocks = make_case(rng, ftype, M, N, K, extreme=extreme)
         want = scalar(typ, xq, xd, xsum, blocks, N).view(np.uint32)
         for tier in tiers:
             for gemm in (False, True) if M == 1 else (True,):
@@ -145,12 +146,12 @@ def test_special_block_scales_equal_scalar_bits(typ):
     tiers = tiers_of(typ)
     if not tiers:
         pytest.skip(f"no tier with {typ}'s grouped kernels on this machine")
-    _, g, _, bb, qb, _, make_case = GROUPS[typ]
+    ftype, g, _, bb, qb, _, make_case, _ = GROUPS[typ]
     rng = np.random.default_rng(2)
     N, K = 3 * g, 512
-    xq, xd, xsum, blocks = make_case(rng, typ, 3, N, K)
+    xq, xd, xsum, blocks = make_case(rng, ftype, 3, N, K)
     blocks = blocks.reshape(-1, bb)
-    nd, off = {"q4_k": (2, 0), "q6_k": (1, 208), "q8_0": (1, 0)}[typ]  # d (and Q4_K's dmin)
+    nd, off = {"q4_k": (2, 0), "q6_k": (1, 208), "q8_0": (1, 0)}[ftype]  # d (and Q4_K's dmin)
     pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], nd))]
     blocks[:, off:off + 2 * nd] = pick.view(np.uint8)
     blocks = blocks.reshape(N, -1)
@@ -165,7 +166,8 @@ def test_special_block_scales_equal_scalar_bits(typ):
 
 @pytest.mark.parametrize("typ", TYPES)
 def test_refusals(typ):
-    name, g, kq, bb, qb, _, _ = GROUPS[typ]
+    name = typ
+    _, g, kq, bb, qb, *_ = GROUPS[typ]
     K = 256
     z = np.zeros(K, np.int8)
     args = (z, np.ones(K // qb, np.float32), np.zeros(K // 16, np.int16), 1,
@@ -180,7 +182,8 @@ GUARD_SCRIPT = KQ_GUARDED_PRELUDE + '''
 rng = np.random.default_rng(0)
 for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.01, 0.02]),
                                          ("q6_k", "q6_kx8", 8, 256, 210, 208, [0.01]),
-                                         ("q8_0", "q8_0x16", 16, 32, 34, 0, [0.01])):
+                                         ("q8_0", "q8_0x16", 16, 32, 34, 0, [0.01]),
+                                         ("q4_k", "q4_kx16", 16, 256, 144, 0, [0.01, 0.02])):
     for (M, n, K) in [(1, 1, 256), (3, 2, 512), (5, 1, 768), (1, 3, 2304)]:
         N = n * g
         x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
@@ -188,7 +191,7 @@ for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.0
             np.float16(scale).tobytes(), np.uint8)
         ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         p = guarded(w.shape, np.uint8)
-        _bench.pack_groups(typ, p, w, N, K)
+        _bench.pack_groups("q4_kx16" if name == "q4_kx16" else typ, p, w, N, K)
         for tier in sys.argv[1].split(","):
             if _bench.kq_kernel(name, tier):
                 check_tier(name, x, xd, xs, p, M, N, K, ref, tier)
@@ -214,6 +217,7 @@ X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q6kx8_gemm_4x8_avx_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
     "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
     "q80x16_gemm_6x32_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
+    "q4kx16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpshufb"),
 }
 
 

@@ -208,8 +208,12 @@ static const if_q4_gemm_kernel *q4_gemm_of(const if_kernel_table *t) {
 }
 
 /* The rows per group table t runs c's matrix on, as a model does once its weight arena holds
- * it: 8 (Q4_K, Q6_K: if_kq_pack_x8), 16 (Q8_0: if_q80_pack_x16), or 0 (the file's rows). */
+ * it: 8 (Q4_K, Q6_K: if_kq_pack_x8), 16 (Q4_K: if_kq_pack_x16; Q8_0: if_q80_pack_x16), or 0
+ * (the file's rows). */
 static int group_rows(const ifb_case *c, const if_kernel_table *t) {
+    if ((c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx16_gemv && t->q4kx16_gemm &&
+        c->N % 16 == 0)
+        return 16;
     if ((c->op == IFB_Q4K_GEMV || c->op == IFB_Q4K_GEMM) && t->q4kx8_gemv && t->q4kx8_gemm &&
         c->N % 8 == 0)
         return 8;
@@ -244,6 +248,9 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
         if (x8 == 8)
             if_kq_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K,
                           kq_block(c->op));
+        else if (x8 == 16 && kq_block(c->op) == IF_Q4K_BLOCK_BYTES)
+            if_kq_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K,
+                           IF_Q4K_BLOCK_BYTES);
         else if (x8 == 16)
             if_q80_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K);
         else if (q8)
@@ -259,8 +266,9 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
 static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
     if (group_rows(c, t))
-        return c->op == IFB_Q4K_GEMV ? t->q4kx8_gemv : c->op == IFB_Q6K_GEMV ? t->q6kx8_gemv
-                                                                            : t->q80x16_gemv;
+        return c->op == IFB_Q4K_GEMV   ? (group_rows(c, t) == 16 ? t->q4kx16_gemv : t->q4kx8_gemv)
+               : c->op == IFB_Q6K_GEMV ? t->q6kx8_gemv
+                                       : t->q80x16_gemv;
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
     if (c->op == IFB_Q40_GEMV) return t->q40_gemv ? t->q40_gemv : s->q40_gemv;
@@ -276,8 +284,9 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
 static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_table *t) {
     const if_kernel_table *s = if_tier_table(0);
     if (group_rows(c, t))
-        return c->op == IFB_Q4K_GEMM ? t->q4kx8_gemm : c->op == IFB_Q6K_GEMM ? t->q6kx8_gemm
-                                                                            : t->q80x16_gemm;
+        return c->op == IFB_Q4K_GEMM   ? (group_rows(c, t) == 16 ? t->q4kx16_gemm : t->q4kx8_gemm)
+               : c->op == IFB_Q6K_GEMM ? t->q6kx8_gemm
+                                       : t->q80x16_gemm;
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;
     if (c->op == IFB_Q40_GEMM) return t->q40_gemm ? t->q40_gemm : s->q40_gemm;

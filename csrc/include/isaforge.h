@@ -257,6 +257,9 @@ typedef struct if_q4_gemm_kernel {
  * Q6_K likewise (q6kx8_*: dwords k < 52 at 32 k + 4 r, then row r's f16 d at 1664 + 2 r of
  * the group's 1680-byte block). bb: the block's bytes (144 or 210). */
 void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb);
+/* Q4_K in 16-row groups likewise (q4kx16_*: block b at 16 * 144 * b, dword k of row r at 64 k +
+ * 4 r), the amx tier's resident layout. */
+void if_kq_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb);
 #define IF_Q5K_BLOCK_BYTES 176
 #define IF_Q6K_BLOCK_BYTES 210
 /* Quantize one activation row x (K floats, K % 256 == 0) to the K8 form: q (K), d (K / 256),
@@ -299,9 +302,10 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
  * k (bytes 4k .. 4k + 3, k < 8) of row r at 64 + 512 e + 64 k + 4 r: every 64-byte load is
  * aligned and is the same 4 values of 16 rows. The same bytes, rearranged. */
 void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
-/* Row r of a Q4_K, Q6_K or Q8_0 matrix in its row groups (raw, K columns) back in the
- * file's bytes (a row's blocks) at dst: a grouped token table's lookup. */
-void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, size_t r, size_t K);
+/* Row r of a Q4_K, Q6_K or Q8_0 matrix in row groups of group_rows (raw, K columns) back in
+ * the file's bytes (a row's blocks) at dst: a grouped token table's lookup. */
+void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_rows, size_t r,
+                  size_t K);
 /* ---- IQ4 blocks read as stored: GGUF IQ4_NL (blocks of 32) and IQ4_XS (super-blocks of 256) ----
  * w: the file's bytes unchanged, row-major; the kernels are if_kq_gemv_kernel /
  * if_kq_gemm_kernel (iq4nl_*, iq4xs_*). Level k (0..15) of the nibble table: -127, -104, -83,
@@ -400,13 +404,12 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
-    /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8), Q8_0 on 16-row groups (if_q80_pack_x16): the
-     * weight arena rearranges a matrix of the type into them when both the decode and the
-     * prefill table have that pair (NULL: it copies the file's rows as they are) */
-    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv;
-    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm;
-    const if_kq_gemv_kernel *q80x16_gemv;
-    const if_kq_gemm_kernel *q80x16_gemm;
+    /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8), Q4_K on 16-row ones (if_kq_pack_x16, ahead of
+     * the 8-row ones), Q8_0 on 16-row ones (if_q80_pack_x16): the weight arena rearranges a
+     * matrix of the type into them when both the decode and the prefill table have that pair
+     * (NULL: it copies the file's rows as they are) */
+    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv, *q4kx16_gemv, *q80x16_gemv;
+    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm, *q4kx16_gemm, *q80x16_gemm;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------
@@ -536,7 +539,8 @@ typedef struct if_matrix {
     const void *raw;
     size_t raw_bytes;
     /* set by the core: 0, or the rows per group of raw's layout once the weight arena holds the
-     * matrix grouped: 8 (Q4_K, Q6_K: if_kq_pack_x8) or 16 (Q8_0, if_q80_pack_x16) */
+     * matrix grouped: 8 (Q4_K, Q6_K: if_kq_pack_x8) or 16 (Q4_K: if_kq_pack_x16; Q8_0:
+     * if_q80_pack_x16) */
     int group_rows;
 } if_matrix;
 

@@ -227,8 +227,10 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"iq4xs_gemm", t->iq4xs_gemm ? t->iq4xs_gemm->name : "iq4xs_gemm_1x1_scalar"},
         {"q80_gemm", t->q80_gemm ? t->q80_gemm->name : "q80_gemm_1x1_scalar"},
         {"k8_quantize", t->k8_quantize ? t->k8_quantize->name : "k8_quantize_1x1_scalar"},
-        /* Q4_K on 8-row groups, Q8_0 on 16-row ones (None: the tier has none; the weight
-         * arena keeps the file's rows) */
+        /* Q4_K on 8- or 16-row groups, Q6_K on 8-row ones, Q8_0 on 16-row ones (None: the
+         * tier has none; the weight arena keeps the file's rows) */
+        {"q4kx16_gemv", t->q4kx16_gemv ? t->q4kx16_gemv->name : NULL},
+        {"q4kx16_gemm", t->q4kx16_gemm ? t->q4kx16_gemm->name : NULL},
         {"q4kx8_gemv", t->q4kx8_gemv ? t->q4kx8_gemv->name : NULL},
         {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL},
         {"q6kx8_gemv", t->q6kx8_gemv ? t->q6kx8_gemv->name : NULL},

@@ -31,6 +31,9 @@
 
 #include "../kquant_amx.h"
 
+#ifndef Q45KA_X16
+#define Q45KA_X16 0
+#endif
 #if Q45KA_Q5
 #define Q45KA_S 3 /* low bits of the scale in lo: 5-bit value times 7 fits a byte */
 #define Q45KA_BLOCK_BYTES IF_Q5K_BLOCK_BYTES
@@ -59,6 +62,14 @@ typedef struct q45ka_blk {
     float d[16], dmin[16];
 } q45ka_blk;
 
+/* Dword off / 4 of the 16 rows' blocks: gathered from the file's rows (row stride in idx), or
+ * with Q45KA_X16 (Q4_K in 16-row groups, if_kq_pack_x16) one load of the group's block. */
+#if Q45KA_X16
+#define q45ka_ld(k, idx, p, off) _mm512_loadu_si512((const void *)((p) + 16 * (off)))
+#else
+#define q45ka_ld(k, idx, p, off) ifka_gather((k), (idx), (p) + (off))
+#endif
+
 /* Byte j of each int32 lane. */
 IFZ_INLINE __m512i q45ka_byte(__m512i v, unsigned j) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xFF));
@@ -84,13 +95,14 @@ IFZ_INLINE void q45ka_values(__mmask16 k, __m512i idx, const uint8_t *p, size_t 
 IFZ_INLINE void q45ka_values(__mmask16 k, __m512i idx, const uint8_t *p, size_t c, size_t q,
                              __m512i *a, __m512i *b) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i t = ifka_gather(k, idx, p + 16 + 32 * c + 4 * q);
+    const __m512i t = q45ka_ld(k, idx, p, 16 + 32 * c + 4 * q);
     *a = _mm512_and_si512(t, m4);
     *b = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
 }
 #endif
 
-/* Block b's blocks of rows [0, r) at p (row stride rowbytes) into B. */
+/* Block b's blocks of rows [0, r) at p (row stride rowbytes; Q45KA_X16: the group's block) into
+ * B. */
 static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t r) {
     const __mmask16 k = ifka_mask(r);
     const __m512i idx = _mm512_mullo_epi32(
@@ -99,11 +111,11 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
     const __m512i k15 = _mm512_set1_epi32(15), klo = _mm512_set1_epi32((1 << Q45KA_S) - 1);
     const __m512i k63 = _mm512_set1_epi32(63), rep16 = _mm512_set1_epi32(0x00010001);
     /* the f16 scales and the 12 scale bytes (ifk_q4k_scales, lane-wise) */
-    const __m512i dd = ifka_gather(k, idx, p);
+    const __m512i dd = q45ka_ld(k, idx, p, 0);
     _mm512_store_ps(B->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd)));
     _mm512_store_ps(B->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16))));
-    const __m512i s0 = ifka_gather(k, idx, p + 4), s1 = ifka_gather(k, idx, p + 8);
-    const __m512i s2 = ifka_gather(k, idx, p + 12);
+    const __m512i s0 = q45ka_ld(k, idx, p, 4), s1 = q45ka_ld(k, idx, p, 8);
+    const __m512i s2 = q45ka_ld(k, idx, p, 12);
     __m512i sc[8], mn[8];
     IFZ_UNROLL
     for (unsigned j = 0; j < 4; j++) {
@@ -294,7 +306,9 @@ void Q45KA_FN(float *out, size_t ldo, const int8_t *xq, const float *xd, const i
                     const size_t r = c1 - n < 16 ? c1 - n : 16;
                     AMX_BARRIER(); /* earlier tile loads of the scratch stay before its rewrite */
                     for (size_t i = 0; i < bc; i++)
-                        q45ka_expand(&S[i], w + n * rowbytes + (b0 + i) * Q45KA_BLOCK_BYTES,
+                        q45ka_expand(&S[i],
+                                     Q45KA_X16 ? w + n * rowbytes + (b0 + i) * 16 * Q45KA_BLOCK_BYTES
+                                               : w + n * rowbytes + (b0 + i) * Q45KA_BLOCK_BYTES,
                                      rowbytes, r);
                     q45ka_rows(out, ldo, xq, xd, xp, nb, K, p0, pm, n, ifka_mask(r), b0, bc, S,
                                cb, &st, AMX_TILE_ARG);

@@ -438,20 +438,28 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
     return out
 
 
-GROUPS = {"Q4_K": (8, 256, "q4kx8"), "Q6_K": (8, 256, "q6kx8"),  # rows, cols %, kernels
-          "Q8_0": (16, 64, "q80x16")}
+# type -> its layouts in the arena's order of preference: (rows, cols %, kernels)
+GROUPS = {"Q4_K": ((16, 256, "q4kx16"), (8, 256, "q4kx8")), "Q6_K": ((8, 256, "q6kx8"),),
+          "Q8_0": ((16, 64, "q80x16"),)}
+
+
+def _group(w, kernels: dict) -> tuple[int, str]:
+    """(rows per group, kernels' prefix) of the layout the arena gives w, or (0, "")."""
+    if not isinstance(w, KQTensor) or w.type_name not in GROUPS or not settings.weight_arena():
+        return 0, ""
+    for g, cols, k in GROUPS[w.type_name]:
+        if (w.rows_ % g == 0 and w.cols % cols == 0 and kernels["decode"].get(f"{k}_gemv")
+                and kernels["prefill"].get(f"{k}_gemm")):
+            return g, k
+    return 0, ""
 
 
 def group_rows(w, kernels: dict) -> int:
     """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
-    csrc/arena.c): Q4_K, Q6_K in 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where both tables have
-    the kernels, its shape fills whole groups and the arena is on."""
-    if not isinstance(w, KQTensor) or w.type_name not in GROUPS:
-        return 0
-    g, cols, k = GROUPS[w.type_name]
-    ok = (w.rows_ % g == 0 and w.cols % cols == 0 and kernels["decode"].get(f"{k}_gemv")
-          and kernels["prefill"].get(f"{k}_gemm") and settings.weight_arena())
-    return g if ok else 0
+    csrc/arena.c): Q4_K in 16s (amx) or 8s (the AVX2 tiers), Q6_K in 8s (the AVX2 tiers), Q8_0
+    in 16s (AVX-512) where both tables have the kernels, its shape fills whole groups and the
+    arena is on."""
+    return _group(w, kernels)[0]
 
 
 def resident_type(w, kernels: dict) -> str:
@@ -467,8 +475,8 @@ def matrix_kernels(w, kernels: dict) -> tuple[str, str, str]:
     matrix the arena groups runs its first decode steps on the file's rows, the kernels given
     here once moved."""
     d, p = kernels["decode"], kernels["prefill"]
-    if g := group_rows(w, kernels):
-        k = GROUPS[w.type_name][2]
+    g, k = _group(w, kernels)
+    if g:
         return f"{w.type_name} in {g}-row groups", d[f"{k}_gemv"], p[f"{k}_gemm"]
     if isinstance(w, KQTensor):
         t = w.type_name.lower().replace("_", "")
