@@ -61,6 +61,8 @@ static int group_rows_of(const if_model *m, const if_matrix *w) {
         return 16;
     if (w->ggml_type == IF_GGML_Q4_K && v->q4kx8_gemv && p->q4kx8_gemm && w->rows % 8 == 0)
         return 8;
+    if (w->ggml_type == IF_GGML_Q6_K && v->q6kx16_gemv && p->q6kx16_gemm && w->rows % 16 == 0)
+        return 16;
     if (w->ggml_type == IF_GGML_Q6_K && v->q6kx8_gemv && p->q6kx8_gemm && w->rows % 8 == 0)
         return 8;
     if (w->ggml_type == IF_GGML_Q8_0 && v->q80x16_gemv && p->q80x16_gemm && w->rows % 16 == 0 &&
@@ -124,9 +126,10 @@ static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
             if_kq_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols,
                           it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
                                                            : IF_Q6K_BLOCK_BYTES);
-        else if (it->group_rows == 16 && it->w->ggml_type == IF_GGML_Q4_K)
+        else if (it->group_rows == 16 && it->w->ggml_type != IF_GGML_Q8_0)
             if_kq_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols,
-                           IF_Q4K_BLOCK_BYTES);
+                           it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
+                                                            : IF_Q6K_BLOCK_BYTES);
         else if (it->group_rows == 16)
             if_q80_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols);
         else

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "isaforge.h"
+#include "kernels/kquant_common.h"
 
 /* bb: the block's bytes (Q4_K 144, Q6_K 210); the bytes past its last whole dword (Q6_K's d)
  * follow the dwords, bb % 4 of them per row. */
@@ -30,10 +31,25 @@ static void kq_pack(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, s
 void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
     kq_pack(dst, src, groups, K, bb, 8);
 }
-/* Q4_K for a 512-bit kernel's 16 lanes: each block of a group is 36 aligned 64-byte loads, the
- * group one sequential stream (the file's rows are 16 streams side by side). */
+/* Q4_K, Q6_K for a 512-bit kernel's 16 lanes: each block of a group is aligned 64-byte loads
+ * (ifk_x16_block), the group one sequential stream (the file's rows are 16 streams side by
+ * side). */
 void if_kq_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb) {
-    kq_pack(dst, src, groups, K, bb, 16);
+    const size_t nb = K / IF_QK, rowbytes = nb * bb, nd = bb / 4, tail = bb % 4;
+    for (size_t g = 0; g < groups; g++) {
+        const uint8_t *rows = src + g * 16 * rowbytes;
+        uint8_t *out = dst + g * 16 * rowbytes;
+        for (size_t b = 0; b < nb; b++) {
+            size_t dw, tl;
+            ifk_x16_block(b, nb, bb, &dw, &tl);
+            for (size_t r = 0; r < 16; r++) {
+                const uint8_t *blk = rows + r * rowbytes + b * bb;
+                for (size_t k = 0; k < nd; k++)
+                    memcpy(out + dw + 64 * ifk_x16_row(bb, k) + 4 * r, blk + 4 * k, 4);
+                memcpy(out + tl + tail * r, blk + 4 * nd, tail);
+            }
+        }
+    }
 }
 
 /* Q8_0 (a 512-bit kernel's 16 lanes): besides lane = row, the group is one sequential stream
@@ -63,10 +79,12 @@ void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_row
         const size_t nb = K / IF_QK, nd = bb / 4, tail = bb % 4, l = r % G;
         const uint8_t *g = raw + r / G * G * nb * bb;
         for (size_t b = 0; b < nb; b++) {
-            const uint8_t *gb = g + G * bb * b;
+            size_t dw = G * bb * b, tl = dw + 4 * G * nd;
+            if (G == 16) ifk_x16_block(b, nb, bb, &dw, &tl);
             for (size_t k = 0; k < nd; k++)
-                memcpy(dst + b * bb + 4 * k, gb + 4 * G * k + 4 * l, 4);
-            memcpy(dst + b * bb + 4 * nd, gb + 4 * G * nd + tail * l, tail);
+                memcpy(dst + b * bb + 4 * k,
+                       g + dw + 4 * G * (G == 16 ? ifk_x16_row(bb, k) : k) + 4 * l, 4);
+            memcpy(dst + b * bb + 4 * nd, g + tl + tail * l, tail);
         }
         return;
     }

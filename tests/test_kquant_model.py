@@ -310,8 +310,9 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     a slice per decode step: the tokens and logits equal the engine reading the file's blocks
     where they are, while matrices move (the file's pages dropped as copied) and after the
     copy, when the caller's bytes overwritten change nothing; a bad value is a clear error.
-    Where the tier has row-group kernels (Q4_K, Q6_K on the AVX2 tiers, Q8_0 on avx512_vnni
-    and amx, Q4_K on amx) the matrices of that type move into groups and to those kernels."""
+    Where the tier has row-group kernels (Q4_K, Q6_K in 8s on the AVX2 tiers and in 16s on amx,
+    Q8_0 on avx512_vnni and amx) the matrices of that type and whole groups of rows move into
+    groups and to those kernels."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
     assert where.arena_pending == 0
@@ -331,16 +332,21 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     before = copied.kq_kernels
     copied.arena_wait()
     assert copied.arena_pending == 0
-    # the types the tier runs on row groups: Q4_K on the AVX2 tiers and amx, Q8_0 on AVX-512
+    # the types the tier runs on row groups: Q4_K, Q6_K on the AVX2 tiers and amx, Q8_0 on AVX-512
     groups = {"avx2": {"Q4_K": "q4kx8_gemv_1x8_avx2", "Q6_K": "q6kx8_gemv_1x8_avx2"},
               "avx_vnni": {"Q4_K": "q4kx8_gemv_1x8_avx_vnni",
                            "Q6_K": "q6kx8_gemv_1x8_avx_vnni"},
               "avx512_vnni": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni"},
               "amx": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni",
-                      "Q4_K": "q4kx16_gemv_1x16_avx512_vnni"}}
+                      "Q4_K": "q4kx16_gemv_1x16_avx512_vnni",
+                      "Q6_K": "q6kx16_gemv_1x16_avx512_vnni"}}
     grouped = groups.get(copied.kernels["decode"]["tier"], {})
-    for was, now, t in zip(before, copied.kq_kernels, in_place_order(m.weights), strict=True):
-        assert (now != was) == (t in grouped), (was, now, t)
+    w = m.weights
+    rows = [getattr(w, n)[i].shape[0] for i in range(len(w.wq)) for n in LAYER_MATRICES]
+    for was, now, t, r in zip(before, copied.kq_kernels, in_place_order(w),
+                              [*rows, w.wcls.shape[0]], strict=True):
+        whole = t in grouped and r % (16 if "x16" in grouped[t] else 8) == 0  # whole groups
+        assert (now != was) == whole, (was, now, t, r)
         if now != was:
             assert now[0] == grouped[t], (now, t)
     assert any(t in grouped for t in in_place_order(m.weights)) == bool(grouped)

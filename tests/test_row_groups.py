@@ -30,6 +30,7 @@ GROUPS = {
     "q6_kx8": ("q6_k", 8, 256, 210, 256, ("avx2", "avx_vnni"), kquant.make_case, "q6_k"),
     "q8_0x16": ("q8_0", 16, 64, 34, 32, ("avx512_vnni", "amx"), legacy.make_case, "q8_0"),
     "q4_kx16": ("q4_k", 16, 256, 144, 256, ("amx",), kquant.make_case, "q4_kx16"),
+    "q6_kx16": ("q6_k", 16, 256, 210, 256, ("amx",), kquant.make_case, "q6_kx16"),
 }
 TYPES = list(GROUPS)
 
@@ -46,9 +47,10 @@ def pack(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
 
 
 def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
-    """The layouts in numpy. Q4_K, Q6_K: per g-row group (8; Q4_K also 16) and block, dword k
-    of row r at 4 g k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at
-    1664 + 2 r. Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then
+    """The layouts in numpy. Q4_K, Q6_K: per g-row group (8 or 16) and block, dword k of row r
+    at 4 g k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at 208 g + 2 r;
+    Q6_K in 16s by pairs of blocks: both blocks' d, then each block's dword rows in the GEMV's
+    order (an odd last block alone, d last). Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then
     each block's qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
     if name != "q8_0x16":
         _, g, _, bb, *_ = GROUPS[name]
@@ -56,6 +58,17 @@ def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
         dw = b[..., :bb // 4 * 4].reshape(N // g, g, K // 256, bb // 4, 4)
         dw = dw.transpose(0, 2, 3, 1, 4).reshape(N // g, K // 256, -1)
         tail = b[..., bb // 4 * 4:].transpose(0, 2, 1, 3).reshape(N // g, K // 256, -1)
+        if name == "q6_kx16":  # dword rows reordered, d's first in a pair of blocks
+            order = [*range(48, 52)] + [k for h in (0, 1) for q in range(8)
+                                        for k in (16 * h + q, 16 * h + 8 + q, 32 + 8 * h + q)]
+            rows = dw.reshape(N // g, K // 256, 52, 64)[:, :, order].reshape(N // g, K // 256, -1)
+            parts, nb = [], K // 256
+            for p in range(0, nb, 2):
+                if p + 1 == nb:
+                    parts += [rows[:, p], tail[:, p]]
+                else:
+                    parts += [tail[:, p], tail[:, p + 1], rows[:, p], rows[:, p + 1]]
+            return np.ascontiguousarray(np.concatenate(parts, axis=1)).reshape(N, -1)
         return np.ascontiguousarray(np.concatenate([dw, tail], axis=2)).reshape(N, -1)
     b = blocks.reshape(N // 16, 16, K // 64, 2, 34)  # group, row, pair, block of it, byte
     d = b[..., :2].transpose(0, 2, 3, 1, 4).reshape(N // 16, K // 64, 64)
@@ -183,7 +196,8 @@ rng = np.random.default_rng(0)
 for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.01, 0.02]),
                                          ("q6_k", "q6_kx8", 8, 256, 210, 208, [0.01]),
                                          ("q8_0", "q8_0x16", 16, 32, 34, 0, [0.01]),
-                                         ("q4_k", "q4_kx16", 16, 256, 144, 0, [0.01, 0.02])):
+                                         ("q4_k", "q4_kx16", 16, 256, 144, 0, [0.01, 0.02]),
+                                         ("q6_k", "q6_kx16", 16, 256, 210, 208, [0.01])):
     for (M, n, K) in [(1, 1, 256), (3, 2, 512), (5, 1, 768), (1, 3, 2304)]:
         N = n * g
         x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
@@ -191,7 +205,7 @@ for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.0
             np.float16(scale).tobytes(), np.uint8)
         ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         p = guarded(w.shape, np.uint8)
-        _bench.pack_groups("q4_kx16" if name == "q4_kx16" else typ, p, w, N, K)
+        _bench.pack_groups(name if name.endswith("x16") and typ != "q8_0" else typ, p, w, N, K)
         for tier in sys.argv[1].split(","):
             if _bench.kq_kernel(name, tier):
                 check_tier(name, x, xd, xs, p, M, N, K, ref, tier)
@@ -218,6 +232,7 @@ X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q80x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
     "q80x16_gemm_6x32_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
     "q4kx16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpshufb"),
+    "q6kx16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpshufb"),
 }
 
 

@@ -114,7 +114,8 @@ static const if_kernel_table g_tiers[] = {
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_16x16_amx,
      .q4k_gemm = &if_k_q4k_gemm_16x16_amx, .q6k_gemm = &if_k_q6k_gemm_16x16_amx,
      .q5k_gemm = &if_k_q5k_gemm_16x16_amx, .q4kx16_gemv = &if_k_q4kx16_gemv_1x16_avx512_vnni,
-     .q4kx16_gemm = &if_k_q4kx16_gemm_16x16_amx},
+     .q4kx16_gemm = &if_k_q4kx16_gemm_16x16_amx, .q6kx16_gemv = &if_k_q6kx16_gemv_1x16_avx512_vnni,
+     .q6kx16_gemm = &if_k_q6kx16_gemm_16x16_amx},
 #endif
 #if defined(IF_ARM_TIERS)
     /* Arm: fp32 attention and SwiGLU are the scalar kernels (bit-exact and not the
@@ -226,7 +227,9 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->q80x16_gemv ? t->q80x16_gemv->requires : 0) |
            (t->q80x16_gemm ? t->q80x16_gemm->requires : 0) |
            (t->q4kx16_gemv ? t->q4kx16_gemv->requires : 0) |
-           (t->q4kx16_gemm ? t->q4kx16_gemm->requires : 0);
+           (t->q4kx16_gemm ? t->q4kx16_gemm->requires : 0) |
+           (t->q6kx16_gemv ? t->q6kx16_gemv->requires : 0) |
+           (t->q6kx16_gemm ? t->q6kx16_gemm->requires : 0);
 }
 
 int if_table_decodes_packed(const if_kernel_table *t) {

@@ -257,8 +257,8 @@ typedef struct if_q4_gemm_kernel {
  * Q6_K likewise (q6kx8_*: dwords k < 52 at 32 k + 4 r, then row r's f16 d at 1664 + 2 r of
  * the group's 1680-byte block). bb: the block's bytes (144 or 210). */
 void if_kq_pack_x8(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb);
-/* Q4_K in 16-row groups likewise (q4kx16_*: block b at 16 * 144 * b, dword k of row r at 64 k +
- * 4 r), the amx tier's resident layout. */
+/* Q4_K, Q6_K in 16-row groups likewise (q4kx16_*, q6kx16_*: block b at 16 * bb * b, dword k of
+ * row r at 64 k + 4 r, Q6_K's d at 3328 + 2 r), the amx tier's resident layout. */
 void if_kq_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, size_t bb);
 #define IF_Q5K_BLOCK_BYTES 176
 #define IF_Q6K_BLOCK_BYTES 210
@@ -404,12 +404,12 @@ typedef struct if_kernel_table {
     const if_kq_gemv_kernel *iq4nl_gemv, *iq4xs_gemv; /* IQ4 blocks (NULL: scalar) */
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
-    /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8), Q4_K on 16-row ones (if_kq_pack_x16, ahead of
-     * the 8-row ones), Q8_0 on 16-row ones (if_q80_pack_x16): the weight arena rearranges a
-     * matrix of the type into them when both the decode and the prefill table have that pair
-     * (NULL: it copies the file's rows as they are) */
-    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv, *q4kx16_gemv, *q80x16_gemv;
-    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm, *q4kx16_gemm, *q80x16_gemm;
+    /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8) or 16-row ones (if_kq_pack_x16, ahead of the
+     * 8-row ones), Q8_0 on 16-row ones (if_q80_pack_x16): the weight arena rearranges a matrix
+     * of the type into them when both the decode and the prefill table have that pair (NULL: it
+     * copies the file's rows as they are) */
+    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv, *q4kx16_gemv, *q6kx16_gemv, *q80x16_gemv;
+    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm, *q4kx16_gemm, *q6kx16_gemm, *q80x16_gemm;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------

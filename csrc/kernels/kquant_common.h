@@ -67,4 +67,34 @@ static inline int32_t ifk_q6k_u(const uint8_t *blk, size_t i) {
     return lo | (((qh >> (2 * t)) & 3) << 4);
 }
 
+/* Block b (of nb) of a 16-row group (if_kq_pack_x16): the offsets of its 64-byte dword rows
+ * (dword k of row r at *dw + 64 ifk_x16_row(bb, k) + 4 r) and of its bytes past them (Q6_K's
+ * d, row r at *tl + 2 r). Q4_K's 2304-byte blocks follow each other, dwords in order. Q6_K's
+ * (3328 + 32 bytes) go in pairs, both d's first, then each block's dwords in the order its GEMV
+ * reads them (6720 bytes, every load aligned, read front to back: the hardware prefetcher
+ * follows a stream that only moves forward); an odd last block alone, d after its dwords. */
+static inline void ifk_x16_block(size_t b, size_t nb, size_t bb, size_t *dw, size_t *tl) {
+    if (bb % 4 == 0) {
+        *dw = *tl = 16 * bb * b;
+        return;
+    }
+    const size_t pair = 32 * bb * (b / 2), e = b % 2, nd = 64 * (bb / 4);
+    if (b + 1 == nb && e == 0) {
+        *dw = pair;
+        *tl = pair + nd;
+        return;
+    }
+    *tl = pair + 32 * e;
+    *dw = pair + 64 + nd * e;
+}
+/* Q6_K's dword k at this row of its block: the 4 scale dwords (48..51) first, then per half h
+ * and q < 8 the ql dwords 16h + q and 16h + 8 + q and the qh dword 32 + 8h + q, as the GEMV
+ * uses them; Q4_K's in order. */
+static inline size_t ifk_x16_row(size_t bb, size_t k) {
+    if (bb % 4 == 0) return k;
+    if (k >= 48) return k - 48;
+    if (k >= 32) return 4 + 24 * ((k - 32) / 8) + 3 * ((k - 32) % 8) + 2;
+    return 4 + 24 * (k / 16) + 3 * (k % 8) + (k % 16) / 8;
+}
+
 #endif

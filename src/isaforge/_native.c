@@ -231,6 +231,8 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
          * tier has none; the weight arena keeps the file's rows) */
         {"q4kx16_gemv", t->q4kx16_gemv ? t->q4kx16_gemv->name : NULL},
         {"q4kx16_gemm", t->q4kx16_gemm ? t->q4kx16_gemm->name : NULL},
+        {"q6kx16_gemv", t->q6kx16_gemv ? t->q6kx16_gemv->name : NULL},
+        {"q6kx16_gemm", t->q6kx16_gemm ? t->q6kx16_gemm->name : NULL},
         {"q4kx8_gemv", t->q4kx8_gemv ? t->q4kx8_gemv->name : NULL},
         {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL},
         {"q6kx8_gemv", t->q6kx8_gemv ? t->q6kx8_gemv->name : NULL},

@@ -109,6 +109,7 @@ static void q45ka_expand(q45ka_blk *B, const uint8_t *p, size_t rowbytes, size_t
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
         _mm512_set1_epi32((int)rowbytes));
     const __m512i k15 = _mm512_set1_epi32(15), klo = _mm512_set1_epi32((1 << Q45KA_S) - 1);
+    (void)k, (void)idx; /* the row groups' loads need neither */
     const __m512i k63 = _mm512_set1_epi32(63), rep16 = _mm512_set1_epi32(0x00010001);
     /* the f16 scales and the 12 scale bytes (ifk_q4k_scales, lane-wise) */
     const __m512i dd = q45ka_ld(k, idx, p, 0);

@@ -43,18 +43,32 @@ IFZ_INLINE __m512i q6ka_pair(__m512i v) {
     return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(v, 16));
 }
 
-/* Block b's blocks of rows [0, r) at p (row stride rowbytes) into B. */
+#ifndef Q6KA_X16
+#define Q6KA_X16 0
+#endif
+/* Dword off / 4 of the 16 rows' blocks: gathered from the file's rows (row stride in idx), or
+ * with Q6KA_X16 (Q6_K in 16-row groups, if_kq_pack_x16) one load of the group's block. */
+#if Q6KA_X16
+#define q6ka_ld(k, idx, p, off)                                                            \
+    _mm512_loadu_si512((const void *)((p) + 64 * ifk_x16_row(IF_Q6K_BLOCK_BYTES, (off) / 4)))
+#else
+#define q6ka_ld(k, idx, p, off) ifka_gather((k), (idx), (p) + (off))
+#endif
+
+/* Block b's blocks of rows [0, r) at p (row stride rowbytes) into B; Q6KA_X16: p is the group
+ * block's dword rows and rowbytes the offset of its d's from p (ifk_x16_block). */
 static void q6ka_expand(q6ka_blk *B, const uint8_t *p, size_t rowbytes, size_t r) {
     const __mmask16 k = ifka_mask(r);
     const __m512i idx = _mm512_mullo_epi32(
         _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
         _mm512_set1_epi32((int)rowbytes));
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), m3 = _mm512_set1_epi32(3);
+    (void)k, (void)idx; /* the row groups' loads need neither */
     /* per sub-block j the scale pieces as int16 pairs (lane = row) */
     __m512i pc[4][16];
     __m512i sc[16];
     for (size_t g = 0; g < 4; g++) {
-        const __m512i v = ifka_gather(k, idx, p + 192 + 4 * g);
+        const __m512i v = q6ka_ld(k, idx, p, 192 + 4 * g);
         IFZ_UNROLL
         for (size_t e = 0; e < 4; e++) {
             const __m512i s = _mm512_srai_epi32(_mm512_slli_epi32(v, (unsigned)(24 - 8 * e)), 24);
@@ -73,8 +87,12 @@ static void q6ka_expand(q6ka_blk *B, const uint8_t *p, size_t rowbytes, size_t r
                                                             _mm512_set1_epi32(0xFFFF)),
                                            _mm512_slli_epi32(sc[2 * i + 1], 21)));
     /* d: the high half of the dword at 206 (the block's last two bytes) */
+#if Q6KA_X16 /* the 16 rows' d (ifk_x16_block: rowbytes carries its offset from p) */
+    _mm512_store_ps(B->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + rowbytes))));
+#else
     _mm512_store_ps(B->d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
                               _mm512_srli_epi32(ifka_gather(k, idx, p + 206), 16))));
+#endif
     /* value 128 h + 32 t + l: low 4 bits in ql[64 h + 32 (t & 1) + l] (low nibble for t < 2),
      * top 2 in bits 2t, 2t + 1 of qh[32 h + l] (kquant_common.h, ifk_q6k_u); the 4 values of
      * a dword are VNNI row 4 (j % 4) + (l / 4) % 4 of window j / 4, sub-block j = 8 h + 2 t +
@@ -82,9 +100,9 @@ static void q6ka_expand(q6ka_blk *B, const uint8_t *p, size_t rowbytes, size_t r
     for (size_t h = 0; h < 2; h++) {
         IFZ_UNROLL
         for (size_t dw = 0; dw < 8; dw++) {
-            const __m512i l0 = ifka_gather(k, idx, p + 64 * h + 4 * dw);
-            const __m512i l1 = ifka_gather(k, idx, p + 64 * h + 32 + 4 * dw);
-            const __m512i hb = ifka_gather(k, idx, p + 128 + 32 * h + 4 * dw);
+            const __m512i l0 = q6ka_ld(k, idx, p, 64 * h + 4 * dw);
+            const __m512i l1 = q6ka_ld(k, idx, p, 64 * h + 32 + 4 * dw);
+            const __m512i hb = q6ka_ld(k, idx, p, 128 + 32 * h + 4 * dw);
             const __m512i u[4] = {
                 _mm512_or_si512(_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30)),
                 _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30)),
@@ -136,7 +154,13 @@ void Q6KA_FN(float *out, size_t ldo, const int8_t *xq, const float *xd, const in
         const __mmask16 km = ifka_mask(r);
         for (size_t b = 0; b < nb; b++) {
             AMX_BARRIER(); /* earlier tile loads of the scratch stay before its rewrite */
+#if Q6KA_X16
+            size_t dw, tl;
+            ifk_x16_block(b, nb, IF_Q6K_BLOCK_BYTES, &dw, &tl);
+            q6ka_expand(&S, w + n * rowbytes + dw, tl - dw, r); /* "rowbytes": d's offset */
+#else
             q6ka_expand(&S, w + n * rowbytes + b * IF_Q6K_BLOCK_BYTES, rowbytes, r);
+#endif
             const __m512 d = _mm512_load_ps(S.d);
             for (size_t m0 = 0; m0 < M; m0 += 16) {
                 const size_t mr = M - m0 < 16 ? M - m0 : 16;
