@@ -50,8 +50,8 @@ def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
     """The layouts in numpy. Q4_K, Q6_K: per g-row group (8 or 16) and block, dword k of row r
     at 4 g k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at 208 g + 2 r;
     Q6_K in 16s by pairs of blocks: both blocks' d, then each block's dword rows in the GEMV's
-    order (an odd last block alone, d last). Q8_0: per 16-row group and pair of blocks, the 16 rows' d of each block, then
-    each block's qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
+    order (an odd last block alone, d last). Q8_0: per 16-row group and pair of blocks, the 16
+    rows' d of each block, then each block's qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
     if name != "q8_0x16":
         _, g, _, bb, *_ = GROUPS[name]
         b = blocks.reshape(N // g, g, K // 256, bb)  # group, row, block, byte
