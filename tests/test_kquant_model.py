@@ -205,7 +205,7 @@ def test_bad_in_place_matrices_are_clear_errors(random_kq: Path) -> None:
 
 def test_info_lists_stored_resident_and_kernels(random_kq: Path) -> None:
     """Q4_K and Q8_0 as the default tier holds them: in place, or in row groups (Q4_K in 8s on
-    the AVX2 tiers and in 16s on amx, Q8_0 in 16s on AVX-512)."""
+    the AVX2 tiers and in 16s on AVX-512, Q8_0 in 16s on AVX-512)."""
     mats = info_matrices(random_kq)
     q = mats["layers.0.wq"]
     d = runtime_info()["decode"]
@@ -310,8 +310,8 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     a slice per decode step: the tokens and logits equal the engine reading the file's blocks
     where they are, while matrices move (the file's pages dropped as copied) and after the
     copy, when the caller's bytes overwritten change nothing; a bad value is a clear error.
-    Where the tier has row-group kernels (Q4_K, Q6_K in 8s on the AVX2 tiers and in 16s on amx,
-    Q8_0 on avx512_vnni and amx) the matrices of that type and whole groups of rows move into
+    Where the tier has row-group kernels (Q4_K, Q6_K in 8s on the AVX2 tiers and in 16s on
+    AVX-512, Q8_0 in 16s on AVX-512) the matrices of that type and whole groups of rows move into
     groups and to those kernels."""
     monkeypatch.setenv("ISAFORGE_WEIGHT_ARENA", "0")
     where = Engine(read_gguf(random_kq, quant="auto"), threads=2, kernel=tier)
@@ -332,14 +332,14 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     before = copied.kq_kernels
     copied.arena_wait()
     assert copied.arena_pending == 0
-    # the types the tier runs on row groups: Q4_K, Q6_K on the AVX2 tiers and amx, Q8_0 on AVX-512
+    # the types the tier runs on row groups: Q4_K, Q6_K in 8s on the AVX2 tiers, in 16s on
+    # AVX-512 (avx512_vnni, amx), Q8_0 in 16s on AVX-512
+    x16 = {"Q8_0": "q80x16_gemv_1x16_avx512_vnni", "Q4_K": "q4kx16_gemv_1x16_avx512_vnni",
+           "Q6_K": "q6kx16_gemv_1x16_avx512_vnni"}
     groups = {"avx2": {"Q4_K": "q4kx8_gemv_1x8_avx2", "Q6_K": "q6kx8_gemv_1x8_avx2"},
               "avx_vnni": {"Q4_K": "q4kx8_gemv_1x8_avx_vnni",
                            "Q6_K": "q6kx8_gemv_1x8_avx_vnni"},
-              "avx512_vnni": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni"},
-              "amx": {"Q8_0": "q80x16_gemv_1x16_avx512_vnni",
-                      "Q4_K": "q4kx16_gemv_1x16_avx512_vnni",
-                      "Q6_K": "q6kx16_gemv_1x16_avx512_vnni"}}
+              "avx512_vnni": x16, "amx": x16}
     grouped = groups.get(copied.kernels["decode"]["tier"], {})
     w = m.weights
     rows = [getattr(w, n)[i].shape[0] for i in range(len(w.wq)) for n in LAYER_MATRICES]

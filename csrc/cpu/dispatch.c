@@ -103,7 +103,11 @@ static const if_kernel_table g_tiers[] = {
      .q8_gemm = &if_k_q8_gemm_4x32_avx512_vnni, .attn_i8 = &if_k_f32_attn_16x64_avx512,
      .q4_gemv = &if_k_q4_gemv_1x16_avx512_vnni, .q4_gemm = &if_k_q4_gemm_8x16_avx512_vnni,
      .q4k_gemm = &if_k_q4k_gemm_6x32_avx512_vnni, .q6k_gemm = &if_k_q6k_gemm_8x16_avx512_vnni,
-     .q5k_gemm = &if_k_q5k_gemm_6x32_avx512_vnni},
+     .q5k_gemm = &if_k_q5k_gemm_6x32_avx512_vnni,
+     .q4kx16_gemv = &if_k_q4kx16_gemv_1x16_avx512_vnni,
+     .q4kx16_gemm = &if_k_q4kx16_gemm_6x32_avx512_vnni,
+     .q6kx16_gemv = &if_k_q6kx16_gemv_1x16_avx512_vnni,
+     .q6kx16_gemm = &if_k_q6kx16_gemm_8x16_avx512_vnni},
     /* AMX is a GEMM engine: decode (M = 1) runs the AVX-512 VNNI GEMV; the int8 KV cache gets
      * the matrix-engine attention (bounded, not exact), float caches the exact one. Q8, CQ4
      * and the K-quants have AMX GEMMs (the CQ4 one decodes from its packed copy,

@@ -70,6 +70,21 @@ IFZ_INLINE void ifkg_t4(const uint8_t *const rows[16], size_t off, __m512i y[4])
     y[3] = _mm512_unpackhi_epi64(a1, a3);
 }
 
+/* The same from a 16-row group's block (if_kq_pack_x16) whose dword rows start at gb: one
+ * aligned load each, no transpose. */
+IFZ_INLINE void ifkg_x16(const uint8_t *gb, size_t bb, size_t off, __m512i y[4]) {
+    IFZ_UNROLL
+    for (int j = 0; j < 4; j++)
+        y[j] = _mm512_loadu_si512((const void *)(gb + 64 * ifk_x16_row(bb, off / 4 + (size_t)j)));
+}
+/* Dwords off / 4 .. + 3 of block b's 16 rows: the file's rows (x16 0, ifkg_t4) or the group's
+ * block at gb (x16 1). */
+IFZ_INLINE void ifkg_dw(const uint8_t *const blk[16], const uint8_t *gb, size_t bb, size_t off,
+                        __m512i y[4], const int x16) {
+    if (x16) ifkg_x16(gb, bb, off, y);
+    else ifkg_t4(blk, off, y);
+}
+
 /* Byte s % 4 of v's lanes as unsigned / signed int32. */
 IFZ_INLINE __m512i ifkg_u8(__m512i v, int s) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * (s & 3)), _mm512_set1_epi32(0xFF));
@@ -87,13 +102,13 @@ IFZ_INLINE __m512i ifkg_mv(__m512i v, int from, int to) {
  * nibble byte 32 c + l holds values 64 c + l (low) and 64 c + 32 + l (high), Q5_K's bit 4 of
  * them bits 2c and 2c + 1 of qh[l]. */
 IFZ_INLINE void ifkg_expand_q45(ifkg_blk *B, const uint8_t *const rows[16], size_t b,
-                                const int five) {
+                                const int five, const int x16) {
     const size_t bb = five ? IF_Q5K_BLOCK_BYTES : IF_Q4K_BLOCK_BYTES, qoff = five ? 48 : 16;
-    const uint8_t *blk[16];
+    const uint8_t *blk[16], *gb = rows[0] + 16 * bb * b; /* x16 (Q4_K): the group's block */
     for (int r = 0; r < 16; r++) blk[r] = rows[r] + b * bb;
     const __m512i m4 = _mm512_set1_epi8(15), b4 = _mm512_set1_epi8(16);
     __m512i h[4], qh[8];
-    ifkg_t4(blk, 0, h);
+    ifkg_dw(blk, gb, bb, 0, h, x16);
     if (five) {
         ifkg_t4(blk, 16, qh);
         ifkg_t4(blk, 32, qh + 4);
@@ -101,7 +116,7 @@ IFZ_INLINE void ifkg_expand_q45(ifkg_blk *B, const uint8_t *const rows[16], size
     IFZ_UNROLL
     for (int g = 0; g < 8; g++) { /* nibble dwords 4g .. 4g + 3: chunk c = g / 2 */
         __m512i t[4];
-        ifkg_t4(blk, qoff + 16 * (size_t)g, t);
+        ifkg_dw(blk, gb, bb, qoff + 16 * (size_t)g, t, x16);
         const int c = g / 2;
         IFZ_UNROLL
         for (int j = 0; j < 4; j++) {
@@ -136,21 +151,29 @@ IFZ_INLINE void ifkg_expand_q45(ifkg_blk *B, const uint8_t *const rows[16], size
 
 /* Q6_K: ql (128 bytes), qh (64), the 16 int8 scales, d. Value 128 h + 32 t + l: low 4 bits from
  * ql[64 h + 32 (t & 1) + l] (low nibble for t < 2), top 2 from bits 2t, 2t + 1 of qh[32 h + l]. */
-IFZ_INLINE void ifkg_expand_q6(ifkg_blk *B, const uint8_t *const rows[16], size_t b) {
+IFZ_INLINE void ifkg_expand_q6(ifkg_blk *B, const uint8_t *const rows[16], size_t b,
+                               const int x16, size_t nb) {
+    const size_t bb = IF_Q6K_BLOCK_BYTES;
     const uint8_t *blk[16];
     _Alignas(32) uint16_t dh[16];
-    for (int r = 0; r < 16; r++) {
-        blk[r] = rows[r] + b * IF_Q6K_BLOCK_BYTES;
-        memcpy(&dh[r], blk[r] + 208, 2);
+    size_t dw = 0, tl = 0; /* x16: the group block's dword rows and d's (ifk_x16_block) */
+    if (x16) {
+        ifk_x16_block(b, nb, bb, &dw, &tl);
+        memcpy(dh, rows[0] + tl, sizeof dh);
     }
+    for (int r = 0; r < 16; r++) {
+        blk[r] = rows[r] + b * bb;
+        if (!x16) memcpy(&dh[r], blk[r] + 208, 2);
+    }
+    const uint8_t *gb = rows[0] + dw;
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     __m512i qh[16], s4[4];
     IFZ_UNROLL
-    for (int g = 0; g < 4; g++) ifkg_t4(blk, 128 + 16 * (size_t)g, qh + 4 * g);
+    for (int g = 0; g < 4; g++) ifkg_dw(blk, gb, bb, 128 + 16 * (size_t)g, qh + 4 * g, x16);
     IFZ_UNROLL
     for (int g = 0; g < 8; g++) { /* ql dwords 4g .. 4g + 3 */
         __m512i t[4];
-        ifkg_t4(blk, 16 * (size_t)g, t);
+        ifkg_dw(blk, gb, bb, 16 * (size_t)g, t, x16);
         const int h = g / 4, t0 = (g / 2) & 1; /* half, quarter of the low nibbles */
         IFZ_UNROLL
         for (int j = 0; j < 4; j++) {
@@ -163,7 +186,7 @@ IFZ_INLINE void ifkg_expand_q6(ifkg_blk *B, const uint8_t *const rows[16], size_
                 _mm512_and_si512(ifkg_mv(q, 2 * (t0 + 2), 4), m30));
         }
     }
-    ifkg_t4(blk, 192, s4);
+    ifkg_dw(blk, gb, bb, 192, s4, x16);
     IFZ_UNROLL
     for (int s = 0; s < 16; s++) B->sc[s] = ifkg_s8(s4[s / 4], s);
     IFZ_UNROLL
@@ -314,9 +337,10 @@ IFZ_INLINE void ifkg_block(const ifkg_blk *B, const int nv, float *out, size_t l
 #undef IFKG_PASS
 }
 
+/* x16: Q4_K or Q6_K on 16-row groups (if_kq_pack_x16; n0 a multiple of 16, whole groups read). */
 IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float *xd,
                           const int16_t *xsum, size_t M, const uint8_t *w, size_t n0, size_t n1,
-                          size_t K, const int kind) {
+                          size_t K, const int kind, const int x16) {
     const size_t bb = kind == IFKG_Q6K   ? IF_Q6K_BLOCK_BYTES
                       : kind == IFKG_Q5K ? IF_Q5K_BLOCK_BYTES
                                          : IF_Q4K_BLOCK_BYTES;
@@ -340,11 +364,14 @@ IFZ_INLINE void ifkg_gemm(float *out, size_t ldo, const int8_t *xq, const float 
                     const size_t b = b0 + bi;
                     /* the chunk's bytes of the tile two ahead, a block's share of its rows */
                     for (size_t r = bi * step / nbc; r < (bi + 1) * step / nbc; r++)
-                        if (n + 2 * step + r < n1)
-                            ifkz_prefetch(w + (n + 2 * step + r) * rowbytes + b0 * bb, nbc * bb);
+                        if (n + 2 * step + r < n1) /* x16: the same bytes of the groups */
+                            ifkz_prefetch(x16 ? w + (n + 2 * step + r / 16 * 16) * rowbytes +
+                                                    16 * b0 * bb + r % 16 * nbc * bb
+                                              : w + (n + 2 * step + r) * rowbytes + b0 * bb,
+                                          nbc * bb);
                     for (int v = 0; v < nv; v++) {
-                        if (kind == IFKG_Q6K) ifkg_expand_q6(&B[v], rows[v], b);
-                        else ifkg_expand_q45(&B[v], rows[v], b, kind == IFKG_Q5K);
+                        if (kind == IFKG_Q6K) ifkg_expand_q6(&B[v], rows[v], b, x16, nb);
+                        else ifkg_expand_q45(&B[v], rows[v], b, kind == IFKG_Q5K, x16);
                     }
                     const uint8_t *hb = hl + bi * 16;
                     if (nv == 2)

@@ -6,7 +6,7 @@
 void if_q6k_gemm_8x16_avx512_vnni(float *out, size_t ldo, const int8_t *xq, const float *xd,
                                   const int16_t *xsum, size_t M, const uint8_t *w, size_t n0,
                                   size_t n1, size_t K) {
-    ifkg_gemm(out, ldo, xq, xd, xsum, M, w, n0, n1, K, IFKG_Q6K);
+    ifkg_gemm(out, ldo, xq, xd, xsum, M, w, n0, n1, K, IFKG_Q6K, 0);
 }
 
 const if_kq_gemm_kernel if_k_q6k_gemm_8x16_avx512_vnni = {.name = "q6k_gemm_8x16_avx512_vnni",

@@ -456,7 +456,7 @@ def _group(w, kernels: dict) -> tuple[int, str]:
 
 def group_rows(w, kernels: dict) -> int:
     """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
-    csrc/arena.c): Q4_K, Q6_K in 16s (amx) or 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where
+    csrc/arena.c): Q4_K, Q6_K in 16s (AVX-512) or 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where
     both tables have the kernels, its shape fills whole groups and the arena is on."""
     return _group(w, kernels)[0]
 
