@@ -36,8 +36,10 @@ TYPES = list(GROUPS)
 
 
 def tiers_of(name: str) -> list[str]:
-    """The tiers of this machine with the grouped kernels (the others run the file's rows)."""
-    return [t for t in SIMD_TIERS if _bench.kq_kernel(name, t)]
+    """The tiers of this machine with the grouped kernels (the others run the file's rows),
+    and amx_emulated where its AMX GEMMs on 16-row groups run (x86, AVX-512)."""
+    emu = [] if "x16" not in name or "avx2" not in SIMD_TIERS else ["amx_emulated"]
+    return [t for t in SIMD_TIERS + emu if _bench.kq_kernel(name, t)]
 
 
 def pack(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:

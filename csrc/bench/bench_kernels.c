@@ -557,7 +557,11 @@ static const if_kernel_table g_amx_emulated = {AMX_EMULATED_KERNELS};
  * them only on a CPU with all their `requires` (elsewhere the K-quant ops run scalar). */
 static const if_kernel_table g_amx_emulated_kq = {AMX_EMULATED_KERNELS,
     .q4k_gemm = &if_k_q4k_gemm_16x16_amx_emulated, .q5k_gemm = &if_k_q5k_gemm_16x16_amx_emulated,
-    .q6k_gemm = &if_k_q6k_gemm_16x16_amx_emulated};
+    .q6k_gemm = &if_k_q6k_gemm_16x16_amx_emulated,
+    .q4kx16_gemv = &if_k_q4kx16_gemv_1x16_avx512_vnni,
+    .q4kx16_gemm = &if_k_q4kx16_gemm_16x16_amx_emulated,
+    .q6kx16_gemv = &if_k_q6kx16_gemv_1x16_avx512_vnni,
+    .q6kx16_gemm = &if_k_q6kx16_gemm_16x16_amx_emulated};
 
 static const if_kernel_table *amx_emulated_table(void) {
     uint32_t have = 0;

@@ -14,6 +14,8 @@ extern const if_attn_kernel if_k_i8_attn_16x64_amx_emulated;
 extern const if_kq_gemm_kernel if_k_q4k_gemm_16x16_amx_emulated;
 extern const if_kq_gemm_kernel if_k_q5k_gemm_16x16_amx_emulated;
 extern const if_kq_gemm_kernel if_k_q6k_gemm_16x16_amx_emulated;
+extern const if_kq_gemm_kernel if_k_q4kx16_gemm_16x16_amx_emulated; /* on 16-row groups */
+extern const if_kq_gemm_kernel if_k_q6kx16_gemm_16x16_amx_emulated;
 void if_i8_attn_16x64_amx_emulated(IF_ATTN_ARGS);
 #endif
 

@@ -98,7 +98,7 @@ build() {
         for src in csrc/testing/*.c csrc/bench/bench_kernels.c; do
             o="$obj/testing_$(basename "$src" .c).o"
             tflags=""
-            case $(basename "$src") in q[0-9]k_*) tflags=$GROUP_FLAGS_avx512 ;; esac
+            case $(basename "$src") in q[0-9]k*_*) tflags=$GROUP_FLAGS_avx512 ;; esac
             [ $zig = 1 ] && [ -n "$tflags" ] && tflags=${GROUP_ZIGFLAGS_avx512-$tflags}
             # shellcheck disable=SC2086 # tflags is a list
             "$ccfn" "${extra[@]}" "${CFLAGS[@]}" "${defs[@]}" $tflags -c "$src" -o "$o"
