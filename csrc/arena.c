@@ -68,6 +68,9 @@ static int group_rows_of(const if_model *m, const if_matrix *w) {
     if (w->ggml_type == IF_GGML_Q8_0 && v->q80x16_gemv && p->q80x16_gemm && w->rows % 16 == 0 &&
         w->cols % 64 == 0)
         return 16;
+    if (w->ggml_type == IF_GGML_Q4_0 && v->q40x16_gemv && p->q40x16_gemm && w->rows % 16 == 0 &&
+        w->cols % 64 == 0)
+        return 16;
     return 0;
 }
 
@@ -126,6 +129,8 @@ static void copy_pieces(void *ctx, size_t t0, size_t t1, size_t tid) {
             if_kq_pack_x8(it->dst + at, it->src + at, n / it->unit, it->w->cols,
                           it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
                                                            : IF_Q6K_BLOCK_BYTES);
+        else if (it->group_rows == 16 && it->w->ggml_type == IF_GGML_Q4_0)
+            if_q40_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols);
         else if (it->group_rows == 16 && it->w->ggml_type != IF_GGML_Q8_0)
             if_kq_pack_x16(it->dst + at, it->src + at, n / it->unit, it->w->cols,
                            it->w->ggml_type == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES

@@ -1,6 +1,6 @@
-/* kq_layout.c - Q4_K's and Q6_K's 8-row groups, Q4_K's and Q8_0's 16-row ones (isaforge.h,
- * if_kq_pack_x8, if_kq_pack_x16, if_q80_pack_x16): the file's bytes rearranged so that a kernel's lane r is
- * row r.
+/* kq_layout.c - Q4_K's and Q6_K's 8-row groups, Q4_K's, Q6_K's, Q4_0's and Q8_0's 16-row ones
+ * (isaforge.h, if_kq_pack_x8, if_kq_pack_x16, if_q80_pack_x16, if_q40_pack_x16): the file's
+ * bytes rearranged so that a kernel's lane r is row r.
  *
  * Why: on the file's row-major blocks an 8-lane kernel either reduces 8 rows' vectors per block
  * (the file-layout GEMV: ~60 instructions per row and block, bound by its own instructions at
@@ -52,11 +52,12 @@ void if_kq_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K, s
     }
 }
 
-/* Q8_0 (a 512-bit kernel's 16 lanes): besides lane = row, the group is one sequential stream
- * of aligned 64-byte loads, where the file's 34-byte blocks split loads across lines and 16
- * row streams run side by side. */
-void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
-    const size_t nb = K / IF_QL, bb = IF_Q80_BLOCK_BYTES, rowbytes = nb * bb;
+/* Q8_0 and Q4_0 (a 512-bit kernel's 16 lanes): besides lane = row, the group is one sequential
+ * stream of aligned 64-byte loads, where the file's 34- or 18-byte blocks split loads across
+ * lines and 16 row streams run side by side. nq: the block's qs dwords (8 or 4). */
+static void legacy_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K,
+                            size_t bb, size_t nq) {
+    const size_t nb = K / IF_QL, rowbytes = nb * bb;
     for (size_t g = 0; g < groups; g++) {
         const uint8_t *rows = src + g * 16 * rowbytes;
         uint8_t *out = dst + g * 16 * rowbytes;
@@ -65,10 +66,16 @@ void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) 
                 for (size_t r = 0; r < 16; r++) {
                     const uint8_t *blk = rows + r * rowbytes + (2 * p + e) * bb;
                     memcpy(out + 32 * e + 2 * r, blk, 2);
-                    for (size_t k = 0; k < 8; k++)
-                        memcpy(out + 64 + 512 * e + 64 * k + 4 * r, blk + 2 + 4 * k, 4);
+                    for (size_t k = 0; k < nq; k++)
+                        memcpy(out + 64 + 64 * nq * e + 64 * k + 4 * r, blk + 2 + 4 * k, 4);
                 }
     }
+}
+void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
+    legacy_pack_x16(dst, src, groups, K, IF_Q80_BLOCK_BYTES, 8);
+}
+void if_q40_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K) {
+    legacy_pack_x16(dst, src, groups, K, IF_Q40_BLOCK_BYTES, 4);
 }
 
 void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_rows, size_t r,
@@ -88,13 +95,15 @@ void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_row
         }
         return;
     }
-    const size_t nb = K / IF_QL, bb = IF_Q80_BLOCK_BYTES;
+    const int q4 = ggml_type == IF_GGML_Q4_0; /* else Q8_0 */
+    const size_t nb = K / IF_QL, bb = q4 ? IF_Q40_BLOCK_BYTES : IF_Q80_BLOCK_BYTES;
+    const size_t nq = q4 ? 4 : 8;
     const uint8_t *g = raw + r / 16 * 16 * nb * bb;
     for (size_t b = 0; b < nb; b++) {
         const uint8_t *pr = g + b / 2 * 32 * bb;
         const size_t e = b & 1, l = r % 16;
         memcpy(dst + b * bb, pr + 32 * e + 2 * l, 2);
-        for (size_t k = 0; k < 8; k++)
-            memcpy(dst + b * bb + 2 + 4 * k, pr + 64 + 512 * e + 64 * k + 4 * l, 4);
+        for (size_t k = 0; k < nq; k++)
+            memcpy(dst + b * bb + 2 + 4 * k, pr + 64 + 64 * nq * e + 64 * k + 4 * l, 4);
     }
 }

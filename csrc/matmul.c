@@ -150,8 +150,11 @@ static void split_job(const if_model *m, mm_job *j) {
 static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_matrix *w) {
     /* grouped by the arena, which checked that both tables have the pair */
     if (w->group_rows)
-        return w->ggml_type == IF_GGML_Q4_K   ? (w->group_rows == 16 ? k->q4kx16_gemv : k->q4kx8_gemv)
-               : w->ggml_type == IF_GGML_Q6_K ? (w->group_rows == 16 ? k->q6kx16_gemv : k->q6kx8_gemv)
+        return w->ggml_type == IF_GGML_Q4_K
+                   ? (w->group_rows == 16 ? k->q4kx16_gemv : k->q4kx8_gemv)
+               : w->ggml_type == IF_GGML_Q6_K
+                   ? (w->group_rows == 16 ? k->q6kx16_gemv : k->q6kx8_gemv)
+               : w->ggml_type == IF_GGML_Q4_0 ? k->q40x16_gemv
                                               : k->q80x16_gemv;
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemv ? k->q4k_gemv : &if_k_q4k_gemv_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemv ? k->q5k_gemv : &if_k_q5k_gemv_1x1_scalar;
@@ -169,8 +172,11 @@ static const if_kq_gemv_kernel *kq_gemv_of(const if_kernel_table *k, const if_ma
 /* ... its GEMM. */
 static const if_kq_gemm_kernel *kq_gemm_of(const if_kernel_table *k, const if_matrix *w) {
     if (w->group_rows)
-        return w->ggml_type == IF_GGML_Q4_K   ? (w->group_rows == 16 ? k->q4kx16_gemm : k->q4kx8_gemm)
-               : w->ggml_type == IF_GGML_Q6_K ? (w->group_rows == 16 ? k->q6kx16_gemm : k->q6kx8_gemm)
+        return w->ggml_type == IF_GGML_Q4_K
+                   ? (w->group_rows == 16 ? k->q4kx16_gemm : k->q4kx8_gemm)
+               : w->ggml_type == IF_GGML_Q6_K
+                   ? (w->group_rows == 16 ? k->q6kx16_gemm : k->q6kx8_gemm)
+               : w->ggml_type == IF_GGML_Q4_0 ? k->q40x16_gemm
                                               : k->q80x16_gemm;
     if (w->ggml_type == IF_GGML_Q4_K) return k->q4k_gemm ? k->q4k_gemm : &if_k_q4k_gemm_1x1_scalar;
     if (w->ggml_type == IF_GGML_Q5_K) return k->q5k_gemm ? k->q5k_gemm : &if_k_q5k_gemm_1x1_scalar;

@@ -333,9 +333,9 @@ def test_weight_arena_reads_its_own_copy_with_the_same_bits(random_kq: Path, mon
     copied.arena_wait()
     assert copied.arena_pending == 0
     # the types the tier runs on row groups: Q4_K, Q6_K in 8s on the AVX2 tiers, in 16s on
-    # AVX-512 (avx512_vnni, amx), Q8_0 in 16s on AVX-512
+    # AVX-512 (avx512_vnni, amx), Q8_0 and Q4_0 in 16s on AVX-512
     x16 = {"Q8_0": "q80x16_gemv_1x16_avx512_vnni", "Q4_K": "q4kx16_gemv_1x16_avx512_vnni",
-           "Q6_K": "q6kx16_gemv_1x16_avx512_vnni"}
+           "Q6_K": "q6kx16_gemv_1x16_avx512_vnni", "Q4_0": "q40x16_gemv_1x16_avx512_vnni"}
     groups = {"avx2": {"Q4_K": "q4kx8_gemv_1x8_avx2", "Q6_K": "q6kx8_gemv_1x8_avx2"},
               "avx_vnni": {"Q4_K": "q4kx8_gemv_1x8_avx_vnni",
                            "Q6_K": "q6kx8_gemv_1x8_avx_vnni"},

@@ -31,6 +31,7 @@ GROUPS = {
     "q8_0x16": ("q8_0", 16, 64, 34, 32, ("avx512_vnni", "amx"), legacy.make_case, "q8_0"),
     "q4_kx16": ("q4_k", 16, 256, 144, 256, ("avx512_vnni", "amx"), kquant.make_case, "q4_kx16"),
     "q6_kx16": ("q6_k", 16, 256, 210, 256, ("avx512_vnni", "amx"), kquant.make_case, "q6_kx16"),
+    "q4_0x16": ("q4_0", 16, 64, 18, 32, ("avx512_vnni", "amx"), legacy.make_case, "q4_0"),
 }
 TYPES = list(GROUPS)
 
@@ -52,9 +53,10 @@ def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
     """The layouts in numpy. Q4_K, Q6_K: per g-row group (8 or 16) and block, dword k of row r
     at 4 g k + 4 r, then (Q6_K) each row's 2 bytes past its last dword (its d) at 208 g + 2 r;
     Q6_K in 16s by pairs of blocks: both blocks' d, then each block's dword rows in the GEMV's
-    order (an odd last block alone, d last). Q8_0: per 16-row group and pair of blocks, the 16
-    rows' d of each block, then each block's qs dword k of row r at 64 + 512 e + 64 k + 4 r."""
-    if name != "q8_0x16":
+    order (an odd last block alone, d last). Q8_0, Q4_0: per 16-row group and pair of blocks,
+    the 16 rows' d of each block, then each block's qs dword k of row r at 64 + 64 nq e + 64 k
+    + 4 r (nq = 8 or 4 qs dwords)."""
+    if name not in ("q8_0x16", "q4_0x16"):
         _, g, _, bb, *_ = GROUPS[name]
         b = blocks.reshape(N // g, g, K // 256, bb)  # group, row, block, byte
         dw = b[..., :bb // 4 * 4].reshape(N // g, g, K // 256, bb // 4, 4)
@@ -72,10 +74,12 @@ def pack_model(name, blocks: np.ndarray, N: int, K: int) -> np.ndarray:
                     parts += [tail[:, p], tail[:, p + 1], rows[:, p], rows[:, p + 1]]
             return np.ascontiguousarray(np.concatenate(parts, axis=1)).reshape(N, -1)
         return np.ascontiguousarray(np.concatenate([dw, tail], axis=2)).reshape(N, -1)
-    b = blocks.reshape(N // 16, 16, K // 64, 2, 34)  # group, row, pair, block of it, byte
+    bb = GROUPS[name][3]
+    nq = (bb - 2) // 4
+    b = blocks.reshape(N // 16, 16, K // 64, 2, bb)  # group, row, pair, block of it, byte
     d = b[..., :2].transpose(0, 2, 3, 1, 4).reshape(N // 16, K // 64, 64)
-    q = b[..., 2:].reshape(N // 16, 16, K // 64, 2, 8, 4).transpose(0, 2, 3, 4, 1, 5)
-    q = q.reshape(N // 16, K // 64, 1024)
+    q = b[..., 2:].reshape(N // 16, 16, K // 64, 2, nq, 4).transpose(0, 2, 3, 4, 1, 5)
+    q = q.reshape(N // 16, K // 64, 128 * nq)
     return np.ascontiguousarray(np.concatenate([d, q], axis=2)).reshape(N, -1)
 
 
@@ -166,7 +170,8 @@ def test_special_block_scales_equal_scalar_bits(typ):
     N, K = 3 * g, 512
     xq, xd, xsum, blocks = make_case(rng, ftype, 3, N, K)
     blocks = blocks.reshape(-1, bb)
-    nd, off = {"q4_k": (2, 0), "q6_k": (1, 208), "q8_0": (1, 0)}[ftype]  # d (and Q4_K's dmin)
+    # d (and Q4_K's dmin)
+    nd, off = {"q4_k": (2, 0), "q6_k": (1, 208), "q8_0": (1, 0), "q4_0": (1, 0)}[ftype]
     pick = SPECIAL_F16[rng.integers(0, len(SPECIAL_F16), (blocks.shape[0], nd))]
     blocks[:, off:off + 2 * nd] = pick.view(np.uint8)
     blocks = blocks.reshape(N, -1)
@@ -199,7 +204,8 @@ for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.0
                                          ("q6_k", "q6_kx8", 8, 256, 210, 208, [0.01]),
                                          ("q8_0", "q8_0x16", 16, 32, 34, 0, [0.01]),
                                          ("q4_k", "q4_kx16", 16, 256, 144, 0, [0.01, 0.02]),
-                                         ("q6_k", "q6_kx16", 16, 256, 210, 208, [0.01])):
+                                         ("q6_k", "q6_kx16", 16, 256, 210, 208, [0.01]),
+                                         ("q4_0", "q4_0x16", 16, 32, 18, 0, [0.01])):
     for (M, n, K) in [(1, 1, 256), (3, 2, 512), (5, 1, 768), (1, 3, 2304)]:
         N = n * g
         x, xd, xs, w = guarded_operands(rng, M, N, K, qb, bb)
@@ -207,7 +213,7 @@ for typ, name, g, qb, bb, off, scale in (("q4_k", "q4_kx8", 8, 256, 144, 0, [0.0
             np.float16(scale).tobytes(), np.uint8)
         ref = scalar_out(typ, x, xd, xs, w, M, N, K)
         p = guarded(w.shape, np.uint8)
-        _bench.pack_groups(name if name.endswith("x16") and typ != "q8_0" else typ, p, w, N, K)
+        _bench.pack_groups(name if name in ("q4_kx16", "q6_kx16") else typ, p, w, N, K)
         for tier in sys.argv[1].split(","):
             if _bench.kq_kernel(name, tier):
                 check_tier(name, x, xd, xs, p, M, N, K, ref, tier)
@@ -237,6 +243,8 @@ X8_SIMD = {  # kernel file stem -> instructions its design rests on
     "q6kx16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld", "vpshufb"),
     "q4kx16_gemm_6x32_avx512_vnni": ("vpdpbusd", "vpmulld"),
     "q6kx16_gemm_8x16_avx512_vnni": ("vpdpbusd", "vpdpwssd", "vpmulld"),
+    "q40x16_gemv_1x16_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
+    "q40x16_gemm_6x32_avx512_vnni": ("vpdpbusd", "vcvtph2ps"),
 }
 
 

@@ -226,6 +226,9 @@ static int group_rows(const ifb_case *c, const if_kernel_table *t) {
     if ((c->op == IFB_Q80_GEMV || c->op == IFB_Q80_GEMM) && t->q80x16_gemv && t->q80x16_gemm &&
         c->N % 16 == 0 && c->K % 64 == 0)
         return 16;
+    if ((c->op == IFB_Q40_GEMV || c->op == IFB_Q40_GEMM) && t->q40x16_gemv && t->q40x16_gemm &&
+        c->N % 16 == 0 && c->K % 64 == 0)
+        return 16;
     return 0;
 }
 
@@ -251,6 +254,8 @@ static if_status ensure_packed(ifb_case *c, const if_kernel_table *t, char *err,
         if (x8 == 8)
             if_kq_pack_x8((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 8, c->K,
                           kq_block(c->op));
+        else if (x8 == 16 && kq_block(c->op) == IF_Q40_BLOCK_BYTES)
+            if_q40_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K);
         else if (x8 == 16 && kq_block(c->op) != IF_Q80_BLOCK_BYTES)
             if_kq_pack_x16((uint8_t *)c->packed[i], (const uint8_t *)c->w[i], c->N / 16, c->K,
                            kq_block(c->op));
@@ -271,6 +276,7 @@ static const if_kq_gemv_kernel *kq_gemv_of(const ifb_case *c, const if_kernel_ta
     if (group_rows(c, t))
         return c->op == IFB_Q4K_GEMV   ? (group_rows(c, t) == 16 ? t->q4kx16_gemv : t->q4kx8_gemv)
                : c->op == IFB_Q6K_GEMV ? (group_rows(c, t) == 16 ? t->q6kx16_gemv : t->q6kx8_gemv)
+               : c->op == IFB_Q40_GEMV ? t->q40x16_gemv
                                        : t->q80x16_gemv;
     if (c->op == IFB_Q4K_GEMV) return t->q4k_gemv ? t->q4k_gemv : s->q4k_gemv;
     if (c->op == IFB_Q5K_GEMV) return t->q5k_gemv ? t->q5k_gemv : s->q5k_gemv;
@@ -289,6 +295,7 @@ static const if_kq_gemm_kernel *kq_gemm_of(const ifb_case *c, const if_kernel_ta
     if (group_rows(c, t))
         return c->op == IFB_Q4K_GEMM   ? (group_rows(c, t) == 16 ? t->q4kx16_gemm : t->q4kx8_gemm)
                : c->op == IFB_Q6K_GEMM ? (group_rows(c, t) == 16 ? t->q6kx16_gemm : t->q6kx8_gemm)
+               : c->op == IFB_Q40_GEMM ? t->q40x16_gemm
                                        : t->q80x16_gemm;
     if (c->op == IFB_Q4K_GEMM) return t->q4k_gemm ? t->q4k_gemm : s->q4k_gemm;
     if (c->op == IFB_Q5K_GEMM) return t->q5k_gemm ? t->q5k_gemm : s->q5k_gemm;

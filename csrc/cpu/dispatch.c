@@ -34,7 +34,9 @@
     .iq4xs_gemm = &if_k_iq4xs_gemm_1x8_avx512_vnni, .q80_gemv = &if_k_q80_gemv_1x4_avx512_vnni,    \
     .q80_gemm = &if_k_q80_gemm_6x32_avx512_vnni, .k8_quantize = &if_k_k8_quantize_1x1_avx512,     \
     .q80x16_gemv = &if_k_q80x16_gemv_1x16_avx512_vnni,                                             \
-    .q80x16_gemm = &if_k_q80x16_gemm_6x32_avx512_vnni
+    .q80x16_gemm = &if_k_q80x16_gemm_6x32_avx512_vnni,                                             \
+    .q40x16_gemv = &if_k_q40x16_gemv_1x16_avx512_vnni,                                             \
+    .q40x16_gemm = &if_k_q40x16_gemm_6x32_avx512_vnni
 
 /* The tiers, in rising priority (auto picks the last one this CPU runs): for every op the
  * kernel it runs, decode and prefill alike (a tier needs its kernels' features). Adding a
@@ -233,7 +235,9 @@ uint32_t if_table_requires(const if_kernel_table *t) {
            (t->q4kx16_gemv ? t->q4kx16_gemv->requires : 0) |
            (t->q4kx16_gemm ? t->q4kx16_gemm->requires : 0) |
            (t->q6kx16_gemv ? t->q6kx16_gemv->requires : 0) |
-           (t->q6kx16_gemm ? t->q6kx16_gemm->requires : 0);
+           (t->q6kx16_gemm ? t->q6kx16_gemm->requires : 0) |
+           (t->q40x16_gemv ? t->q40x16_gemv->requires : 0) |
+           (t->q40x16_gemm ? t->q40x16_gemm->requires : 0);
 }
 
 int if_table_decodes_packed(const if_kernel_table *t) {

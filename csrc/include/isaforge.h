@@ -295,14 +295,13 @@ typedef void (*if_kq_gemm_fn)(float *out, size_t ldo, const int8_t *xq, const fl
 #define IF_Q50_BLOCK_BYTES 22
 #define IF_Q51_BLOCK_BYTES 24
 #define IF_Q80_BLOCK_BYTES 34
-/* Q8_0 in 16-row groups (q80x16_* kernels, the AVX-512 tier's resident layout once the weight
- * arena holds the matrix; rows a multiple of 16, K of 64): rows 16g .. 16g + 15 keep the bytes
- * the file gives them, blocks in pairs, pair p (blocks 2p, 2p + 1) at 1088 p: the 16 rows' f16
- * d of block 2p (row r at 2r), then of block 2p + 1 (at 32 + 2r), then block 2p + e's qs dword
- * k (bytes 4k .. 4k + 3, k < 8) of row r at 64 + 512 e + 64 k + 4 r: every 64-byte load is
- * aligned and is the same 4 values of 16 rows. The same bytes, rearranged. */
+/* Q8_0, Q4_0 in 16-row groups (q80x16_*, q40x16_*: the AVX-512 tiers' layout once the weight
+ * arena holds them; rows a multiple of 16, K of 64): per pair of blocks (1088 or 576 bytes) the
+ * 16 rows' f16 d of block 2p + e at 32 e + 2 r, then its qs dword k < nq (8, 4) of row r at
+ * 64 + 64 nq e + 64 k + 4 r: every 64-byte load aligned, the same 4 bytes of 16 rows. */
 void if_q80_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
-/* Row r of a Q4_K, Q6_K or Q8_0 matrix in row groups of group_rows (raw, K columns) back in
+void if_q40_pack_x16(uint8_t *dst, const uint8_t *src, size_t groups, size_t K);
+/* Row r of a Q4_K, Q6_K, Q4_0 or Q8_0 matrix in row groups of group_rows (raw, K columns) back in
  * the file's bytes (a row's blocks) at dst: a grouped token table's lookup. */
 void if_group_row(uint8_t *dst, const uint8_t *raw, int ggml_type, int group_rows, size_t r,
                   size_t K);
@@ -405,11 +404,13 @@ typedef struct if_kernel_table {
     const if_kq_gemm_kernel *iq4nl_gemm, *iq4xs_gemm;
     const if_k8_quantize_kernel *k8_quantize;
     /* Q4_K, Q6_K on 8-row groups (if_kq_pack_x8) or 16-row ones (if_kq_pack_x16, ahead of the
-     * 8-row ones), Q8_0 on 16-row ones (if_q80_pack_x16): the weight arena rearranges a matrix
-     * of the type into them when both the decode and the prefill table have that pair (NULL: it
-     * copies the file's rows as they are) */
-    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv, *q4kx16_gemv, *q6kx16_gemv, *q80x16_gemv;
-    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm, *q4kx16_gemm, *q6kx16_gemm, *q80x16_gemm;
+     * 8-row ones), Q8_0, Q4_0 on 16-row ones (if_q80_pack_x16, if_q40_pack_x16): the weight
+     * arena rearranges a matrix of the type into them when both the decode and the prefill
+     * table have that pair (NULL: it copies the file's rows as they are) */
+    const if_kq_gemv_kernel *q4kx8_gemv, *q6kx8_gemv, *q4kx16_gemv, *q6kx16_gemv, *q80x16_gemv,
+        *q40x16_gemv;
+    const if_kq_gemm_kernel *q4kx8_gemm, *q6kx8_gemm, *q4kx16_gemm, *q6kx16_gemm, *q80x16_gemm,
+        *q40x16_gemm;
 } if_kernel_table;
 
 /* ---------------------------------------------------------------------------------------

@@ -363,22 +363,35 @@ IFLG_INLINE void iflg_rows(ifl_type t, const int mr, int32_t z, const iflg_span 
 typedef void (*iflg_expand_fn)(ifl_type, const uint8_t *const[IFLG_NR], size_t, iflg_vi[8]);
 
 #if defined(__AVX512F__)
-/* Block b of a Q8_0 16-row group at g (if_q80_pack_x16): the values are already vectors of
- * the 16 rows (+ 128 here), the scales one 32-byte load. */
-IFLG_INLINE void iflg_x16(const uint8_t *g, size_t b, iflg_vi v[8], iflg_vf *d) {
-    const uint8_t *pr = g + b / 2 * 32 * IF_Q80_BLOCK_BYTES;
+/* Block b of a Q8_0 or Q4_0 16-row group at g (if_q80_pack_x16, if_q40_pack_x16): the values
+ * are already vectors of the 16 rows (Q8_0 + 128 here; Q4_0's low then high nibbles, as
+ * iflg_u4 gives them), the scales one 32-byte load. */
+IFLG_INLINE void iflg_x16(ifl_type t, const uint8_t *g, size_t b, iflg_vi v[8], iflg_vf *d) {
+    const int s8 = IFLG_S8(t);
+    const uint8_t *pr = g + b / 2 * 32 * t.bb;
     const size_t e = b & 1;
-    const iflg_vi flip = iflg_set1_8((char)0x80);
-    IFLG_UNROLL
-    for (int k = 0; k < 8; k++)
-        v[k] = iflg_xor(_mm512_loadu_si512((const void *)(pr + 64 + 512 * e + 64 * (size_t)k)),
-                        flip);
+    if (s8) {
+        const iflg_vi flip = iflg_set1_8((char)0x80);
+        IFLG_UNROLL
+        for (int k = 0; k < 8; k++)
+            v[k] = iflg_xor(
+                _mm512_loadu_si512((const void *)(pr + 64 + 512 * e + 64 * (size_t)k)), flip);
+    } else {
+        const iflg_vi m4 = iflg_set1_8(15);
+        IFLG_UNROLL
+        for (int k = 0; k < 4; k++) {
+            const iflg_vi q =
+                _mm512_loadu_si512((const void *)(pr + 64 + 256 * e + 64 * (size_t)k));
+            v[k] = iflg_and(q, m4);
+            v[k + 4] = iflg_and(iflg_srli16(q, 4), m4);
+        }
+    }
     *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(pr + 32 * e)));
 }
 #endif
 
 /* The GEMM of type t with value expansion `expand` and zero point z (0 with a minimum); x16:
- * Q8_0 on 16-row groups (AVX-512 only; n0 a multiple of 16, whole groups read). */
+ * Q8_0 or Q4_0 on 16-row groups (AVX-512 only; n0 a multiple of 16, whole groups read). */
 IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *out, size_t ldo,
                            const int8_t *xq, const float *xd, const int16_t *xsum, size_t M,
                            const uint8_t *w, size_t n0, size_t n1, size_t K, const int x16) {
@@ -413,7 +426,7 @@ IFLG_INLINE void iflg_gemm(ifl_type t, iflg_expand_fn expand, int32_t z, float *
                 for (int v = 0; v < IFLG_NV; v++) {
 #if defined(__AVX512F__)
                     if (x16) {
-                        iflg_x16(rows[v][0], b0 + b, S.w[b][v], &S.d[b][v]);
+                        iflg_x16(t, rows[v][0], b0 + b, S.w[b][v], &S.d[b][v]);
                         continue;
                     }
 #endif

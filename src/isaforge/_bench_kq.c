@@ -14,13 +14,14 @@
  * activation row to the K8 form. A tier without a K-quant kernel runs the scalar one. */
 static const char *const kq_names[] = {"q4_k", "q5_k", "q6_k", "q4_0", "q4_1", "q5_0", "q5_1",
                                         "iq4_nl", "iq4_xs", "q8_0", "q4_kx8", "q8_0x16",
-                                        "q6_kx8", "q4_kx16", "q6_kx16"};
+                                        "q6_kx8", "q4_kx16", "q6_kx16", "q4_0x16"};
 #define KQ_X8 10  /* "q4_kx8": Q4_K on 8-row groups (if_kq_pack_x8), N a multiple of 8 */
 #define KQ_X16 11 /* "q8_0x16": Q8_0 on 16-row groups (if_q80_pack_x16), N of 16, K of 64 */
 #define KQ_X8_6 12 /* "q6_kx8": Q6_K on 8-row groups (if_kq_pack_x8), N a multiple of 8 */
 #define KQ_X16_4 13 /* "q4_kx16": Q4_K on 16-row groups (if_kq_pack_x16), N a multiple of 16 */
 #define KQ_X16_6 14 /* "q6_kx16": Q6_K on 16-row groups (if_kq_pack_x16), N a multiple of 16 */
-#define KQ_N 15
+#define KQ_X16_40 15 /* "q4_0x16": Q4_0 on 16-row groups (if_q40_pack_x16), N of 16, K of 64 */
+#define KQ_N 16
 
 /* Table t's GEMV and GEMM of block type kq_names[ti], the scalar tier's where t has none. */
 static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **gv,
@@ -39,17 +40,19 @@ static void kq_pick(const if_kernel_table *t, int ti, const if_kq_gemv_kernel **
     /* on 8-row groups: the table's own kernels or none (no scalar kernel reads the layout) */
     *gv = ti == KQ_X8 ? t->q4kx8_gemv : ti == KQ_X8_6 ? t->q6kx8_gemv
           : ti == KQ_X16 ? t->q80x16_gemv : ti == KQ_X16_4 ? t->q4kx16_gemv
-          : ti == KQ_X16_6 ? t->q6kx16_gemv : gvs[ti];
+          : ti == KQ_X16_6 ? t->q6kx16_gemv : ti == KQ_X16_40 ? t->q40x16_gemv : gvs[ti];
     *gm = ti == KQ_X8 ? t->q4kx8_gemm : ti == KQ_X8_6 ? t->q6kx8_gemm
           : ti == KQ_X16 ? t->q80x16_gemm : ti == KQ_X16_4 ? t->q4kx16_gemm
-          : ti == KQ_X16_6 ? t->q6kx16_gemm : gms[ti];
+          : ti == KQ_X16_6 ? t->q6kx16_gemm : ti == KQ_X16_40 ? t->q40x16_gemm : gms[ti];
 }
 
 static int kq_type(const char *type) {
     for (int i = 0; i < KQ_N; i++)
         if (strcmp(type, kq_names[i]) == 0) return i;
     PyErr_Format(PyExc_ValueError, "unknown K-quant type '%s' (q4_k, q5_k, q6_k, q4_0, q4_1, "
-                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8, q8_0x16, q6_kx8, q4_kx16, q6_kx16)", type);
+                 "q5_0, q5_1, iq4_nl, iq4_xs, q8_0, q4_kx8, q8_0x16, q6_kx8, q4_kx16, q6_kx16, "
+                 "q4_0x16)",
+                 type);
     return -1;
 }
 
@@ -85,13 +88,18 @@ PyObject *py_kq_gemm(PyObject *mod, PyObject *args) {
                                  IF_Q40_BLOCK_BYTES, IF_Q41_BLOCK_BYTES, IF_Q50_BLOCK_BYTES,
                                  IF_Q51_BLOCK_BYTES, IF_IQ4NL_BLOCK_BYTES, IF_IQ4XS_BLOCK_BYTES,
                                  IF_Q80_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES, IF_Q80_BLOCK_BYTES,
-                                 IF_Q6K_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES};
+                                 IF_Q6K_BLOCK_BYTES, IF_Q4K_BLOCK_BYTES, IF_Q6K_BLOCK_BYTES,
+                                 IF_Q40_BLOCK_BYTES};
     const int ti = kq_type(type);
     if (ti < 0) return NULL;
     const size_t qb =
-        ti >= 3 && ti != 8 && ti != KQ_X8 && ti != KQ_X8_6 && ti < KQ_X16_4 ? IF_QL : IF_QK;
-    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || ((ti == KQ_X8 || ti == KQ_X8_6) && N % 8) ||
-        (ti == KQ_X16 && (N % 16 || K % 64)) || ((ti == KQ_X16_4 || ti == KQ_X16_6) && N % 16))
+        ti >= 3 && ti != 8 && ti != KQ_X8 && ti != KQ_X8_6 && ti != KQ_X16_4 && ti != KQ_X16_6
+            ? IF_QL
+            : IF_QK;
+    const int g8 = ti == KQ_X8 || ti == KQ_X8_6, g16 = ti == KQ_X16_4 || ti == KQ_X16_6;
+    const int l16 = ti == KQ_X16 || ti == KQ_X16_40; /* legacy blocks in 16s: pairs of blocks */
+    if (M <= 0 || N <= 0 || K <= 0 || K % (Py_ssize_t)qb || (g8 && N % 8) ||
+        (l16 && (N % 16 || K % 64)) || (g16 && N % 16))
         return PyErr_Format(PyExc_ValueError, "bad shape M=%zd N=%zd K=%zd", M, N, K);
     const if_kernel_table *t = ifb_table_for(tier, M > 1 || gemm);
     if (!t) return NULL;
@@ -122,22 +130,25 @@ static int group_type(const char *type, Py_ssize_t N, Py_ssize_t K, size_t *bb, 
     const int t = strcmp(type, "q4_k") == 0 || strcmp(type, "q4_kx16") == 0 ? IF_GGML_Q4_K
                   : strcmp(type, "q6_k") == 0 || strcmp(type, "q6_kx16") == 0 ? IF_GGML_Q6_K
                   : strcmp(type, "q8_0") == 0     ? IF_GGML_Q8_0
+                  : strcmp(type, "q4_0") == 0     ? IF_GGML_Q4_0
                                                   : -1;
     if (t < 0) {
-        PyErr_Format(PyExc_ValueError, "no row groups for type '%s' (q4_k, q6_k, q8_0, q4_kx16, q6_kx16)",
-                     type);
+        PyErr_Format(PyExc_ValueError,
+                     "no row groups for type '%s' (q4_k, q6_k, q8_0, q4_0, q4_kx16, q6_kx16)", type);
         return -1;
     }
-    *g = t == IF_GGML_Q8_0 || x16 ? 16 : 8;
-    const Py_ssize_t g_ = (Py_ssize_t)*g, kq = t == IF_GGML_Q8_0 ? 64 : IF_QK;
+    const int legacy = t == IF_GGML_Q8_0 || t == IF_GGML_Q4_0;
+    *g = legacy || x16 ? 16 : 8;
+    const Py_ssize_t g_ = (Py_ssize_t)*g, kq = legacy ? 64 : IF_QK;
     if (N <= 0 || K <= 0 || N % g_ || K % kq) {
         PyErr_Format(PyExc_ValueError, "bad shape N=%zd K=%zd", N, K);
         return -1;
     }
-    *bb = t == IF_GGML_Q4_K ? IF_Q4K_BLOCK_BYTES
+    *bb = t == IF_GGML_Q4_K   ? IF_Q4K_BLOCK_BYTES
           : t == IF_GGML_Q6_K ? IF_Q6K_BLOCK_BYTES
+          : t == IF_GGML_Q4_0 ? IF_Q40_BLOCK_BYTES
                               : IF_Q80_BLOCK_BYTES;
-    *row = (size_t)K / (t == IF_GGML_Q8_0 ? IF_QL : IF_QK) * *bb;
+    *row = (size_t)K / (legacy ? IF_QL : IF_QK) * *bb;
     return t;
 }
 
@@ -158,6 +169,7 @@ PyObject *py_pack_groups(PyObject *mod, PyObject *args) {
     Py_buffer v[2];
     if (!ifb_get_views(o, need, 2, 1, v)) return NULL;
     if (t == IF_GGML_Q8_0) if_q80_pack_x16(v[1].buf, v[0].buf, (size_t)N / 16, (size_t)K);
+    else if (t == IF_GGML_Q4_0) if_q40_pack_x16(v[1].buf, v[0].buf, (size_t)N / 16, (size_t)K);
     else if (g == 16) if_kq_pack_x16(v[1].buf, v[0].buf, (size_t)N / 16, (size_t)K, bb);
     else if_kq_pack_x8(v[1].buf, v[0].buf, (size_t)N / 8, (size_t)K, bb);
     PyBuffer_Release(&v[0]);

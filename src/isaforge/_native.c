@@ -233,6 +233,8 @@ static int kq_names(PyObject *d, const if_kernel_table *t) {
         {"q4kx16_gemm", t->q4kx16_gemm ? t->q4kx16_gemm->name : NULL},
         {"q6kx16_gemv", t->q6kx16_gemv ? t->q6kx16_gemv->name : NULL},
         {"q6kx16_gemm", t->q6kx16_gemm ? t->q6kx16_gemm->name : NULL},
+        {"q40x16_gemv", t->q40x16_gemv ? t->q40x16_gemv->name : NULL},
+        {"q40x16_gemm", t->q40x16_gemm ? t->q40x16_gemm->name : NULL},
         {"q4kx8_gemv", t->q4kx8_gemv ? t->q4kx8_gemv->name : NULL},
         {"q4kx8_gemm", t->q4kx8_gemm ? t->q4kx8_gemm->name : NULL},
         {"q6kx8_gemv", t->q6kx8_gemv ? t->q6kx8_gemv->name : NULL},

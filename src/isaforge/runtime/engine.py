@@ -440,7 +440,8 @@ def weight_bytes(model: LoadedModel) -> dict[str, int]:
 
 # type -> its layouts in the arena's order of preference: (rows, cols %, kernels)
 GROUPS = {"Q4_K": ((16, 256, "q4kx16"), (8, 256, "q4kx8")),
-          "Q6_K": ((16, 256, "q6kx16"), (8, 256, "q6kx8")), "Q8_0": ((16, 64, "q80x16"),)}
+          "Q6_K": ((16, 256, "q6kx16"), (8, 256, "q6kx8")), "Q8_0": ((16, 64, "q80x16"),),
+          "Q4_0": ((16, 64, "q40x16"),)}
 
 
 def _group(w, kernels: dict) -> tuple[int, str]:
@@ -456,8 +457,9 @@ def _group(w, kernels: dict) -> tuple[int, str]:
 
 def group_rows(w, kernels: dict) -> int:
     """The rows per group the weight arena rearranges w, an in-place matrix, into (0: none;
-    csrc/arena.c): Q4_K, Q6_K in 16s (AVX-512) or 8s (the AVX2 tiers), Q8_0 in 16s (AVX-512) where
-    both tables have the kernels, its shape fills whole groups and the arena is on."""
+    csrc/arena.c): Q4_K, Q6_K in 16s (AVX-512) or 8s (the AVX2 tiers), Q8_0, Q4_0 in 16s
+    (AVX-512) where both tables have the kernels, its shape fills whole groups and the arena is
+    on."""
     return _group(w, kernels)[0]
 
 
